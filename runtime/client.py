@@ -1,0 +1,70 @@
+"""Loading a job script and compiling it without running it (Flink's PackagedProgram).
+
+A job is a Python script that builds a pipeline and calls ``env.execute()``, as in
+PyFlink. To compile it, the script runs with a plan-capturing executor (Flink's
+StreamPlanEnvironment): its ``execute()`` hands over the StreamGraph and stops the script.
+"""
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from runtime.datastream import stream_execution_environment as see
+from runtime.graph.execution_graph import ExecutionGraph, build_execution_graph
+from runtime.graph.job_graph import JobGraph, create_job_graph
+from runtime.graph.stream_graph import StreamGraph
+
+
+class _ProgramAbort(BaseException):
+    """Raised by the capturing executor to stop the job script after ``execute()``.
+
+    A BaseException so that a job's own ``except Exception`` does not swallow it.
+    """
+
+    def __init__(self, graph: StreamGraph):
+        super().__init__("plan captured")
+        self.graph = graph
+
+
+class JobScriptError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class CompiledJob:
+    stream_graph: StreamGraph
+    job_graph: JobGraph
+    execution_graph: ExecutionGraph
+
+
+def load_stream_graph(path: str, args: Sequence[str] = ()) -> StreamGraph:
+    """Run the job script at ``path`` until its ``execute()`` and return its StreamGraph."""
+    if not os.path.isfile(path):
+        raise JobScriptError(f"Job script not found: {path}. Pass the path of a .py file, "
+                             "e.g. include/jobs/wordcount.py.")
+
+    def capture(graph: StreamGraph):
+        raise _ProgramAbort(graph)
+
+    token = see._pipeline_executor.set(capture)
+    saved_argv = sys.argv
+    sys.argv = [path, *args]
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except _ProgramAbort as abort:
+        return abort.graph
+    finally:
+        sys.argv = saved_argv
+        see._pipeline_executor.reset(token)
+    raise JobScriptError(
+        f"The job script {path} finished without calling execute(): build the pipeline and "
+        "end with env.execute('job name'), as in PyFlink.")
+
+
+def compile_job(path: str, args: Sequence[str] = ()) -> CompiledJob:
+    stream_graph = load_stream_graph(path, args)
+    job_graph = create_job_graph(stream_graph)
+    return CompiledJob(stream_graph, job_graph, build_execution_graph(job_graph))

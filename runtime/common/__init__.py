@@ -1,0 +1,12 @@
+"""Common types of the Sluice API, named as ``pyflink.common``."""
+from runtime.common.configuration import Configuration
+from runtime.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
+from runtime.common.time import Duration, Time
+from runtime.common.typeinfo import TypeInformation, Types
+from runtime.common.types import Row, RowKind
+from runtime.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
+
+__all__ = [
+    "Configuration", "Duration", "RestartStrategies", "RestartStrategyConfiguration", "Row",
+    "RowKind", "Time", "TimestampAssigner", "TypeInformation", "Types", "WatermarkStrategy",
+]

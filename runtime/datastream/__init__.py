@@ -1,0 +1,39 @@
+"""The DataStream API, named as ``pyflink.datastream``: a PyFlink job ports by changing imports."""
+from runtime.datastream.checkpoint_config import (
+    CheckpointConfig, CheckpointingMode, ExternalizedCheckpointCleanup)
+from runtime.datastream.data_stream import (
+    AllWindowedStream, ConnectedStreams, DataStream, DataStreamSink, KeyedStream, WindowedStream)
+from runtime.datastream.execution_config import ExecutionConfig
+from runtime.datastream.functions import (
+    AggregateFunction, AllWindowFunction, CoFlatMapFunction, CoMapFunction, CoProcessFunction,
+    FilterFunction, FlatMapFunction, KeyedCoProcessFunction, KeyedProcessFunction, KeySelector,
+    MapFunction, Partitioner, ProcessAllWindowFunction, ProcessFunction, ProcessWindowFunction,
+    ReduceFunction, RuntimeContext, SinkFunction, TimeDomain, TimerService, WindowFunction)
+from runtime.datastream.output_tag import OutputTag
+from runtime.datastream.stream_execution_environment import (
+    RuntimeExecutionMode, StreamExecutionEnvironment)
+from runtime.datastream.window import (
+    ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigger, CountEvictor, CountSlidingWindowAssigner,
+    CountTrigger, CountTumblingWindowAssigner, CountWindow, DeltaEvictor, DynamicEventTimeSessionWindows,
+    DynamicProcessingTimeSessionWindows, EventTimeSessionWindows, EventTimeTrigger, Evictor, GlobalWindow,
+    GlobalWindows, MergingWindowAssigner, NeverTrigger, ProcessingTimeSessionWindows, ProcessingTimeTrigger,
+    PurgingTrigger, SlidingEventTimeWindows, SlidingProcessingTimeWindows, TimeEvictor, TimeWindow, Trigger,
+    TriggerResult, TumblingEventTimeWindows, TumblingProcessingTimeWindows, Window, WindowAssigner)
+
+__all__ = [
+    "AggregateFunction", "AllWindowFunction", "AllWindowedStream", "CheckpointConfig",
+    "CheckpointingMode", "CoFlatMapFunction", "CoMapFunction", "CoProcessFunction", "ConnectedStreams",
+    "ContinuousEventTimeTrigger", "ContinuousProcessingTimeTrigger", "CountEvictor",
+    "CountSlidingWindowAssigner", "CountTrigger", "CountTumblingWindowAssigner", "CountWindow",
+    "DataStream", "DataStreamSink", "DeltaEvictor", "DynamicEventTimeSessionWindows",
+    "DynamicProcessingTimeSessionWindows", "EventTimeSessionWindows", "EventTimeTrigger", "Evictor",
+    "ExecutionConfig", "ExternalizedCheckpointCleanup", "FilterFunction", "FlatMapFunction",
+    "GlobalWindow", "GlobalWindows", "KeySelector", "KeyedCoProcessFunction", "KeyedProcessFunction",
+    "KeyedStream", "MapFunction", "MergingWindowAssigner", "NeverTrigger", "OutputTag", "Partitioner",
+    "ProcessAllWindowFunction", "ProcessFunction", "ProcessWindowFunction",
+    "ProcessingTimeSessionWindows", "ProcessingTimeTrigger", "PurgingTrigger", "ReduceFunction",
+    "RuntimeContext", "RuntimeExecutionMode", "SinkFunction", "SlidingEventTimeWindows",
+    "SlidingProcessingTimeWindows", "StreamExecutionEnvironment", "TimeDomain", "TimeEvictor",
+    "TimeWindow", "TimerService", "Trigger", "TriggerResult", "TumblingEventTimeWindows",
+    "TumblingProcessingTimeWindows", "Window", "WindowAssigner", "WindowFunction", "WindowedStream",
+]

@@ -1,0 +1,39 @@
+"""Source and sink descriptors (``pyflink.datastream.connectors``).
+
+A descriptor says what to read or write; the task runtime owns how (splits, offsets,
+staging). Descriptors are immutable so a compiled plan can be shipped to Spark tasks.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, ClassVar, Optional
+
+
+class Boundedness(enum.Enum):
+    BOUNDED = "BOUNDED"
+    CONTINUOUS_UNBOUNDED = "CONTINUOUS_UNBOUNDED"
+
+
+@dataclass(frozen=True)
+class Source:
+    """A source of records. ``parallel = False`` pins the source operator to parallelism 1."""
+
+    default_name: ClassVar[str] = "Custom Source"
+    parallel: ClassVar[bool] = True
+
+    @property
+    def boundedness(self) -> Boundedness:
+        return Boundedness.BOUNDED
+
+    def get_boundedness(self) -> Boundedness:
+        return self.boundedness
+
+    @property
+    def produced_type(self) -> Any:
+        return None
+
+
+@dataclass(frozen=True)
+class Sink:
+    default_name: ClassVar[str] = "Unnamed"

@@ -1,0 +1,669 @@
+"""DataStream, KeyedStream, WindowedStream, ConnectedStreams (``pyflink.datastream``).
+
+Each call adds a Transformation to the environment and returns a stream wrapping it.
+Wrong use is reported here, when the job is built, naming the operator and the fix.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
+
+from runtime.common.time import to_millis
+from runtime.common.watermark_strategy import WatermarkStrategy
+from runtime.datastream import functions as fn
+from runtime.datastream.connectors.base import Sink
+from runtime.datastream.connectors.delta import DeltaSink
+from runtime.datastream.operators import (
+    Aggregation, ChainingStrategy, CoProcessOperator, CoStreamFlatMap, CoStreamMap,
+    KeyedCoProcessOperator, KeyedProcessOperator, PrintSink, ProcessOperator, StreamFilter,
+    StreamFlatMap, StreamGroupedReduceOperator, StreamMap, StreamOperator, StreamSink,
+    TimestampsAndWatermarksOperator, WindowOperator)
+from runtime.datastream.output_tag import OutputTag
+from runtime.datastream.transformations import (
+    VIRTUAL, OneInputTransformation, PartitionTransformation, SideOutputTransformation,
+    SinkTransformation, Transformation, TwoInputTransformation, UnionTransformation)
+from runtime.graph import partitioner as part
+
+if TYPE_CHECKING:
+    from runtime.datastream.stream_execution_environment import StreamExecutionEnvironment
+
+
+class FieldKeySelector(fn.KeySelector):
+    """``key_by(1)`` / ``key_by("word")``: the key is one field of the record.
+
+    Recognised by the runtime, which extracts and hashes such keys vectorised.
+    """
+
+    def __init__(self, field: Union[int, str]):
+        self.field = field
+
+    def get_key(self, value):
+        try:
+            if isinstance(self.field, str):
+                return value[self.field] if isinstance(value, dict) else getattr(value, self.field)
+            if isinstance(value, (tuple, list)):
+                return value[self.field]
+            if self.field == 0:
+                return value
+        except (AttributeError, IndexError, KeyError):
+            pass
+        raise KeyError(f"key_by({self.field!r}): record {value!r} has no field {self.field!r}")
+
+    def __eq__(self, other):
+        return isinstance(other, FieldKeySelector) and other.field == self.field
+
+    def __hash__(self):
+        return hash(("FieldKeySelector", self.field))
+
+    def __repr__(self):
+        return f"FieldKeySelector({self.field!r})"
+
+
+class NullByteKeySelector(fn.KeySelector):
+    """The constant key of ``window_all``: every record goes to the one subtask."""
+
+    def get_key(self, value):
+        return 0
+
+    def __eq__(self, other):
+        return isinstance(other, NullByteKeySelector)
+
+    def __hash__(self):
+        return hash("NullByteKeySelector")
+
+
+def _is_unknown(type_info) -> bool:
+    return type_info is None or type(type_info).__name__ == "PickledBytesTypeInfo"
+
+
+def resolve_field(type_info, field, operator: str):
+    """The position of ``field`` in records of ``type_info``, checked when the type is known."""
+    if isinstance(field, bool) or not isinstance(field, (int, str)):
+        raise TypeError(f"{operator}: a field is an index (int) or a name (str), got {field!r}")
+    if isinstance(field, int) and field < 0:
+        raise ValueError(f"{operator}: field index {field} is negative; fields count from 0")
+    if _is_unknown(type_info):
+        return field
+    try:
+        return type_info.field_index(field)
+    except (ValueError, KeyError, IndexError) as e:  # the type's message names the valid fields
+        raise ValueError(f"{operator}: {e}") from None
+
+
+def _field_type(type_info, position: int):
+    if _is_unknown(type_info):
+        return None
+    return type_info.get_field_types()[position] if type_info.is_composite_type() else type_info
+
+
+_NUMERIC = {"Byte", "Short", "Integer", "Long", "Float", "Double", "BigInteger", "BigDecimal"}
+
+
+def _check_aggregable(type_info, position, kind: str, operator: str) -> None:
+    ftype = _field_type(type_info, position)
+    if ftype is None or _is_unknown(ftype):
+        return
+    if kind == "sum" and str(ftype) not in _NUMERIC:
+        raise ValueError(
+            f"{operator}: sum({position!r}) needs a numeric field, but the field is {ftype}. "
+            f"Aggregate a numeric field, or use reduce() for other types.")
+
+
+class DataStream:
+    """A stream of records, as ``pyflink.datastream.DataStream``."""
+
+    def __init__(self, env: "StreamExecutionEnvironment", transformation: Transformation):
+        self._env = env
+        self._t = transformation
+
+    # ---- operator settings -------------------------------------------------------------
+
+    def _operator(self, setting: str) -> Transformation:
+        if isinstance(self._t, VIRTUAL):
+            raise ValueError(
+                f"{setting}() applies to an operator, but '{self._t.name}' is a partitioning, "
+                f"union or side output, not an operator: call {setting}() on the operator "
+                f"before or after it.")
+        return self._t
+
+    def get_name(self) -> str:
+        return self._t.name
+
+    def name(self, name: str) -> "DataStream":
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"name() needs a non-empty string, got {name!r}")
+        self._operator("name").name = name
+        return self
+
+    def uid(self, uid: str) -> "DataStream":
+        if not isinstance(uid, str) or not uid:
+            raise ValueError(f"uid() of '{self._t.name}' needs a non-empty string, got {uid!r}")
+        self._operator("uid").uid = uid
+        return self
+
+    def set_parallelism(self, parallelism: int) -> "DataStream":
+        self._operator("set_parallelism").set_parallelism(parallelism)
+        return self
+
+    def set_max_parallelism(self, max_parallelism: int) -> "DataStream":
+        self._operator("set_max_parallelism").set_max_parallelism(max_parallelism)
+        return self
+
+    def get_parallelism(self) -> int:
+        return self._t.parallelism or self._env.get_parallelism()
+
+    def get_type(self):
+        return self._t.output_type
+
+    def get_execution_environment(self) -> "StreamExecutionEnvironment":
+        return self._env
+
+    def force_non_parallel(self) -> "DataStream":
+        t = self._operator("force_non_parallel")
+        t.set_parallelism(1)
+        t.set_max_parallelism(1)
+        t.non_parallel = True
+        return self
+
+    def slot_sharing_group(self, slot_sharing_group) -> "DataStream":
+        group = getattr(slot_sharing_group, "name", slot_sharing_group)
+        if not isinstance(group, str) or not group:
+            raise ValueError(f"slot_sharing_group() needs a non-empty name, got {slot_sharing_group!r}")
+        self._operator("slot_sharing_group").slot_sharing_group = group
+        return self
+
+    def disable_chaining(self) -> "DataStream":
+        self._operator("disable_chaining").chaining_strategy = ChainingStrategy.NEVER
+        return self
+
+    def start_new_chain(self) -> "DataStream":
+        self._operator("start_new_chain").chaining_strategy = ChainingStrategy.HEAD
+        return self
+
+    def set_buffer_timeout(self, timeout_millis: int) -> "DataStream":
+        # Channels are flushed once per epoch; accepted for PyFlink compatibility.
+        return self
+
+    # ---- transformations ---------------------------------------------------------------
+
+    def _one_input(self, operator: StreamOperator, output_type, name: Optional[str] = None,
+                   cls=None) -> "DataStream":
+        t = self._env._add(OneInputTransformation(
+            id=self._env._new_id(), name=name or operator.default_name, output_type=output_type,
+            input=self._t, operator=operator, **self._state_key()))
+        return (cls or DataStream)(self._env, t)
+
+    def _state_key(self) -> dict:
+        return {}
+
+    def map(self, func, output_type=None) -> "DataStream":
+        return self._one_input(StreamMap(function=fn.as_function(func, fn.MapFunction, "map")),
+                               output_type)
+
+    def flat_map(self, func, output_type=None) -> "DataStream":
+        return self._one_input(
+            StreamFlatMap(function=fn.as_function(func, fn.FlatMapFunction, "flat_map")), output_type)
+
+    def filter(self, func) -> "DataStream":
+        return self._one_input(StreamFilter(function=fn.as_function(func, fn.FilterFunction, "filter")),
+                               self._t.output_type)
+
+    def process(self, func, output_type=None) -> "DataStream":
+        if isinstance(func, fn.KeyedProcessFunction):
+            raise TypeError(
+                "process() got a KeyedProcessFunction on a non-keyed stream: call key_by(...) "
+                "first, or implement ProcessFunction.")
+        return self._one_input(
+            ProcessOperator(function=fn.as_function(func, fn.ProcessFunction, "process")), output_type)
+
+    def assign_timestamps_and_watermarks(self, watermark_strategy: WatermarkStrategy) -> "DataStream":
+        if not isinstance(watermark_strategy, WatermarkStrategy):
+            raise TypeError(
+                "assign_timestamps_and_watermarks() expects a WatermarkStrategy, e.g. "
+                "WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(5)), "
+                f"got {watermark_strategy!r}")
+        return self._one_input(TimestampsAndWatermarksOperator(watermark_strategy=watermark_strategy),
+                               self._t.output_type)
+
+    def key_by(self, key_selector, key_type=None) -> "KeyedStream":
+        if isinstance(key_selector, (int, str)) and not isinstance(key_selector, bool):
+            resolve_field(self._t.output_type, key_selector, f"key_by({key_selector!r})")
+            selector = FieldKeySelector(key_selector)
+        else:
+            selector = fn.as_function(key_selector, fn.KeySelector, "key_by")
+        t = self._env._add(PartitionTransformation(
+            id=self._env._new_id(), name="Partition", output_type=self._t.output_type,
+            input=self._t, partitioner=part.KeyGroupStreamPartitioner(key_selector=selector)))
+        return KeyedStream(self._env, t, selector, key_type)
+
+    def union(self, *streams: "DataStream") -> "DataStream":
+        for s in streams:
+            if not isinstance(s, DataStream):
+                raise TypeError(f"union() takes DataStreams, got {s!r}")
+            if s._env is not self._env:
+                raise ValueError("union() of streams from different StreamExecutionEnvironments")
+            a, b = self._t.output_type, s._t.output_type
+            if not _is_unknown(a) and not _is_unknown(b) and a != b:
+                raise ValueError(
+                    f"Cannot union streams of different types: {a} and {b}. Map them to one type first.")
+        t = self._env._add(UnionTransformation(
+            id=self._env._new_id(), name="Union", output_type=self._t.output_type,
+            union_inputs=(self._t,) + tuple(s._t for s in streams)))
+        return DataStream(self._env, t)
+
+    def connect(self, ds: "DataStream") -> "ConnectedStreams":
+        if not isinstance(ds, DataStream):
+            raise TypeError(f"connect() takes a DataStream, got {ds!r}")
+        return ConnectedStreams(self, ds)
+
+    def get_side_output(self, output_tag: OutputTag) -> "DataStream":
+        if not isinstance(output_tag, OutputTag):
+            raise TypeError(f"get_side_output() expects an OutputTag, got {output_tag!r}")
+        t = self._env._add(SideOutputTransformation(
+            id=self._env._new_id(), name=f"SideOutput({output_tag.tag_id})",
+            output_type=output_tag.type_info, input=self._t, output_tag=output_tag))
+        return DataStream(self._env, t)
+
+    # ---- partitioning ------------------------------------------------------------------
+
+    def _partition(self, partitioner: part.StreamPartitioner) -> "DataStream":
+        t = self._env._add(PartitionTransformation(
+            id=self._env._new_id(), name="Partition", output_type=self._t.output_type,
+            input=self._t, partitioner=partitioner))
+        return DataStream(self._env, t)
+
+    def forward(self) -> "DataStream":
+        return self._partition(part.ForwardPartitioner())
+
+    def rebalance(self) -> "DataStream":
+        return self._partition(part.RebalancePartitioner())
+
+    def rescale(self) -> "DataStream":
+        return self._partition(part.RescalePartitioner())
+
+    def shuffle(self) -> "DataStream":
+        return self._partition(part.ShufflePartitioner())
+
+    def broadcast(self) -> "DataStream":
+        return self._partition(part.BroadcastPartitioner())
+
+    def global_(self) -> "DataStream":
+        return self._partition(part.GlobalPartitioner())
+
+    def partition_custom(self, partitioner, key_selector) -> "DataStream":
+        p = fn.as_function(partitioner, fn.Partitioner, "partition_custom")
+        if isinstance(key_selector, (int, str)) and not isinstance(key_selector, bool):
+            resolve_field(self._t.output_type, key_selector, f"partition_custom(..., {key_selector!r})")
+            selector = FieldKeySelector(key_selector)
+        else:
+            selector = fn.as_function(key_selector, fn.KeySelector, "partition_custom")
+        return self._partition(part.CustomPartitionerWrapper(partitioner=p, key_selector=selector))
+
+    # ---- non-keyed windows -------------------------------------------------------------
+
+    def window_all(self, window_assigner) -> "AllWindowedStream":
+        _check_assigner(window_assigner, "window_all")
+        return AllWindowedStream(self, window_assigner)
+
+    def count_window_all(self, size: int, slide: Optional[int] = None) -> "AllWindowedStream":
+        assigner, trigger, evictor = _count_window_parts(size, slide, "count_window_all")
+        w = AllWindowedStream(self, assigner).trigger(trigger)
+        return w.evictor(evictor) if evictor else w
+
+    def window(self, *args, **kwargs):
+        raise TypeError(
+            "window() is defined on a KeyedStream: call key_by(...) first, or use window_all(...) "
+            "for a window over the whole (non-keyed) stream.")
+
+    def count_window(self, *args, **kwargs):
+        raise TypeError(
+            "count_window() is defined on a KeyedStream: call key_by(...) first, or use "
+            "count_window_all(...) for a count window over the whole (non-keyed) stream.")
+
+    def _keyed_only(name):
+        def method(self, *args, **kwargs):
+            raise TypeError(
+                f"{name}() is defined on a KeyedStream: call key_by(...) first "
+                f"(e.g. ds.key_by(lambda r: r[0]).{name}(...)).")
+        method.__name__ = name
+        return method
+
+    sum = _keyed_only("sum")
+    min = _keyed_only("min")
+    max = _keyed_only("max")
+    min_by = _keyed_only("min_by")
+    max_by = _keyed_only("max_by")
+    reduce = _keyed_only("reduce")
+    del _keyed_only
+
+    # ---- sinks -------------------------------------------------------------------------
+
+    def _sink(self, operator: StreamSink, name: str) -> "DataStreamSink":
+        t = self._env._add(SinkTransformation(
+            id=self._env._new_id(), name=name, output_type=None, input=self._t, operator=operator))
+        return DataStreamSink(self._env, t)
+
+    def print(self, sink_identifier: Optional[str] = None) -> "DataStreamSink":
+        sink = PrintSink(sink_identifier=sink_identifier)
+        return self._sink(StreamSink(kind="print", sink=sink), sink.name)
+
+    def sink_to(self, sink) -> "DataStreamSink":
+        if isinstance(sink, str):
+            sink = DeltaSink.for_row_data(sink)
+        if not isinstance(sink, DeltaSink):
+            raise TypeError(
+                f"sink_to() takes a Delta table path or a DeltaSink, got {sink!r}; "
+                "use add_sink(function) for a custom sink.")
+        return self._sink(StreamSink(kind="delta", sink=sink), sink.default_name)
+
+    def add_sink(self, sink_func) -> "DataStreamSink":
+        f = fn.as_function(sink_func, fn.SinkFunction, "add_sink")
+        return self._sink(StreamSink(kind="function", sink=f), "Unnamed")
+
+    def execute_and_collect(self, job_name: Optional[str] = None, limit: Optional[int] = None):
+        """Run the job and return its records (all of them, or the first ``limit``)."""
+        sink = self._sink(StreamSink(kind="collect", sink=self._t.id), "Collect Stream Sink")
+        return self._env._execute_and_collect(job_name, sink._t, limit)
+
+
+class DataStreamSink:
+    """What ``print()``/``sink_to()``/``add_sink()`` return: settings of the sink operator."""
+
+    def __init__(self, env, transformation: SinkTransformation):
+        self._env = env
+        self._t = transformation
+
+    name = DataStream.name
+    uid = DataStream.uid
+    set_parallelism = DataStream.set_parallelism
+    set_max_parallelism = DataStream.set_max_parallelism
+    slot_sharing_group = DataStream.slot_sharing_group
+    disable_chaining = DataStream.disable_chaining
+    start_new_chain = DataStream.start_new_chain
+    _operator = DataStream._operator
+
+    def get_name(self) -> str:
+        return self._t.name
+
+
+class KeyedStream(DataStream):
+    """A stream partitioned by key: state, timers and windows are per key."""
+
+    def __init__(self, env, transformation, key_selector, key_type=None):
+        super().__init__(env, transformation)
+        self._key_selector = key_selector
+        self._key_type = key_type
+
+    def get_key_selector(self):
+        return self._key_selector
+
+    def _state_key(self) -> dict:
+        return {"state_key_selector": self._key_selector, "state_key_type": self._key_type}
+
+    def process(self, func, output_type=None) -> DataStream:
+        if isinstance(func, fn.ProcessFunction):
+            # Flink accepts a ProcessFunction on a keyed stream; it just has no timers per key.
+            return self._one_input(ProcessOperator(function=func), output_type)
+        return self._one_input(
+            KeyedProcessOperator(function=fn.as_function(func, fn.KeyedProcessFunction, "process")),
+            output_type)
+
+    def reduce(self, func) -> DataStream:
+        return self._one_input(
+            StreamGroupedReduceOperator(function=fn.as_function(func, fn.ReduceFunction, "reduce")),
+            self._t.output_type)
+
+    def _aggregate(self, kind: str, field, first: bool = True) -> DataStream:
+        op = f"{kind}({field!r}) on a KeyedStream"
+        position = resolve_field(self._t.output_type, field, op)
+        _check_aggregable(self._t.output_type, position, kind, op)
+        agg = Aggregation(kind, field, position, first)
+        return self._one_input(StreamGroupedReduceOperator(aggregation=agg), self._t.output_type,
+                               name="Keyed Aggregation")
+
+    def sum(self, position_to_sum: Union[int, str] = 0) -> DataStream:
+        return self._aggregate("sum", position_to_sum)
+
+    def min(self, position_to_min: Union[int, str] = 0) -> DataStream:
+        return self._aggregate("min", position_to_min)
+
+    def max(self, position_to_max: Union[int, str] = 0) -> DataStream:
+        return self._aggregate("max", position_to_max)
+
+    def min_by(self, position_to_min_by: Union[int, str] = 0, first: bool = True) -> DataStream:
+        return self._aggregate("min_by", position_to_min_by, first)
+
+    def max_by(self, position_to_max_by: Union[int, str] = 0, first: bool = True) -> DataStream:
+        return self._aggregate("max_by", position_to_max_by, first)
+
+    def window(self, window_assigner) -> "WindowedStream":
+        _check_assigner(window_assigner, "window")
+        return WindowedStream(self, window_assigner)
+
+    def count_window(self, size: int, slide: Optional[int] = None) -> "WindowedStream":
+        assigner, trigger, evictor = _count_window_parts(size, slide, "count_window")
+        w = WindowedStream(self, assigner).trigger(trigger)
+        return w.evictor(evictor) if evictor else w
+
+    def _keyed_partition_error(self, *args, **kwargs):
+        raise TypeError(
+            "A KeyedStream is already partitioned by key; to repartition it differently, "
+            "build the partitioning on the stream before key_by.")
+
+    # Flink forbids changing the partitioning of a keyed stream.
+    forward = rebalance = rescale = shuffle = broadcast = global_ = partition_custom = \
+        _keyed_partition_error
+
+
+def _check_assigner(assigner, call: str) -> None:
+    if not hasattr(assigner, "assign_windows"):
+        raise TypeError(
+            f"{call}() expects a WindowAssigner such as "
+            f"TumblingEventTimeWindows.of(Time.seconds(5)), got {assigner!r}")
+
+
+def _count_window_parts(size, slide, call: str):
+    from runtime.datastream.window import CountEvictor, CountTrigger, GlobalWindows, PurgingTrigger
+    for what, value in (("size", size), ("slide", slide)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ValueError(f"{call}(): the {what} must be a positive number of records, got {value!r}")
+    if slide is None:
+        return GlobalWindows.create(), PurgingTrigger.of(CountTrigger.of(size)), None
+    return GlobalWindows.create(), CountTrigger.of(slide), CountEvictor.of(size)
+
+
+class WindowedStream:
+    """``key_by(...).window(assigner)``: set trigger, evictor, lateness, then the function."""
+
+    _non_keyed = False
+
+    def __init__(self, stream: DataStream, window_assigner):
+        self._stream = stream
+        self._assigner = window_assigner
+        self._trigger = None
+        self._evictor = None
+        self._allowed_lateness = 0
+        self._late_tag: Optional[OutputTag] = None
+
+    def get_execution_environment(self):
+        return self._stream._env
+
+    def get_input_type(self):
+        return self._stream._t.output_type
+
+    def trigger(self, trigger) -> "WindowedStream":
+        if not hasattr(trigger, "on_element"):
+            raise TypeError(f"trigger() expects a Trigger such as CountTrigger.of(3), got {trigger!r}")
+        if getattr(self._assigner, "merge_windows", None) and not trigger.can_merge():
+            raise ValueError(
+                f"A merging window assigner ({self._assigner}) cannot be used with a trigger that "
+                f"does not support merging ({type(trigger).__name__}).")
+        self._trigger = trigger
+        return self
+
+    def evictor(self, evictor) -> "WindowedStream":
+        if not hasattr(evictor, "evict_before"):
+            raise TypeError(f"evictor() expects an Evictor such as CountEvictor.of(2), got {evictor!r}")
+        if getattr(self._assigner, "merge_windows", None):
+            raise ValueError(
+                f"Cannot use a merging WindowAssigner ({self._assigner}) with an Evictor.")
+        self._evictor = evictor
+        return self
+
+    def allowed_lateness(self, time) -> "WindowedStream":
+        ms = to_millis(time, "allowed_lateness")
+        if ms < 0:
+            raise ValueError(f"The allowed lateness cannot be negative, got {ms} ms.")
+        self._allowed_lateness = ms
+        return self
+
+    def side_output_late_data(self, output_tag: OutputTag) -> "WindowedStream":
+        if not isinstance(output_tag, OutputTag):
+            raise TypeError(f"side_output_late_data() expects an OutputTag, got {output_tag!r}")
+        self._late_tag = output_tag
+        return self
+
+    # ---- the window function -----------------------------------------------------------
+
+    def _build(self, udf_names: list[str], output_type, **spec) -> DataStream:
+        trigger = self._trigger or self._assigner.get_default_trigger()
+        parts = [str(self._assigner), type(trigger).__name__]
+        if self._evictor is not None:
+            parts.append(type(self._evictor).__name__)
+        name = "Window(" + ", ".join(parts + udf_names) + ")"
+        operator = WindowOperator(
+            assigner=self._assigner, trigger=trigger, evictor=self._evictor,
+            # Flink applies allowed lateness to event-time windows only.
+            allowed_lateness=self._allowed_lateness if self._assigner.is_event_time() else 0,
+            late_data_output_tag=self._late_tag, non_keyed=self._non_keyed, **spec)
+        out = self._stream._one_input(operator, output_type, name=name)
+        if self._non_keyed:
+            out._t.set_parallelism(1)
+            out._t.non_parallel = True
+        return out
+
+    def _window_function(self, window_function, keyed_iface, all_iface, call: str):
+        if window_function is None:
+            return None, None, "PassThroughWindowFunction"
+        process_iface = fn.ProcessAllWindowFunction if self._non_keyed else fn.ProcessWindowFunction
+        if isinstance(window_function, process_iface):
+            return window_function, "process", fn.function_name(window_function)
+        iface = all_iface if self._non_keyed else keyed_iface
+        f = fn.as_function(window_function, iface, call)
+        return f, "apply", fn.function_name(f)
+
+    def reduce(self, reduce_function, window_function=None, output_type=None) -> DataStream:
+        r = fn.as_function(reduce_function, fn.ReduceFunction, "reduce")
+        wf, kind, wname = self._window_function(window_function, fn.WindowFunction,
+                                                fn.AllWindowFunction, "reduce")
+        out_type = output_type if wf is not None else self.get_input_type()
+        return self._build([fn.function_name(r), wname], out_type, reduce_function=r,
+                           window_function=wf, window_function_kind=kind)
+
+    def aggregate(self, aggregate_function, window_function=None, accumulator_type=None,
+                  output_type=None) -> DataStream:
+        if not isinstance(aggregate_function, fn.AggregateFunction):
+            raise TypeError(
+                "aggregate() expects an AggregateFunction (create_accumulator, add, get_result, "
+                f"merge), got {aggregate_function!r}")
+        wf, kind, wname = self._window_function(window_function, fn.WindowFunction,
+                                                fn.AllWindowFunction, "aggregate")
+        return self._build([fn.function_name(aggregate_function), wname], output_type,
+                           aggregate_function=aggregate_function, window_function=wf,
+                           window_function_kind=kind)
+
+    def apply(self, window_function, output_type=None) -> DataStream:
+        iface = fn.AllWindowFunction if self._non_keyed else fn.WindowFunction
+        f = fn.as_function(window_function, iface, "apply")
+        return self._build([fn.function_name(f)], output_type, window_function=f,
+                           window_function_kind="apply")
+
+    def process(self, process_window_function, output_type=None) -> DataStream:
+        iface = fn.ProcessAllWindowFunction if self._non_keyed else fn.ProcessWindowFunction
+        f = fn.as_function(process_window_function, iface, "process")
+        return self._build([fn.function_name(f)], output_type, window_function=f,
+                           window_function_kind="process")
+
+    def _aggregation(self, kind: str, field, first: bool = True) -> DataStream:
+        op = f"{kind}({field!r}) on a window"
+        position = resolve_field(self.get_input_type(), field, op)
+        _check_aggregable(self.get_input_type(), position, kind, op)
+        agg = Aggregation(kind, field, position, first)
+        return self._build([agg.class_name, "PassThroughWindowFunction"], self.get_input_type(),
+                           aggregation=agg)
+
+    def sum(self, position_to_sum: Union[int, str] = 0) -> DataStream:
+        return self._aggregation("sum", position_to_sum)
+
+    def min(self, position_to_min: Union[int, str] = 0) -> DataStream:
+        return self._aggregation("min", position_to_min)
+
+    def max(self, position_to_max: Union[int, str] = 0) -> DataStream:
+        return self._aggregation("max", position_to_max)
+
+    def min_by(self, position_to_min_by: Union[int, str] = 0, first: bool = True) -> DataStream:
+        return self._aggregation("min_by", position_to_min_by, first)
+
+    def max_by(self, position_to_max_by: Union[int, str] = 0, first: bool = True) -> DataStream:
+        return self._aggregation("max_by", position_to_max_by, first)
+
+
+class AllWindowedStream(WindowedStream):
+    """``window_all(assigner)``: one window operator at parallelism 1 over the whole stream."""
+
+    _non_keyed = True
+
+    def __init__(self, stream: DataStream, window_assigner):
+        keyed = stream.key_by(NullByteKeySelector())
+        super().__init__(keyed, window_assigner)
+
+
+class ConnectedStreams:
+    """Two streams processed by one two-input operator (``connect``)."""
+
+    def __init__(self, stream1: DataStream, stream2: DataStream):
+        if stream1._env is not stream2._env:
+            raise ValueError("connect() of streams from different StreamExecutionEnvironments")
+        self.stream1 = stream1
+        self.stream2 = stream2
+
+    def key_by(self, key_selector1, key_selector2, key_type=None) -> "ConnectedStreams":
+        return ConnectedStreams(self.stream1.key_by(key_selector1, key_type),
+                                self.stream2.key_by(key_selector2, key_type))
+
+    def _is_keyed(self) -> bool:
+        return isinstance(self.stream1, KeyedStream) and isinstance(self.stream2, KeyedStream)
+
+    def _two_input(self, operator: StreamOperator, output_type) -> DataStream:
+        env = self.stream1._env
+        keys = {}
+        if self._is_keyed():
+            keys = {"state_key_selector1": self.stream1._key_selector,
+                    "state_key_selector2": self.stream2._key_selector}
+        t = env._add(TwoInputTransformation(
+            id=env._new_id(), name=operator.default_name, output_type=output_type,
+            input1=self.stream1._t, input2=self.stream2._t, operator=operator, **keys))
+        return DataStream(env, t)
+
+    @staticmethod
+    def _check(func, iface, call: str):
+        if not isinstance(func, iface):
+            raise TypeError(f"ConnectedStreams.{call}() expects a {iface.__name__}, got {func!r}")
+        return func
+
+    def map(self, func, output_type=None) -> DataStream:
+        return self._two_input(CoStreamMap(function=self._check(func, fn.CoMapFunction, "map")),
+                               output_type)
+
+    def flat_map(self, func, output_type=None) -> DataStream:
+        return self._two_input(
+            CoStreamFlatMap(function=self._check(func, fn.CoFlatMapFunction, "flat_map")), output_type)
+
+    def process(self, func, output_type=None) -> DataStream:
+        if isinstance(func, fn.KeyedCoProcessFunction):
+            if not self._is_keyed():
+                raise TypeError(
+                    "KeyedCoProcessFunction can only be used when both input streams are of type "
+                    "KeyedStream: call key_by(key_selector1, key_selector2) first.")
+            return self._two_input(KeyedCoProcessOperator(function=func), output_type)
+        return self._two_input(
+            CoProcessOperator(function=self._check(func, fn.CoProcessFunction, "process")), output_type)

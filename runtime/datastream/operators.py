@@ -1,0 +1,173 @@
+"""Stream operator descriptors: what each node of a job runs.
+
+Named after Flink's ``StreamOperator`` classes. They are immutable descriptions holding
+the user's functions; the task runtime instantiates the executing operator for each.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, ClassVar, Optional
+
+
+class ChainingStrategy(enum.Enum):
+    ALWAYS = "ALWAYS"   # may chain to its predecessor and successors
+    HEAD = "HEAD"       # starts a chain; successors may chain to it
+    NEVER = "NEVER"     # never chained
+
+
+@dataclass(frozen=True)
+class StreamOperator:
+    default_name: ClassVar[str] = ""
+    chaining_strategy: ClassVar[ChainingStrategy] = ChainingStrategy.ALWAYS
+    # Keyed operators own keyed state and timers: they need a key selector per input.
+    keyed: ClassVar[bool] = False
+    two_input: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class StreamSource(StreamOperator):
+    chaining_strategy: ClassVar[ChainingStrategy] = ChainingStrategy.HEAD
+    source: Any = None
+    watermark_strategy: Any = None
+
+
+@dataclass(frozen=True)
+class StreamMap(StreamOperator):
+    default_name: ClassVar[str] = "Map"
+    function: Any = None
+
+
+@dataclass(frozen=True)
+class StreamFlatMap(StreamOperator):
+    default_name: ClassVar[str] = "Flat Map"
+    function: Any = None
+
+
+@dataclass(frozen=True)
+class StreamFilter(StreamOperator):
+    default_name: ClassVar[str] = "Filter"
+    function: Any = None
+
+
+@dataclass(frozen=True)
+class ProcessOperator(StreamOperator):
+    default_name: ClassVar[str] = "Process"
+    function: Any = None
+
+
+@dataclass(frozen=True)
+class KeyedProcessOperator(StreamOperator):
+    default_name: ClassVar[str] = "KeyedProcess"
+    keyed: ClassVar[bool] = True
+    function: Any = None
+
+
+@dataclass(frozen=True)
+class TimestampsAndWatermarksOperator(StreamOperator):
+    default_name: ClassVar[str] = "Timestamps/Watermarks"
+    watermark_strategy: Any = None
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """A built-in aggregation over one field: sum, min, max, min_by, max_by.
+
+    ``position`` is the resolved field (an index for tuples, a name for named rows,
+    None for a plain value). Built-ins are associative, so the runtime may pre-aggregate
+    them before the keyed shuffle and run them vectorised.
+    """
+
+    kind: str
+    field: Any
+    position: Any
+    first: bool = True
+
+    @property
+    def class_name(self) -> str:
+        return "SumAggregator" if self.kind == "sum" else "ComparableAggregator"
+
+
+@dataclass(frozen=True)
+class StreamGroupedReduceOperator(StreamOperator):
+    """Rolling reduce or aggregation on a KeyedStream: one updated result per record."""
+
+    default_name: ClassVar[str] = "Keyed Reduce"
+    keyed: ClassVar[bool] = True
+    function: Any = None            # a ReduceFunction, or None for a built-in aggregation
+    aggregation: Optional[Aggregation] = None
+
+
+@dataclass(frozen=True)
+class WindowOperator(StreamOperator):
+    """Flink's WindowOperator (EvictingWindowOperator when an evictor is set).
+
+    Exactly one way to compute the result is set: ``reduce_function``,
+    ``aggregate_function``, ``aggregation`` (built-in), or only a full-window function;
+    ``window_function`` (apply/process) then sees the elements or the pre-aggregate.
+    ``window_function_kind`` is "apply", "process" or None (pass-through).
+    """
+
+    default_name: ClassVar[str] = "Window"
+    keyed: ClassVar[bool] = True
+    assigner: Any = None
+    trigger: Any = None
+    evictor: Any = None
+    allowed_lateness: int = 0
+    late_data_output_tag: Any = None
+    reduce_function: Any = None
+    aggregate_function: Any = None
+    aggregation: Optional[Aggregation] = None
+    window_function: Any = None
+    window_function_kind: Optional[str] = None
+    # window_all: the key is a constant, the function does not receive it.
+    non_keyed: bool = False
+
+
+@dataclass(frozen=True)
+class CoStreamMap(StreamOperator):
+    default_name: ClassVar[str] = "Co-Map"
+    two_input: ClassVar[bool] = True
+    function: Any = None
+
+
+@dataclass(frozen=True)
+class CoStreamFlatMap(StreamOperator):
+    default_name: ClassVar[str] = "Co-Flat Map"
+    two_input: ClassVar[bool] = True
+    function: Any = None
+
+
+@dataclass(frozen=True)
+class CoProcessOperator(StreamOperator):
+    default_name: ClassVar[str] = "Co-Process"
+    two_input: ClassVar[bool] = True
+    function: Any = None
+
+
+@dataclass(frozen=True)
+class KeyedCoProcessOperator(StreamOperator):
+    default_name: ClassVar[str] = "KeyedCoProcess"
+    two_input: ClassVar[bool] = True
+    keyed: ClassVar[bool] = True
+    function: Any = None
+
+
+@dataclass(frozen=True)
+class StreamSink(StreamOperator):
+    """A sink: ``kind`` is "print", "collect", "delta" or "function"."""
+
+    kind: str = "function"
+    sink: Any = None            # PrintSink / DeltaSink / SinkFunction / collect id
+
+
+@dataclass(frozen=True)
+class PrintSink:
+    """``print()``: Flink's PrintSinkFunction, with the ``N> `` prefix above parallelism 1."""
+
+    sink_identifier: Optional[str] = None
+    to_stderr: bool = False
+
+    @property
+    def name(self) -> str:
+        return "Print to Std. Err" if self.to_stderr else "Print to Std. Out"

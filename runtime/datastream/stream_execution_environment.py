@@ -1,0 +1,252 @@
+"""The entry point of a job (``pyflink.datastream.StreamExecutionEnvironment``)."""
+from __future__ import annotations
+
+import contextvars
+import enum
+import itertools
+from typing import Any, Callable, Iterable, Optional
+
+from runtime.common.configuration import Configuration
+from runtime.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
+from runtime.common.watermark_strategy import WatermarkStrategy
+from runtime.datastream.checkpoint_config import CheckpointConfig, CheckpointingMode
+from runtime.datastream.connectors.base import Source
+from runtime.datastream.connectors.collection import CollectionSource
+from runtime.datastream.connectors.file_system import FileSource, StreamFormat
+from runtime.datastream.connectors.socket import SocketTextSource
+from runtime.datastream.data_stream import DataStream
+from runtime.datastream.execution_config import ExecutionConfig
+from runtime.datastream.operators import StreamSource
+from runtime.datastream.transformations import (
+    SourceTransformation, Transformation, check_max_parallelism)
+
+DEFAULT_JOB_NAME = "Flink Streaming Job"
+
+
+class RuntimeExecutionMode(enum.Enum):
+    STREAMING = "STREAMING"
+    BATCH = "BATCH"
+    AUTOMATIC = "AUTOMATIC"
+
+
+# Who runs ``execute()``: by default the Spark executor; ``sluice plan`` installs a
+# plan-capturing one (Flink's StreamPlanEnvironment) so a job script can be compiled
+# without running it.
+_pipeline_executor: contextvars.ContextVar[Optional[Callable]] = contextvars.ContextVar(
+    "sluice_pipeline_executor", default=None)
+
+
+def _default_executor():
+    try:
+        from runtime.execution.executor import execute_stream_graph
+    except ImportError as e:  # the Spark data plane is not part of this installation
+        raise RuntimeError(
+            "This Sluice installation cannot run jobs: the Spark executor "
+            f"(runtime.execution.executor) is missing ({e}). Compile with get_stream_graph() "
+            "or `sluice plan`.") from e
+    return execute_stream_graph
+
+
+class StreamExecutionEnvironment:
+    """Builds a job's transformations and runs it (``execute``)."""
+
+    def __init__(self, configuration: Optional[Configuration] = None):
+        self._configuration = Configuration(configuration) if configuration else Configuration()
+        self._parallelism = self._configuration.get_integer("parallelism.default", 1)
+        self._max_parallelism = self._configuration.get_integer("pipeline.max-parallelism", -1)
+        self._chaining_enabled = True
+        self._checkpoint_config = CheckpointConfig()
+        self._restart_strategy: RestartStrategyConfiguration = RestartStrategies.fall_back_restart()
+        self._runtime_mode = RuntimeExecutionMode.STREAMING
+        self._config = ExecutionConfig()
+        self._transformations: list[Transformation] = []
+        self._ids = itertools.count(1)
+
+    @staticmethod
+    def get_execution_environment(configuration: Optional[Configuration] = None) -> "StreamExecutionEnvironment":
+        return StreamExecutionEnvironment(configuration)
+
+    # ---- settings ----------------------------------------------------------------------
+
+    def set_parallelism(self, parallelism: int) -> "StreamExecutionEnvironment":
+        if not isinstance(parallelism, int) or isinstance(parallelism, bool) or parallelism < 1:
+            raise ValueError(
+                f"The parallelism of the environment must be at least 1, got {parallelism!r}. "
+                "Use env.set_parallelism(n) with n >= 1.")
+        if 0 < self._max_parallelism < parallelism:
+            raise ValueError(
+                f"The parallelism ({parallelism}) is larger than the maximum parallelism "
+                f"({self._max_parallelism}) of the environment.")
+        self._parallelism = parallelism
+        return self
+
+    def get_parallelism(self) -> int:
+        return self._parallelism
+
+    def set_max_parallelism(self, max_parallelism: int) -> "StreamExecutionEnvironment":
+        check_max_parallelism(max_parallelism, "the environment")
+        self._max_parallelism = max_parallelism
+        return self
+
+    def get_max_parallelism(self) -> int:
+        return self._max_parallelism
+
+    def set_runtime_mode(self, mode: RuntimeExecutionMode) -> "StreamExecutionEnvironment":
+        self._runtime_mode = mode
+        return self
+
+    def get_config(self) -> ExecutionConfig:
+        return self._config
+
+    def get_configuration(self) -> Configuration:
+        return self._configuration
+
+    def disable_operator_chaining(self) -> "StreamExecutionEnvironment":
+        self._chaining_enabled = False
+        return self
+
+    def is_chaining_enabled(self) -> bool:
+        return self._chaining_enabled
+
+    def enable_checkpointing(self, interval: int, mode: Optional[CheckpointingMode] = None) -> "StreamExecutionEnvironment":
+        self._checkpoint_config.set_checkpoint_interval(interval)
+        if mode is not None:
+            self._checkpoint_config.set_checkpointing_mode(mode)
+        return self
+
+    def get_checkpoint_config(self) -> CheckpointConfig:
+        return self._checkpoint_config
+
+    def get_checkpoint_interval(self) -> int:
+        return self._checkpoint_config.get_checkpoint_interval()
+
+    def is_checkpointing_enabled(self) -> bool:
+        return self._checkpoint_config.is_checkpointing_enabled()
+
+    def set_restart_strategy(self, restart_strategy_configuration: RestartStrategyConfiguration) -> "StreamExecutionEnvironment":
+        if not isinstance(restart_strategy_configuration, RestartStrategyConfiguration):
+            raise TypeError(
+                "set_restart_strategy() expects RestartStrategies.fixed_delay_restart(...), "
+                f"failure_rate_restart(...), exponential_delay_restart(...) or no_restart(), "
+                f"got {restart_strategy_configuration!r}")
+        self._restart_strategy = restart_strategy_configuration
+        return self
+
+    def get_restart_strategy(self) -> RestartStrategyConfiguration:
+        return self._restart_strategy
+
+    # ---- sources -----------------------------------------------------------------------
+
+    def _new_id(self) -> int:
+        return next(self._ids)
+
+    def _add(self, transformation: Transformation) -> Transformation:
+        self._transformations.append(transformation)
+        return transformation
+
+    def _source(self, source: Source, name: str, watermark_strategy=None, type_info=None) -> DataStream:
+        t = SourceTransformation(
+            id=self._new_id(), name=name, output_type=type_info or source.produced_type,
+            operator=StreamSource(source=source, watermark_strategy=watermark_strategy),
+            non_parallel=not source.parallel)
+        if not source.parallel:
+            t.parallelism = 1
+            t.max_parallelism = 1
+        return DataStream(self, t)
+
+    def from_collection(self, collection: Iterable, type_info=None) -> DataStream:
+        items = tuple(collection)
+        if not items:
+            raise ValueError("from_collection(): Collection must not be empty")
+        if type_info is None:
+            from runtime.common.typeinfo import infer_type_info
+            type_info = infer_type_info(items)
+        return self._source(CollectionSource(items, type_info), CollectionSource.default_name,
+                            type_info=type_info)
+
+    def socket_text_stream(self, hostname: str, port: int, delimiter: str = "\n",
+                           max_retry: int = 0) -> DataStream:
+        source = SocketTextSource(hostname, port, delimiter, max_retry)
+        return self._source(source, SocketTextSource.default_name)
+
+    def read_text_file(self, file_path: str, charset_name: str = "UTF-8") -> DataStream:
+        """Lines of a file, or of every file in a folder; a later run also reads files that arrived since."""
+        source = FileSource.for_record_stream_format(
+            StreamFormat.text_line_format(charset_name), file_path).build()
+        return self._source(source, "Custom File Source")
+
+    def from_source(self, source: Source, watermark_strategy: WatermarkStrategy, source_name: str,
+                    type_info=None) -> DataStream:
+        if not isinstance(source, Source):
+            raise TypeError(
+                "from_source() expects a Source (FileSource, DataGeneratorSource, "
+                f"NumberSequenceSource, DeltaSource), got {source!r}")
+        if not isinstance(watermark_strategy, WatermarkStrategy):
+            raise TypeError(
+                "from_source() expects a WatermarkStrategy as second argument, e.g. "
+                f"WatermarkStrategy.no_watermarks(), got {watermark_strategy!r}")
+        if not isinstance(source_name, str) or not source_name:
+            raise ValueError(f"from_source() needs a source name, got {source_name!r}")
+        return self._source(source, source_name, watermark_strategy, type_info)
+
+    def add_source(self, source_func, source_name: str = "Custom Source", type_info=None):
+        raise TypeError(
+            "add_source() takes a legacy SourceFunction, which Sluice does not run; use "
+            "from_source() with a FileSource, DataGeneratorSource, NumberSequenceSource or DeltaSource.")
+
+    # ---- compilation and execution -----------------------------------------------------
+
+    def get_stream_graph(self, job_name: Optional[str] = None, clear_transformations: bool = False):
+        from runtime.graph.stream_graph import StreamGraphSettings, generate_stream_graph
+        settings = StreamGraphSettings(
+            job_name=job_name or self._configuration.get_string("pipeline.name", DEFAULT_JOB_NAME),
+            default_parallelism=self._parallelism,
+            default_max_parallelism=self._max_parallelism,
+            chaining_enabled=self._chaining_enabled,
+            runtime_mode=self._runtime_mode.value,
+            checkpoint_config=tuple(sorted(self._checkpoint_config.to_dict().items())),
+            restart_strategy=self._restart_strategy,
+            auto_watermark_interval=self._config.get_auto_watermark_interval(),
+            job_parameters=tuple(sorted(self._config.get_global_job_parameters().items())),
+        )
+        graph = generate_stream_graph(self._transformations, settings)
+        if clear_transformations:
+            self._transformations.clear()
+        return graph
+
+    def get_execution_plan(self) -> str:
+        """The plan as JSON in the shape of Flink's plan visualizer."""
+        return self.get_stream_graph().get_streaming_plan_as_json()
+
+    def execute(self, job_name: Optional[str] = None):
+        graph = self.get_stream_graph(job_name, clear_transformations=True)
+        executor = _pipeline_executor.get() or _default_executor()
+        return executor(graph)
+
+    def _execute_and_collect(self, job_name, collect_sink: Transformation, limit):
+        result = self.execute(job_name)
+        records = result.get_collected(collect_sink.id) if hasattr(result, "get_collected") else []
+        return CloseableIterator(records[:limit] if limit is not None else records)
+
+
+class CloseableIterator:
+    """What ``execute_and_collect`` returns: iterable, usable in a ``with`` block."""
+
+    def __init__(self, records: list):
+        self._records = list(records)
+        self._it = iter(self._records)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._it)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        self._it = iter(())

@@ -1,0 +1,1 @@
+"""Compilation: transformations → StreamGraph → JobGraph → ExecutionGraph (pure, no Spark)."""

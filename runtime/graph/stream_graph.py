@@ -1,0 +1,274 @@
+"""StreamGraph: one node per operator, edges carrying their partitioner.
+
+``generate_stream_graph`` is Flink's StreamGraphGenerator as a pure function: virtual
+transformations (partitioning, union, side outputs) become no node, only edge properties;
+an edge with no partitioner gets FORWARD when the parallelism matches and REBALANCE
+otherwise; FORWARD across a parallelism change is refused.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any, Optional
+
+from runtime.datastream.operators import ChainingStrategy, StreamOperator, StreamSink, StreamSource
+from runtime.datastream.transformations import (
+    OneInputTransformation, PartitionTransformation, SideOutputTransformation, SinkTransformation,
+    SourceTransformation, Transformation, TwoInputTransformation, UnionTransformation)
+from runtime.graph import partitioner as part
+from runtime.state.key_groups import compute_default_max_parallelism
+
+DEFAULT_SLOT_SHARING_GROUP = "default"
+
+
+class StreamGraphError(ValueError):
+    """A job that cannot be compiled; the message names the operator and the fix."""
+
+
+@dataclass(frozen=True)
+class StreamGraphSettings:
+    job_name: str
+    default_parallelism: int = 1
+    default_max_parallelism: int = -1
+    chaining_enabled: bool = True
+    runtime_mode: str = "STREAMING"
+    checkpoint_config: tuple = ()
+    restart_strategy: Any = None
+    auto_watermark_interval: int = 200
+    job_parameters: tuple = ()
+
+
+@dataclass(frozen=True)
+class StreamNode:
+    id: int
+    operator_name: str
+    kind: str                       # "source", "operator" or "sink"
+    parallelism: int
+    max_parallelism: int
+    slot_sharing_group: str
+    chaining_strategy: ChainingStrategy
+    operator_id: str                # stable id that state is matched by (from uid, or generated)
+    uid: Optional[str] = None
+    # Whether the parallelism was set on the operator (kept on restore at another default).
+    parallelism_configured: bool = False
+    output_type: Any = field(default=None, compare=False)
+    operator: StreamOperator = field(default=None, compare=False, repr=False)
+    state_key_selectors: tuple = field(default=(), compare=False, repr=False)
+
+    @property
+    def is_keyed(self) -> bool:
+        return any(k is not None for k in self.state_key_selectors)
+
+    def __str__(self) -> str:
+        return f"{self.operator_name}-{self.id}"
+
+
+@dataclass(frozen=True)
+class StreamEdge:
+    source_id: int
+    target_id: int
+    type_number: int                # 0: one-input; 1 or 2: input of a two-input operator
+    partitioner: part.StreamPartitioner
+    output_tag: Any = None          # side output this edge carries, None for the main output
+
+    @property
+    def edge_id(self) -> str:
+        tag = f"_{self.output_tag.tag_id}" if self.output_tag is not None else ""
+        return f"{self.source_id}_{self.target_id}_{self.type_number}{tag}_{self.partitioner}"
+
+
+@dataclass(frozen=True)
+class StreamGraph:
+    settings: StreamGraphSettings
+    nodes: tuple[StreamNode, ...]
+    edges: tuple[StreamEdge, ...]
+
+    @property
+    def job_name(self) -> str:
+        return self.settings.job_name
+
+    @cached_property
+    def _by_id(self) -> dict[int, StreamNode]:
+        return {n.id: n for n in self.nodes}
+
+    def node(self, node_id: int) -> StreamNode:
+        return self._by_id[node_id]
+
+    def in_edges(self, node_id: int) -> tuple[StreamEdge, ...]:
+        return tuple(e for e in self.edges if e.target_id == node_id)
+
+    def out_edges(self, node_id: int) -> tuple[StreamEdge, ...]:
+        return tuple(e for e in self.edges if e.source_id == node_id)
+
+    @property
+    def source_ids(self) -> tuple[int, ...]:
+        return tuple(n.id for n in self.nodes if n.kind == "source")
+
+    @property
+    def sink_ids(self) -> tuple[int, ...]:
+        return tuple(n.id for n in self.nodes if n.kind == "sink")
+
+    def topological_order(self) -> tuple[StreamNode, ...]:
+        """Nodes ordered so each comes after all its inputs (ties by id); refuses cycles."""
+        indegree = {n.id: 0 for n in self.nodes}
+        for e in self.edges:
+            indegree[e.target_id] += 1
+        ready = sorted(i for i, d in indegree.items() if d == 0)
+        order: list[int] = []
+        while ready:
+            current = ready.pop(0)
+            order.append(current)
+            for e in self.out_edges(current):
+                indegree[e.target_id] -= 1
+                if indegree[e.target_id] == 0:
+                    ready.append(e.target_id)
+                    ready.sort()
+        if len(order) != len(self.nodes):
+            stuck = ", ".join(f"'{self.node(i).operator_name}'" for i in sorted(set(indegree) - set(order)))
+            raise StreamGraphError(
+                f"The job graph has a cycle through {stuck}; streams must flow from sources to sinks "
+                "without loops.")
+        return tuple(self.node(i) for i in order)
+
+    def get_streaming_plan_as_json(self) -> str:
+        from runtime.graph.plan_json import streaming_plan_as_json
+        return streaming_plan_as_json(self)
+
+
+# ---- generation ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Output:
+    """A logical output of a transformation: the node it comes from, and how it is routed."""
+
+    node_id: int
+    partitioner: Optional[part.StreamPartitioner] = None
+    output_tag: Any = None
+
+
+def generate_stream_graph(transformations: list[Transformation], settings: StreamGraphSettings) -> StreamGraph:
+    """Compile the job's transformations into its StreamGraph (Flink's StreamGraphGenerator)."""
+    if not any(not isinstance(t, (PartitionTransformation, UnionTransformation, SideOutputTransformation))
+               for t in transformations):
+        raise StreamGraphError(
+            "No operators defined in streaming topology. Cannot execute. Add a sink such as print().")
+    gen = _Generator(settings)
+    for t in transformations:
+        gen.transform(t)
+    nodes = tuple(sorted(gen.nodes.values(), key=lambda n: n.id))
+    graph = StreamGraph(settings, nodes, tuple(gen.edges))
+    order = graph.topological_order()
+    return replace(graph, nodes=_with_operator_ids(graph, order))
+
+
+class _Generator:
+    def __init__(self, settings: StreamGraphSettings):
+        self.settings = settings
+        self.nodes: dict[int, StreamNode] = {}
+        self.edges: list[StreamEdge] = []
+        self.done: dict[int, tuple[_Output, ...]] = {}
+
+    def transform(self, t: Transformation) -> tuple[_Output, ...]:
+        if t.id in self.done:
+            return self.done[t.id]
+        if isinstance(t, PartitionTransformation):
+            out = tuple(replace(o, partitioner=t.partitioner) for o in self.transform(t.input))
+        elif isinstance(t, SideOutputTransformation):
+            out = tuple(replace(o, output_tag=t.output_tag) for o in self.transform(t.input))
+        elif isinstance(t, UnionTransformation):
+            out = tuple(o for i in t.union_inputs for o in self.transform(i))
+        elif isinstance(t, SourceTransformation):
+            self._add_node(t, "source", (), ())
+            out = (_Output(t.id),)
+        elif isinstance(t, (OneInputTransformation, SinkTransformation)):
+            inputs = self.transform(t.input)
+            keys = (getattr(t, "state_key_selector", None),)
+            self._add_node(t, "sink" if isinstance(t, SinkTransformation) else "operator", inputs, keys)
+            for o in inputs:
+                self._add_edge(o, t.id, 0)
+            out = (_Output(t.id),)
+        elif isinstance(t, TwoInputTransformation):
+            in1, in2 = self.transform(t.input1), self.transform(t.input2)
+            self._add_node(t, "operator", in1 + in2, (t.state_key_selector1, t.state_key_selector2))
+            for o in in1:
+                self._add_edge(o, t.id, 1)
+            for o in in2:
+                self._add_edge(o, t.id, 2)
+            out = (_Output(t.id),)
+        else:
+            raise StreamGraphError(f"Unknown transformation {type(t).__name__} '{t.name}'")
+        self.done[t.id] = out
+        return out
+
+    def _slot_sharing_group(self, t: Transformation, inputs) -> str:
+        if t.slot_sharing_group is not None:
+            return t.slot_sharing_group
+        groups = {self.nodes[o.node_id].slot_sharing_group for o in inputs}
+        return groups.pop() if len(groups) == 1 else DEFAULT_SLOT_SHARING_GROUP
+
+    def _add_node(self, t: Transformation, kind: str, inputs, key_selectors) -> None:
+        s = self.settings
+        parallelism = t.parallelism or s.default_parallelism
+        if t.max_parallelism is not None:
+            max_parallelism = t.max_parallelism
+        elif s.default_max_parallelism > 0:
+            max_parallelism = s.default_max_parallelism
+        else:
+            max_parallelism = compute_default_max_parallelism(parallelism)
+        prefix = {"source": "Source: ", "sink": "Sink: "}.get(kind, "")
+        name = prefix + t.name
+        if parallelism > max_parallelism:
+            raise StreamGraphError(
+                f"The maximum parallelism ({max_parallelism}) of the stream node {name} is smaller "
+                f"than the parallelism ({parallelism}). Increase the maximum parallelism or decrease "
+                f"the parallelism of this operator.")
+        operator = t.operator
+        self.nodes[t.id] = StreamNode(
+            id=t.id, operator_name=name, kind=kind, parallelism=parallelism,
+            max_parallelism=max_parallelism, slot_sharing_group=self._slot_sharing_group(t, inputs),
+            chaining_strategy=t.chaining_strategy or operator.chaining_strategy,
+            operator_id="", uid=t.uid, parallelism_configured=t.parallelism is not None,
+            output_type=t.output_type, operator=operator,
+            state_key_selectors=tuple(key_selectors) if any(k is not None for k in key_selectors) else ())
+
+    def _add_edge(self, upstream: _Output, target_id: int, type_number: int) -> None:
+        source, target = self.nodes[upstream.node_id], self.nodes[target_id]
+        p = upstream.partitioner
+        if p is None:
+            p = part.ForwardPartitioner() if source.parallelism == target.parallelism else part.RebalancePartitioner()
+        if isinstance(p, part.ForwardPartitioner) and source.parallelism != target.parallelism:
+            raise StreamGraphError(
+                "Forward partitioning does not allow change of parallelism. Upstream operation: "
+                f"{source} parallelism: {source.parallelism}, downstream operation: {target} "
+                f"parallelism: {target.parallelism} You must use another partitioning strategy, "
+                "such as broadcast, rebalance, shuffle or global.")
+        if isinstance(p, part.KeyGroupStreamPartitioner):
+            # The producer routes by the consumer's key groups.
+            p = replace(p, max_parallelism=target.max_parallelism)
+        self.edges.append(StreamEdge(source.id, target.id, type_number, p, upstream.output_tag))
+
+
+def _with_operator_ids(graph: StreamGraph, order: tuple[StreamNode, ...]) -> tuple[StreamNode, ...]:
+    """Give each node its OperatorID: from its uid, or from its place in the graph.
+
+    As Flink's StreamGraphHasherV2, a generated id depends on the node's position (its
+    inputs' ids and its index among them), not on its name, so renaming an operator keeps
+    its state; duplicate uids are refused.
+    """
+    ids: dict[int, str] = {}
+    seen_uids: dict[str, StreamNode] = {}
+    for index, node in enumerate(order):
+        if node.uid is not None:
+            if node.uid in seen_uids:
+                raise StreamGraphError(
+                    f'Hash collision on user-specified ID "{node.uid}" ({seen_uids[node.uid].operator_name} '
+                    f'and {node.operator_name}). Most likely cause is a non-unique ID. Please check '
+                    'that all IDs specified via uid(String) are unique.')
+            seen_uids[node.uid] = node
+            seed = "uid:" + node.uid
+        else:
+            inputs = sorted(ids[e.source_id] for e in graph.in_edges(node.id))
+            seed = f"auto:{index}:{node.kind}:{','.join(inputs)}"
+        ids[node.id] = hashlib.md5(seed.encode()).hexdigest()
+    return tuple(replace(n, operator_id=ids[n.id]) for n in graph.nodes)

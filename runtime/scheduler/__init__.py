@@ -1,0 +1,1 @@
+"""Scheduling: slot allocation over the TaskManagers (Spark executors)."""
