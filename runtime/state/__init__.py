@@ -1,0 +1,1 @@
+"""Keyed state: key-group assignment and Java-compatible hashing."""

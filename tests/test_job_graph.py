@@ -1,0 +1,105 @@
+"""JobGraph: Flink's chaining rules, chained names, job edges and distribution patterns."""
+import pytest
+
+from runtime.datastream import StreamExecutionEnvironment
+from runtime.graph.job_graph import DistributionPattern, create_job_graph
+
+
+def chains(env):
+    return [(v.name, v.parallelism) for v in create_job_graph(env.get_stream_graph()).vertices]
+
+
+def src(env):
+    return env.from_collection([1, 2, 3])
+
+
+def test_forward_edges_with_equal_parallelism_chain(env):
+    src(env).map(lambda x: x).filter(lambda x: True).print()
+    assert chains(env) == [("Source: Collection Source -> Map -> Filter -> Sink: Print to Std. Out", 1)]
+
+
+def test_parallelism_change_breaks_the_chain(env):
+    src(env).map(lambda x: x).set_parallelism(2).filter(lambda x: True).set_parallelism(2).print()
+    assert chains(env) == [("Source: Collection Source", 1), ("Map -> Filter", 2),
+                           ("Sink: Print to Std. Out", 1)]
+
+
+def test_non_forward_partitioner_breaks_the_chain(env):
+    src(env).map(lambda x: x).rebalance().map(lambda x: x).print()
+    assert chains(env) == [("Source: Collection Source -> Map", 1), ("Map -> Sink: Print to Std. Out", 1)]
+
+
+def test_key_by_breaks_the_chain(env):
+    src(env).key_by(lambda x: x).reduce(lambda a, b: a + b).print()
+    assert chains(env) == [("Source: Collection Source", 1),
+                           ("Keyed Reduce -> Sink: Print to Std. Out", 1)]
+
+
+def test_disable_chaining_isolates_the_operator(env):
+    src(env).map(lambda x: x).disable_chaining().filter(lambda x: True).print()
+    assert chains(env) == [("Source: Collection Source", 1), ("Map", 1),
+                           ("Filter -> Sink: Print to Std. Out", 1)]
+
+
+def test_start_new_chain_starts_at_the_operator(env):
+    src(env).map(lambda x: x).filter(lambda x: True).start_new_chain().print()
+    assert chains(env) == [("Source: Collection Source -> Map", 1),
+                           ("Filter -> Sink: Print to Std. Out", 1)]
+
+
+def test_different_slot_sharing_groups_do_not_chain(env):
+    src(env).map(lambda x: x).slot_sharing_group("heavy").print().slot_sharing_group("heavy")
+    assert chains(env) == [("Source: Collection Source", 1), ("Map -> Sink: Print to Std. Out", 1)]
+
+
+def test_operator_with_two_inputs_does_not_chain(env):
+    a = src(env)
+    b = env.from_collection([4])
+    a.union(b).map(lambda x: x).print()
+    assert chains(env) == [("Source: Collection Source", 1), ("Source: Collection Source", 1),
+                           ("Map -> Sink: Print to Std. Out", 1)]
+
+
+def test_chaining_disabled_for_the_environment(env):
+    env.disable_operator_chaining()
+    src(env).map(lambda x: x).print()
+    assert chains(env) == [("Source: Collection Source", 1), ("Map", 1), ("Sink: Print to Std. Out", 1)]
+
+
+def test_a_branching_chain_is_named_with_parentheses(env):
+    m = src(env).map(lambda x: x)
+    m.filter(lambda x: True).print()
+    m.print()
+    assert chains(env) == [
+        ("Source: Collection Source -> Map -> (Filter -> Sink: Print to Std. Out, "
+         "Sink: Print to Std. Out)", 1)]
+
+
+def test_sources_are_chain_heads_and_never_chain_to_a_predecessor():
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_collection([1]).print()
+    graph = create_job_graph(env.get_stream_graph())
+    assert [v.is_input_vertex for v in graph.vertices] == [True]
+
+
+def test_job_edges_and_data_sets(env):
+    s = src(env)
+    s.map(lambda x: x).set_parallelism(2).rescale().map(lambda x: x).set_parallelism(4).print()
+    graph = create_job_graph(env.get_stream_graph())
+    edges = [(graph.vertex(e.source_vertex).name, graph.vertex(e.target_vertex).name,
+              e.ship_strategy, e.distribution_pattern) for e in graph.edges]
+    assert edges == [
+        ("Source: Collection Source", "Map", "REBALANCE", DistributionPattern.ALL_TO_ALL),
+        ("Map", "Map", "RESCALE", DistributionPattern.POINTWISE),
+        ("Map", "Sink: Print to Std. Out", "REBALANCE", DistributionPattern.ALL_TO_ALL),
+    ]
+    assert len({e.data_set for e in graph.edges}) == 3
+    assert [d.producer for d in graph.data_sets] == [e.source_vertex for e in graph.edges]
+
+
+def test_job_graph_is_a_pure_function_of_the_stream_graph(env):
+    src(env).map(lambda x: x).key_by(lambda x: x).sum(0).print()
+    stream_graph = env.get_stream_graph()
+    assert create_job_graph(stream_graph) == create_job_graph(stream_graph)
+    with pytest.raises(Exception):
+        create_job_graph(stream_graph).vertices[0].name = "changed"   # frozen

@@ -1,0 +1,221 @@
+"""StreamGraph generation: nodes, names, partitioner defaults, virtual nodes, errors."""
+import json
+import os
+
+import pytest
+
+from runtime.client import compile_job, load_stream_graph
+from runtime.common import Row, Time, Types
+from runtime.datastream import (
+    CoMapFunction, KeyedProcessFunction, OutputTag, ProcessFunction, StreamExecutionEnvironment,
+    TumblingEventTimeWindows, TumblingProcessingTimeWindows)
+from runtime.graph.stream_graph import StreamGraphError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORDCOUNT = os.path.join(ROOT, "include", "jobs", "wordcount.py")
+WINDOW = ("Window(TumblingProcessingTimeWindows(5000), ProcessingTimeTrigger, SumAggregator, "
+          "PassThroughWindowFunction)")
+
+
+def edges_of(graph):
+    return sorted((e.source_id, e.target_id, e.partitioner.ship_strategy) for e in graph.edges)
+
+
+def test_seed_wordcount_stream_graph():
+    graph = load_stream_graph(WORDCOUNT)
+    assert graph.job_name == "Socket Window WordCount"
+    assert [(n.id, n.operator_name, n.parallelism, n.kind) for n in graph.nodes] == [
+        (1, "Source: Socket Stream", 1, "source"),
+        (2, "Flat Map", 1, "operator"),
+        (3, "Map", 1, "operator"),
+        (5, WINDOW, 3, "operator"),     # id 4 is the virtual key_by partition
+        (6, "Sink: Print to Std. Out", 1, "sink"),
+    ]
+    assert edges_of(graph) == [(1, 2, "FORWARD"), (2, 3, "FORWARD"), (3, 5, "HASH"), (5, 6, "REBALANCE")]
+    window = graph.node(5)
+    assert window.is_keyed and window.uid == "word-counts"
+    assert window.max_parallelism == 128
+    keyed_edge = graph.in_edges(5)[0]
+    assert keyed_edge.partitioner.max_parallelism == 128
+
+
+def test_seed_wordcount_file_variant_reads_files():
+    graph = load_stream_graph(WORDCOUNT, ["--input", "/tmp/words"])
+    source = graph.node(1)
+    assert source.operator_name == "Source: Custom File Source"
+    assert source.operator.source.paths == ("/tmp/words",)
+
+
+def test_partitioner_defaults_and_explicit_partitioners(env):
+    src = env.from_collection([1, 2, 3])
+    a = src.map(lambda x: x).name("same-p")                        # 1 -> 1: FORWARD
+    b = a.map(lambda x: x).name("wider").set_parallelism(2)        # 1 -> 2: REBALANCE
+    b.rescale().map(lambda x: x).name("rescaled").set_parallelism(4)
+    b.shuffle().map(lambda x: x).name("shuffled").set_parallelism(2)
+    b.broadcast().map(lambda x: x).name("broadcast").set_parallelism(2)
+    b.global_().map(lambda x: x).name("global").set_parallelism(1)
+    b.partition_custom(lambda key, n: key % n, lambda x: x).map(lambda x: x).name("custom")
+    b.forward().map(lambda x: x).name("forwarded").set_parallelism(2)
+    graph = env.get_stream_graph()
+    by_name = {n.operator_name: n.id for n in graph.nodes}
+    strategy = {graph.node(e.target_id).operator_name: e.partitioner.ship_strategy for e in graph.edges}
+    assert strategy == {
+        "same-p": "FORWARD", "wider": "REBALANCE", "rescaled": "RESCALE", "shuffled": "SHUFFLE",
+        "broadcast": "BROADCAST", "global": "GLOBAL", "custom": "CUSTOM", "forwarded": "FORWARD"}
+    assert set(by_name) >= {"Source: Collection Source"}
+
+
+def test_forward_across_parallelism_change_is_refused(env):
+    env.from_collection([1, 2]).map(lambda x: x).forward().map(lambda x: x).set_parallelism(2).print()
+    with pytest.raises(StreamGraphError) as e:
+        env.get_stream_graph()
+    msg = str(e.value)
+    assert msg.startswith("Forward partitioning does not allow change of parallelism.")
+    assert "Upstream operation: Map-2 parallelism: 1" in msg
+    assert "downstream operation: Map-4 parallelism: 2" in msg
+    assert "such as broadcast, rebalance, shuffle or global" in msg
+
+
+def test_union_and_side_outputs_are_virtual(env):
+    late = OutputTag("late", Types.STRING())
+
+    class Split(ProcessFunction):
+        def process_element(self, value, ctx):
+            if value > 1:
+                yield value
+            else:
+                ctx.output(late, str(value))
+
+    src1 = env.from_collection([1, 2, 3])
+    src2 = env.from_collection([4, 5])
+    main = src1.union(src2).process(Split(), Types.LONG())
+    main.get_side_output(late).print()
+    main.print()
+    graph = env.get_stream_graph()
+    names = [n.operator_name for n in graph.nodes]
+    assert names == ["Source: Collection Source", "Source: Collection Source", "Process",
+                     "Sink: Print to Std. Out", "Sink: Print to Std. Out"]
+    process = next(n.id for n in graph.nodes if n.operator_name == "Process")
+    assert sorted(e.source_id for e in graph.in_edges(process)) == [1, 2]
+    tags = sorted((e.output_tag.tag_id if e.output_tag else "main") for e in graph.out_edges(process))
+    assert tags == ["late", "main"]
+
+
+def test_connect_keyed_streams_makes_a_keyed_two_input_node(env):
+    class Join(KeyedProcessFunction):
+        def process_element(self, value, ctx):
+            yield value
+
+    from runtime.datastream import KeyedCoProcessFunction
+
+    class CoJoin(KeyedCoProcessFunction):
+        def process_element1(self, value, ctx):
+            yield value
+
+        def process_element2(self, value, ctx):
+            yield value
+
+    a = env.from_collection([("a", 1)])
+    b = env.from_collection([("a", 2)])
+    a.connect(b).key_by(lambda r: r[0], lambda r: r[0]).process(CoJoin()).print()
+    graph = env.get_stream_graph()
+    co = next(n for n in graph.nodes if n.operator_name == "KeyedCoProcess")
+    assert co.is_keyed and len(co.state_key_selectors) == 2
+    assert sorted((e.type_number, e.partitioner.ship_strategy) for e in graph.in_edges(co.id)) == [
+        (1, "HASH"), (2, "HASH")]
+
+
+def test_slot_sharing_group_is_inherited_from_inputs(env):
+    src = env.from_collection([1]).slot_sharing_group("ingest")
+    m = src.map(lambda x: x)                     # inherits "ingest"
+    other = env.from_collection([2])             # "default"
+    m.union(other).map(lambda x: x).print()      # mixed inputs: "default"
+    graph = env.get_stream_graph()
+    groups = [(n.operator_name, n.slot_sharing_group) for n in graph.nodes]
+    assert groups == [("Source: Collection Source", "ingest"), ("Map", "ingest"),
+                      ("Source: Collection Source", "default"), ("Map", "default"),
+                      ("Sink: Print to Std. Out", "default")]
+
+
+def test_duplicate_uids_are_refused(env):
+    env.from_collection([1]).map(lambda x: x).uid("same").map(lambda x: x).uid("same").print()
+    with pytest.raises(StreamGraphError, match='Hash collision on user-specified ID "same"'):
+        env.get_stream_graph()
+
+
+def test_operator_ids_come_from_uid_or_position():
+    def build(extra_name):
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.from_collection([1]).map(lambda x: x).name(extra_name).uid("m").map(lambda x: x).print()
+        return env.get_stream_graph()
+    g1, g2 = build("first"), build("renamed")
+    assert [n.operator_id for n in g1.nodes] == [n.operator_id for n in g2.nodes]
+    assert len({n.operator_id for n in g1.nodes}) == 4
+
+
+def test_cycles_are_refused(env):
+    from dataclasses import replace
+    env.from_collection([1]).map(lambda x: x).map(lambda x: x).print()
+    graph = env.get_stream_graph()
+    back = replace(graph.edges[-1], source_id=4, target_id=2)
+    cyclic = replace(graph, edges=graph.edges + (back,))
+    with pytest.raises(StreamGraphError, match="cycle through 'Map', 'Map', 'Sink: Print to Std. Out'"):
+        cyclic.topological_order()
+
+
+def test_max_parallelism_below_parallelism_is_refused(env):
+    env.set_max_parallelism(4)
+    env.from_collection([1]).map(lambda x: x).set_parallelism(4).print()
+    env.get_stream_graph()  # equal is fine
+    env2 = StreamExecutionEnvironment.get_execution_environment()
+    env2.set_max_parallelism(2)
+    env2.from_collection([1]).map(lambda x: x).set_parallelism(3).print()
+    with pytest.raises(StreamGraphError, match=r"The maximum parallelism \(2\) of the stream node Map "
+                                               r"is smaller than the parallelism \(3\)"):
+        env2.get_stream_graph()
+    op = env2.from_collection([1]).map(lambda x: x).set_max_parallelism(2)
+    with pytest.raises(ValueError, match=r"The parallelism \(3\) of 'Map' is larger than its maximum"):
+        op.set_parallelism(3)
+
+
+def test_default_max_parallelism_follows_flink(env):
+    env.from_collection([1]).map(lambda x: x).set_parallelism(100).print()
+    graph = env.get_stream_graph()
+    # Flink: roundUpToPowerOfTwo(p + p/2), at least 128.
+    assert [n.max_parallelism for n in graph.nodes] == [1, 256, 128]
+
+
+def test_no_operators_is_an_error(env):
+    env.from_collection([1])
+    with pytest.raises(StreamGraphError, match="No operators defined in streaming topology"):
+        env.get_stream_graph()
+
+
+def test_execution_plan_json_matches_flink_shape():
+    graph = load_stream_graph(WORDCOUNT)
+    plan = json.loads(graph.get_streaming_plan_as_json())
+    assert plan == {"nodes": [
+        {"id": 1, "type": "Source: Socket Stream", "pact": "Data Source",
+         "contents": "Source: Socket Stream", "parallelism": 1},
+        {"id": 2, "type": "Flat Map", "pact": "Operator", "contents": "Flat Map", "parallelism": 1,
+         "predecessors": [{"id": 1, "ship_strategy": "FORWARD", "side": "second"}]},
+        {"id": 3, "type": "Map", "pact": "Operator", "contents": "Map", "parallelism": 1,
+         "predecessors": [{"id": 2, "ship_strategy": "FORWARD", "side": "second"}]},
+        {"id": 5, "type": WINDOW, "pact": "Operator", "contents": WINDOW, "parallelism": 3,
+         "predecessors": [{"id": 3, "ship_strategy": "HASH", "side": "second"}]},
+        {"id": 6, "type": "Sink: Print to Std. Out", "pact": "Data Sink",
+         "contents": "Sink: Print to Std. Out", "parallelism": 1,
+         "predecessors": [{"id": 5, "ship_strategy": "REBALANCE", "side": "second"}]},
+    ]}
+
+
+def test_job_graph_json_names_chains_and_inputs():
+    job = compile_job(WORDCOUNT)
+    plan = json.loads(job.job_graph.get_job_graph_as_json())
+    assert [(n["description"], n["parallelism"], [i["ship_strategy"] for i in n["inputs"]])
+            for n in plan["nodes"]] == [
+        ("Source: Socket Stream -> Flat Map -> Map", 1, []),
+        (WINDOW, 3, ["HASH"]),
+        ("Sink: Print to Std. Out", 1, ["REBALANCE"]),
+    ]
+    assert plan["name"] == "Socket Window WordCount"
