@@ -1,0 +1,22 @@
+# An Airflow 3.3 runtime image with Java 17 (for Spark) and Sluice installed.
+FROM apache/airflow:3.3.2-python3.11
+
+USER root
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
+ && rm -rf /var/lib/apt/lists/*
+ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64
+
+USER airflow
+WORKDIR /usr/local/airflow
+COPY --chown=airflow:root pyproject.toml README.md ./
+COPY --chown=airflow:root runtime ./runtime
+# The same pins as pyproject.toml, so the image runs what the tests ran.
+RUN pip install --no-cache-dir -e .
+COPY --chown=airflow:root dags ./dags
+COPY --chown=airflow:root plugins ./plugins
+COPY --chown=airflow:root include ./include
+COPY --chown=airflow:root airflow_settings.yaml ./
+ENV AIRFLOW__CORE__DAGS_FOLDER=/usr/local/airflow/dags \
+    AIRFLOW__CORE__PLUGINS_FOLDER=/usr/local/airflow/plugins \
+    SLUICE_WAREHOUSE=/usr/local/airflow/warehouse

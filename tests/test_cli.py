@@ -1,0 +1,61 @@
+"""The ``sluice`` console script, run as a user would."""
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORDCOUNT = os.path.join(ROOT, "include", "jobs", "wordcount.py")
+SLUICE = os.path.join(os.path.dirname(sys.executable), "sluice")
+
+
+def run(*args):
+    return subprocess.run([SLUICE, *args], capture_output=True, text=True, cwd=ROOT)
+
+
+def test_plan_prints_the_visualizer_json():
+    result = run("plan", "include/jobs/wordcount.py")
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert [(n["id"], n["type"], n["parallelism"]) for n in plan["nodes"]] == [
+        (1, "Source: Socket Stream", 1), (2, "Flat Map", 1), (3, "Map", 1),
+        (5, "Window(TumblingProcessingTimeWindows(5000), ProcessingTimeTrigger, SumAggregator, "
+            "PassThroughWindowFunction)", 3),
+        (6, "Sink: Print to Std. Out", 1)]
+
+
+def test_plan_passes_job_arguments():
+    result = run("plan", WORDCOUNT, "--", "--input", "include/data")
+    assert json.loads(result.stdout)["nodes"][0]["type"] == "Source: Custom File Source"
+
+
+def test_slot_shortage_is_reported_without_a_traceback():
+    result = run("plan", WORDCOUNT, "--format", "slots", "--task-managers", "2",
+                 "--slots-per-task-manager", "1")
+    assert result.returncode == 1
+    assert "Slots required: 3, slots allocated: 2" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_job_and_job_without_execute(tmp_path):
+    result = run("plan", "include/jobs/nope.py")
+    assert result.returncode == 1 and "Job script not found: include/jobs/nope.py" in result.stderr
+    script = tmp_path / "noexec.py"
+    script.write_text("from runtime.datastream import StreamExecutionEnvironment\n"
+                      "env = StreamExecutionEnvironment.get_execution_environment()\n"
+                      "env.from_collection([1]).print()\n")
+    result = run("plan", str(script))
+    assert result.returncode == 1 and "finished without calling execute()" in result.stderr
+
+
+def test_build_errors_name_the_operator(tmp_path):
+    script = tmp_path / "bad.py"
+    script.write_text("from runtime.common import Types\n"
+                      "from runtime.datastream import StreamExecutionEnvironment\n"
+                      "env = StreamExecutionEnvironment.get_execution_environment()\n"
+                      "s = env.from_collection([('a', 1)], Types.TUPLE([Types.STRING(), Types.LONG()]))\n"
+                      "s.key_by(0).sum(3).print()\n"
+                      "env.execute()\n")
+    result = run("plan", str(script))
+    assert result.returncode == 1
+    assert "sum(3) on a KeyedStream" in result.stderr and "valid fields are positions 0..1" in result.stderr
