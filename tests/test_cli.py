@@ -4,8 +4,7 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORDCOUNT = os.path.join(ROOT, "include", "jobs", "wordcount.py")
+from seed import ROOT, WINDOW, WORDCOUNT
 SLUICE = os.path.join(os.path.dirname(sys.executable), "sluice")
 
 
@@ -19,8 +18,7 @@ def test_plan_prints_the_visualizer_json():
     plan = json.loads(result.stdout)
     assert [(n["id"], n["type"], n["parallelism"]) for n in plan["nodes"]] == [
         (1, "Source: Socket Stream", 1), (2, "Flat Map", 1), (3, "Map", 1),
-        (5, "Window(TumblingProcessingTimeWindows(5000), ProcessingTimeTrigger, SumAggregator, "
-            "PassThroughWindowFunction)", 3),
+        (5, WINDOW, 3),
         (6, "Sink: Print to Std. Out", 1)]
 
 

@@ -1,6 +1,4 @@
 """ExecutionGraph: subtasks, intermediate results, pointwise wiring, the ExecutionState machine."""
-import os
-
 import pytest
 
 from runtime.client import compile_job
@@ -9,10 +7,7 @@ from runtime.graph.execution_state import (
     ExecutionState as S, IllegalExecutionStateTransition, can_transition)
 from runtime.graph.job_graph import DistributionPattern, create_job_graph
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORDCOUNT = os.path.join(ROOT, "include", "jobs", "wordcount.py")
-WINDOW = ("Window(TumblingProcessingTimeWindows(5000), ProcessingTimeTrigger, SumAggregator, "
-          "PassThroughWindowFunction)")
+from seed import ROOT, WINDOW, WORDCOUNT
 
 
 def test_seed_job_has_three_job_vertices_and_five_executions():

@@ -1,7 +1,5 @@
 """Slot plan: slot sharing, placement over TaskManagers, the shortage error."""
 import json
-import os
-
 import pytest
 
 from runtime.client import compile_job
@@ -10,10 +8,7 @@ from runtime.graph.job_graph import create_job_graph
 from runtime.scheduler.slots import (
     NoResourceAvailableException, TaskManager, compute_slot_plan, local_task_managers)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORDCOUNT = os.path.join(ROOT, "include", "jobs", "wordcount.py")
-WINDOW = ("Window(TumblingProcessingTimeWindows(5000), ProcessingTimeTrigger, SumAggregator, "
-          "PassThroughWindowFunction)")
+from seed import ROOT, WINDOW, WORDCOUNT
 
 
 def test_seed_job_needs_three_shared_slots():

@@ -1,7 +1,5 @@
 """StreamGraph generation: nodes, names, partitioner defaults, virtual nodes, errors."""
 import json
-import os
-
 import pytest
 
 from runtime.client import compile_job, load_stream_graph
@@ -11,10 +9,7 @@ from runtime.datastream import (
     TumblingEventTimeWindows, TumblingProcessingTimeWindows)
 from runtime.graph.stream_graph import StreamGraphError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORDCOUNT = os.path.join(ROOT, "include", "jobs", "wordcount.py")
-WINDOW = ("Window(TumblingProcessingTimeWindows(5000), ProcessingTimeTrigger, SumAggregator, "
-          "PassThroughWindowFunction)")
+from seed import ROOT, WINDOW, WORDCOUNT
 
 
 def edges_of(graph):

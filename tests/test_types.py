@@ -24,6 +24,9 @@ class Point:
     def __eq__(self, other):
         return isinstance(other, Point) and (self.x, self.y) == (other.x, other.y)
 
+    def __repr__(self):
+        return f"Point({self.x}, {self.y})"
+
 
 class Color(enum.IntEnum):
     RED = 1
@@ -534,7 +537,8 @@ def test_none_values_in_every_field_type():
     t = Types.TUPLE(types)
     record = tuple([None] * len(types))
     assert roundtrip([record, record], t) == [record, record]
-    for single in types:
+    # Top-level records of Tuple/Row types must not be None (as in Flink); others may.
+    for single in types[:-2]:
         assert roundtrip([None, None], single) == [None, None]
 
 

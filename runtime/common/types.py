@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Iterable, List, Optional
 
-__all__ = ["Row", "RowKind"]
+__all__ = ["FieldNotFoundError", "Row", "RowKind"]
 
 
 class RowKind(Enum):
@@ -225,8 +225,8 @@ class Row(tuple):
     def __repr__(self) -> str:
         names = self._field_names
         if names is not None:
-            return "Row(%s)" % ", ".join("%s=%r" % (k, v) for k, v in zip(names, self))
-        return "Row(%s)" % ", ".join("%r" % v for v in self)
+            return "Row(%s)" % ", ".join(f"{k}={v!r}" for k, v in zip(names, self))
+        return "Row(%s)" % ", ".join(map(repr, self))
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, Row):
