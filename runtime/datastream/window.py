@@ -484,6 +484,10 @@ class _ContinuousTrigger(Trigger[Any, TimeWindow]):
         self.interval = interval
         self._descriptor = None
 
+    @classmethod
+    def of(cls, interval: Any) -> "_ContinuousTrigger":
+        return cls(interval)
+
     def _fire_time_descriptor(self):
         if self._descriptor is None:
             self._descriptor = _reducing_descriptor("fire-time", min)
@@ -532,10 +536,6 @@ class _ContinuousTrigger(Trigger[Any, TimeWindow]):
 class ContinuousEventTimeTrigger(_ContinuousTrigger):
     """Fires every ``interval`` of event time within the window, and at its end."""
 
-    @staticmethod
-    def of(interval: Any) -> "ContinuousEventTimeTrigger":
-        return ContinuousEventTimeTrigger(interval)
-
     def _register_timer(self, ctx, time: int) -> None:
         ctx.register_event_time_timer(time)
 
@@ -563,10 +563,6 @@ class ContinuousEventTimeTrigger(_ContinuousTrigger):
 
 class ContinuousProcessingTimeTrigger(_ContinuousTrigger):
     """Fires every ``interval`` of processing time within the window."""
-
-    @staticmethod
-    def of(interval: Any) -> "ContinuousProcessingTimeTrigger":
-        return ContinuousProcessingTimeTrigger(interval)
 
     def _register_timer(self, ctx, time: int) -> None:
         ctx.register_processing_time_timer(time)
@@ -662,83 +658,66 @@ class SessionWindowTimeGapExtractor(ABC):
         pass
 
 
-class TumblingEventTimeWindows(WindowAssigner[Any, TimeWindow]):
-    """Fixed-size, non-overlapping windows by element timestamp."""
+class _TimeWindowAssigner(WindowAssigner[Any, TimeWindow]):
+    """Base of the assigners that come in an event-time and a processing-time variant.
 
+    A public subclass sets ``_event_time``; that alone picks the clock an element is placed by,
+    the default trigger and ``is_event_time()``.
+    """
+
+    _event_time: bool
+
+    def _time_of(self, timestamp: Optional[int], context: Any) -> int:
+        if self._event_time:
+            return _event_timestamp(timestamp)
+        return _processing_time(context, self)
+
+    def get_default_trigger(self, env=None) -> Trigger:
+        return EventTimeTrigger.create() if self._event_time else ProcessingTimeTrigger.create()
+
+    def is_event_time(self) -> bool:
+        return self._event_time
+
+
+class _TumblingWindows(_TimeWindowAssigner):
     def __init__(self, size: Any, offset: Any = 0):
         size = _millis(size, "size")
         offset = _millis(offset, "offset")
         # abs(offset) < size also rules out size <= 0.
         if abs(offset) >= size:
-            raise ValueError("TumblingEventTimeWindows parameters must satisfy abs(offset) < size")
+            raise ValueError(f"{type(self).__name__} parameters must satisfy abs(offset) < size")
         self._size = size
         self._offset = offset
 
-    @staticmethod
-    def of(size: Any, offset: Any = 0) -> "TumblingEventTimeWindows":
-        return TumblingEventTimeWindows(size, 0 if offset is None else offset)
+    @classmethod
+    def of(cls, size: Any, offset: Any = 0) -> "_TumblingWindows":
+        return cls(size, 0 if offset is None else offset)
 
     def get_size(self) -> int:
         return self._size
 
     def assign_windows(self, element, timestamp, context=None) -> List[TimeWindow]:
         start = TimeWindow.get_window_start_with_offset(
-            _event_timestamp(timestamp), self._offset, self._size)
+            self._time_of(timestamp, context), self._offset, self._size)
         return [TimeWindow(start, start + self._size)]
 
-    def get_default_trigger(self, env=None) -> Trigger:
-        return EventTimeTrigger.create()
-
-    def is_event_time(self) -> bool:
-        return True
-
     def __repr__(self) -> str:
-        return f"TumblingEventTimeWindows({self._size})"
+        return f"{type(self).__name__}({self._size})"
 
 
-class TumblingProcessingTimeWindows(WindowAssigner[Any, TimeWindow]):
+class TumblingEventTimeWindows(_TumblingWindows):
+    """Fixed-size, non-overlapping windows by element timestamp."""
+
+    _event_time = True
+
+
+class TumblingProcessingTimeWindows(_TumblingWindows):
     """Fixed-size, non-overlapping windows by processing time."""
 
-    def __init__(self, size: Any, offset: Any = 0):
-        size = _millis(size, "size")
-        offset = _millis(offset, "offset")
-        if abs(offset) >= size:
-            raise ValueError(
-                "TumblingProcessingTimeWindows parameters must satisfy abs(offset) < size")
-        self._size = size
-        self._offset = offset
-
-    @staticmethod
-    def of(size: Any, offset: Any = 0) -> "TumblingProcessingTimeWindows":
-        return TumblingProcessingTimeWindows(size, 0 if offset is None else offset)
-
-    def get_size(self) -> int:
-        return self._size
-
-    def assign_windows(self, element, timestamp, context) -> List[TimeWindow]:
-        now = _processing_time(context, self)
-        start = TimeWindow.get_window_start_with_offset(now, self._offset, self._size)
-        return [TimeWindow(start, start + self._size)]
-
-    def get_default_trigger(self, env=None) -> Trigger:
-        return ProcessingTimeTrigger.create()
-
-    def is_event_time(self) -> bool:
-        return False
-
-    def __repr__(self) -> str:
-        return f"TumblingProcessingTimeWindows({self._size})"
+    _event_time = False
 
 
-def _sliding_windows(timestamp: int, size: int, slide: int, offset: int) -> List[TimeWindow]:
-    # Flink's loop: latest start first, down to the first window still containing timestamp.
-    last_start = TimeWindow.get_window_start_with_offset(timestamp, offset, slide)
-    return [TimeWindow(start, start + size) for start in range(last_start, timestamp - size, -slide)]
-
-
-class SlidingEventTimeWindows(WindowAssigner[Any, TimeWindow]):
-    """Windows of ``size`` every ``slide`` by element timestamp; an element is in each that holds it."""
-
+class _SlidingWindows(_TimeWindowAssigner):
     def __init__(self, size: Any, slide: Any, offset: Any = 0):
         size = _millis(size, "size")
         slide = _millis(slide, "slide")
@@ -746,14 +725,14 @@ class SlidingEventTimeWindows(WindowAssigner[Any, TimeWindow]):
         # abs(offset) < slide also rules out slide <= 0.
         if abs(offset) >= slide or size <= 0:
             raise ValueError(
-                "SlidingEventTimeWindows parameters must satisfy abs(offset) < slide and size > 0")
+                f"{type(self).__name__} parameters must satisfy abs(offset) < slide and size > 0")
         self._size = size
         self._slide = slide
         self._offset = offset
 
-    @staticmethod
-    def of(size: Any, slide: Any, offset: Any = 0) -> "SlidingEventTimeWindows":
-        return SlidingEventTimeWindows(size, slide, 0 if offset is None else offset)
+    @classmethod
+    def of(cls, size: Any, slide: Any, offset: Any = 0) -> "_SlidingWindows":
+        return cls(size, slide, 0 if offset is None else offset)
 
     def get_size(self) -> int:
         return self._size
@@ -762,189 +741,111 @@ class SlidingEventTimeWindows(WindowAssigner[Any, TimeWindow]):
         return self._slide
 
     def assign_windows(self, element, timestamp, context=None) -> List[TimeWindow]:
-        return _sliding_windows(_event_timestamp(timestamp), self._size, self._slide, self._offset)
-
-    def get_default_trigger(self, env=None) -> Trigger:
-        return EventTimeTrigger.create()
-
-    def is_event_time(self) -> bool:
-        return True
+        timestamp = self._time_of(timestamp, context)
+        # Flink's loop: latest start first, down to the first window still containing timestamp.
+        last_start = TimeWindow.get_window_start_with_offset(timestamp, self._offset, self._slide)
+        return [TimeWindow(start, start + self._size)
+                for start in range(last_start, timestamp - self._size, -self._slide)]
 
     def __repr__(self) -> str:
-        return f"SlidingEventTimeWindows({self._size}, {self._slide})"
+        return f"{type(self).__name__}({self._size}, {self._slide})"
 
 
-class SlidingProcessingTimeWindows(WindowAssigner[Any, TimeWindow]):
+class SlidingEventTimeWindows(_SlidingWindows):
+    """Windows of ``size`` every ``slide`` by element timestamp; an element is in each that holds it."""
+
+    _event_time = True
+
+
+class SlidingProcessingTimeWindows(_SlidingWindows):
     """Windows of ``size`` every ``slide`` by processing time."""
 
-    def __init__(self, size: Any, slide: Any, offset: Any = 0):
-        size = _millis(size, "size")
-        slide = _millis(slide, "slide")
-        offset = _millis(offset, "offset")
-        if abs(offset) >= slide or size <= 0:
-            raise ValueError(
-                "SlidingProcessingTimeWindows parameters must satisfy abs(offset) < slide and size > 0")
-        self._size = size
-        self._slide = slide
-        self._offset = offset
+    _event_time = False
 
-    @staticmethod
-    def of(size: Any, slide: Any, offset: Any = 0) -> "SlidingProcessingTimeWindows":
-        return SlidingProcessingTimeWindows(size, slide, 0 if offset is None else offset)
 
-    def get_size(self) -> int:
-        return self._size
+class _MergingTimeWindowAssigner(_TimeWindowAssigner, MergingWindowAssigner[Any, TimeWindow]):
+    """Sessions with a fixed or per-element gap: ``[t, t + gap)`` for an element at time t,
+    merged when they touch."""
 
-    def get_slide(self) -> int:
-        return self._slide
+    def _gap_of(self, element: Any) -> int:
+        raise NotImplementedError
 
-    def assign_windows(self, element, timestamp, context) -> List[TimeWindow]:
-        return _sliding_windows(_processing_time(context, self), self._size, self._slide, self._offset)
+    def assign_windows(self, element, timestamp, context=None) -> List[TimeWindow]:
+        start = self._time_of(timestamp, context)
+        return [TimeWindow(start, start + self._gap_of(element))]
 
-    def get_default_trigger(self, env=None) -> Trigger:
-        return ProcessingTimeTrigger.create()
+    def merge_windows(self, windows, callback) -> None:
+        TimeWindow.merge_windows(windows, callback)
 
-    def is_event_time(self) -> bool:
-        return False
+
+class _SessionWindows(_MergingTimeWindowAssigner):
+    def __init__(self, session_gap: Any):
+        session_gap = _millis(session_gap, "session gap")
+        if session_gap <= 0:
+            raise ValueError(f"{type(self).__name__} parameters must satisfy 0 < size")
+        self._session_gap = session_gap
+
+    @classmethod
+    def with_gap(cls, gap: Any) -> "_SessionWindows":
+        return cls(gap)
+
+    @classmethod
+    def with_dynamic_gap(cls, extractor: Any) -> "_DynamicSessionWindows":
+        if cls._event_time:
+            return DynamicEventTimeSessionWindows(extractor)
+        return DynamicProcessingTimeSessionWindows(extractor)
+
+    def get_gap(self) -> int:
+        return self._session_gap
+
+    def _gap_of(self, element: Any) -> int:
+        return self._session_gap
 
     def __repr__(self) -> str:
-        return f"SlidingProcessingTimeWindows({self._size}, {self._slide})"
+        return f"{type(self).__name__}({self._session_gap})"
 
 
-def _extract_gap(extractor: Any, element: Any) -> int:
-    extract = getattr(extractor, "extract", extractor)
-    gap = _millis(extract(element), "session gap")
-    if gap <= 0:
-        raise ValueError("Dynamic session time gap must satisfy 0 < gap")
-    return gap
-
-
-class EventTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
+class EventTimeSessionWindows(_SessionWindows):
     """Sessions by element timestamp: ``[ts, ts + gap)`` per element, merged when they touch."""
 
-    def __init__(self, session_gap: Any):
-        session_gap = _millis(session_gap, "session gap")
-        if session_gap <= 0:
-            raise ValueError("EventTimeSessionWindows parameters must satisfy 0 < size")
-        self._session_gap = session_gap
-
-    @staticmethod
-    def with_gap(gap: Any) -> "EventTimeSessionWindows":
-        return EventTimeSessionWindows(gap)
-
-    @staticmethod
-    def with_dynamic_gap(extractor: Any) -> "DynamicEventTimeSessionWindows":
-        return DynamicEventTimeSessionWindows(extractor)
-
-    def get_gap(self) -> int:
-        return self._session_gap
-
-    def assign_windows(self, element, timestamp, context=None) -> List[TimeWindow]:
-        timestamp = _event_timestamp(timestamp)
-        return [TimeWindow(timestamp, timestamp + self._session_gap)]
-
-    def merge_windows(self, windows, callback) -> None:
-        TimeWindow.merge_windows(windows, callback)
-
-    def get_default_trigger(self, env=None) -> Trigger:
-        return EventTimeTrigger.create()
-
-    def is_event_time(self) -> bool:
-        return True
-
-    def __repr__(self) -> str:
-        return f"EventTimeSessionWindows({self._session_gap})"
+    _event_time = True
 
 
-class ProcessingTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
+class ProcessingTimeSessionWindows(_SessionWindows):
     """Sessions by processing time."""
 
-    def __init__(self, session_gap: Any):
-        session_gap = _millis(session_gap, "session gap")
-        if session_gap <= 0:
-            raise ValueError("ProcessingTimeSessionWindows parameters must satisfy 0 < size")
-        self._session_gap = session_gap
+    _event_time = False
 
-    @staticmethod
-    def with_gap(gap: Any) -> "ProcessingTimeSessionWindows":
-        return ProcessingTimeSessionWindows(gap)
 
-    @staticmethod
-    def with_dynamic_gap(extractor: Any) -> "DynamicProcessingTimeSessionWindows":
-        return DynamicProcessingTimeSessionWindows(extractor)
+class _DynamicSessionWindows(_MergingTimeWindowAssigner):
+    def __init__(self, session_window_time_gap_extractor: Any):
+        self._extractor = session_window_time_gap_extractor
 
-    def get_gap(self) -> int:
-        return self._session_gap
+    @classmethod
+    def with_dynamic_gap(cls, extractor: Any) -> "_DynamicSessionWindows":
+        return cls(extractor)
 
-    def assign_windows(self, element, timestamp, context) -> List[TimeWindow]:
-        now = _processing_time(context, self)
-        return [TimeWindow(now, now + self._session_gap)]
-
-    def merge_windows(self, windows, callback) -> None:
-        TimeWindow.merge_windows(windows, callback)
-
-    def get_default_trigger(self, env=None) -> Trigger:
-        return ProcessingTimeTrigger.create()
-
-    def is_event_time(self) -> bool:
-        return False
+    def _gap_of(self, element: Any) -> int:
+        extract = getattr(self._extractor, "extract", self._extractor)
+        gap = _millis(extract(element), "session gap")
+        if gap <= 0:
+            raise ValueError("Dynamic session time gap must satisfy 0 < gap")
+        return gap
 
     def __repr__(self) -> str:
-        return f"ProcessingTimeSessionWindows({self._session_gap})"
+        return f"{type(self).__name__}()"
 
 
-class DynamicEventTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
+class DynamicEventTimeSessionWindows(_DynamicSessionWindows):
     """Event-time sessions whose gap a ``SessionWindowTimeGapExtractor`` (or callable) gives per element."""
 
-    def __init__(self, session_window_time_gap_extractor: Any):
-        self._extractor = session_window_time_gap_extractor
-
-    @staticmethod
-    def with_dynamic_gap(extractor: Any) -> "DynamicEventTimeSessionWindows":
-        return DynamicEventTimeSessionWindows(extractor)
-
-    def assign_windows(self, element, timestamp, context=None) -> List[TimeWindow]:
-        timestamp = _event_timestamp(timestamp)
-        return [TimeWindow(timestamp, timestamp + _extract_gap(self._extractor, element))]
-
-    def merge_windows(self, windows, callback) -> None:
-        TimeWindow.merge_windows(windows, callback)
-
-    def get_default_trigger(self, env=None) -> Trigger:
-        return EventTimeTrigger.create()
-
-    def is_event_time(self) -> bool:
-        return True
-
-    def __repr__(self) -> str:
-        return "DynamicEventTimeSessionWindows()"
+    _event_time = True
 
 
-class DynamicProcessingTimeSessionWindows(MergingWindowAssigner[Any, TimeWindow]):
+class DynamicProcessingTimeSessionWindows(_DynamicSessionWindows):
     """Processing-time sessions with a per-element gap."""
 
-    def __init__(self, session_window_time_gap_extractor: Any):
-        self._extractor = session_window_time_gap_extractor
-
-    @staticmethod
-    def with_dynamic_gap(extractor: Any) -> "DynamicProcessingTimeSessionWindows":
-        return DynamicProcessingTimeSessionWindows(extractor)
-
-    def assign_windows(self, element, timestamp, context) -> List[TimeWindow]:
-        now = _processing_time(context, self)
-        return [TimeWindow(now, now + _extract_gap(self._extractor, element))]
-
-    def merge_windows(self, windows, callback) -> None:
-        TimeWindow.merge_windows(windows, callback)
-
-    def get_default_trigger(self, env=None) -> Trigger:
-        return ProcessingTimeTrigger.create()
-
-    def is_event_time(self) -> bool:
-        return False
-
-    def __repr__(self) -> str:
-        return "DynamicProcessingTimeSessionWindows()"
+    _event_time = False
 
 
 class GlobalWindows(WindowAssigner[Any, GlobalWindow]):
