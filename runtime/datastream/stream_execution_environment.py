@@ -208,6 +208,7 @@ class StreamExecutionEnvironment:
             restart_strategy=self._restart_strategy,
             auto_watermark_interval=self._config.get_auto_watermark_interval(),
             job_parameters=tuple(sorted(self._config.get_global_job_parameters().items())),
+            configuration=tuple(sorted(self._configuration.to_dict().items())),
         )
         graph = generate_stream_graph(self._transformations, settings)
         if clear_transformations:

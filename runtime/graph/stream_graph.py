@@ -37,6 +37,7 @@ class StreamGraphSettings:
     restart_strategy: Any = None
     auto_watermark_interval: int = 200
     job_parameters: tuple = ()
+    configuration: tuple = ()       # (key, value) pairs of the environment's Configuration
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1 @@
+"""The driver side of the data plane: Spark session, epoch planning, the epoch loop."""

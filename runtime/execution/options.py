@@ -1,0 +1,67 @@
+"""How a job runs: Spark master, warehouse, epoch sizing, the clock.
+
+Read from the job's Configuration (``sluice.*`` keys), then environment variables, then
+defaults, so a job script, a CLI flag or an Airflow variable can each set them.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Optional
+
+DEFAULT_WAREHOUSE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                 "warehouse")
+
+
+@dataclass(frozen=True)
+class ExecutionOptions:
+    master: str = "local[*]"
+    warehouse: str = DEFAULT_WAREHOUSE
+    epoch_interval_ms: int = 1000           # how long an unbounded epoch collects input
+    max_epochs: Optional[int] = None        # stop an unbounded job after this many epochs
+    max_records_per_split: Optional[int] = None   # cut bounded input into several epochs
+    batch_size: int = 4096                  # records per channel batch inside a task
+    clock_start_ms: Optional[int] = None    # pin processing time (tests, replays)
+    clock_step_ms: int = 1000
+    quiet: bool = False                     # no progress lines
+
+    KEYS = {
+        "sluice.spark.master": ("master", str, "SLUICE_SPARK_MASTER"),
+        "sluice.warehouse": ("warehouse", str, "SLUICE_WAREHOUSE"),
+        "sluice.epoch.interval": ("epoch_interval_ms", int, "SLUICE_EPOCH_INTERVAL_MS"),
+        "sluice.epoch.max-epochs": ("max_epochs", int, "SLUICE_MAX_EPOCHS"),
+        "sluice.epoch.max-records-per-split": ("max_records_per_split", int, None),
+        "sluice.task.batch-size": ("batch_size", int, None),
+        "sluice.clock.start": ("clock_start_ms", int, None),
+        "sluice.clock.step": ("clock_step_ms", int, None),
+    }
+
+    @staticmethod
+    def from_configuration(configuration: dict) -> "ExecutionOptions":
+        values = {}
+        for key, (attr, kind, env) in ExecutionOptions.KEYS.items():
+            raw = configuration.get(key)
+            if raw is None and env:
+                raw = os.environ.get(env)
+            if raw is not None:
+                try:
+                    values[attr] = kind(raw)
+                except ValueError:
+                    raise ValueError(f"Configuration '{key}' must be a {kind.__name__}, got {raw!r}") from None
+        options = ExecutionOptions(**values)
+        options.validate()
+        return options
+
+    def validate(self) -> None:
+        for name in ("epoch_interval_ms", "batch_size", "clock_step_ms"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("max_epochs", "max_records_per_split"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1 (or unset), got {value}")
+
+    def with_overrides(self, **overrides) -> "ExecutionOptions":
+        options = replace(self, **{k: v for k, v in overrides.items() if v is not None})
+        options.validate()
+        return options

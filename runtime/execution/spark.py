@@ -1,0 +1,56 @@
+"""The one SparkSession of a run, and the TaskManagers (executors) it offers."""
+from __future__ import annotations
+
+import os
+import threading
+
+from runtime.scheduler.slots import TaskManager
+
+_lock = threading.Lock()
+
+
+def get_spark_session(master: str, app_name: str = "sluice"):
+    """The process's SparkSession, created on first use (start-up is paid once per run)."""
+    from pyspark.sql import SparkSession
+    with _lock:
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            return active
+        os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", _python()))
+        builder = (SparkSession.builder.master(master).appName(app_name)
+                   .config("spark.ui.showConsoleProgress", "false")
+                   .config("spark.python.worker.reuse", "true"))
+        if master.startswith("local"):
+            builder = builder.config("spark.ui.enabled", "false")
+        session = builder.getOrCreate()
+        session.sparkContext.setLogLevel("ERROR")
+        return session
+
+
+def _python() -> str:
+    import sys
+    return sys.executable
+
+
+def task_managers(spark, slots_required: int = 1) -> tuple[TaskManager, ...]:
+    """Spark executors as TaskManagers, one slot per core, read from the running cluster.
+
+    Local mode is Flink's MiniCluster: one TaskManager with as many slots as the job needs
+    (at least one per core); Spark queues the extra tasks on the cores.
+    """
+    sc = spark.sparkContext
+    total = sc.defaultParallelism
+    if sc.master.startswith("local"):
+        return (TaskManager("driver", "localhost", max(total, slots_required)),)
+    import time
+    deadline = time.time() + 60
+    # Executors register after the session starts; wait for them before counting slots.
+    while sc._jsc.sc().getExecutorMemoryStatus().size() < 2 and time.time() < deadline:
+        time.sleep(0.2)
+    total = sc.defaultParallelism
+    status = sc._jsc.sc().getExecutorMemoryStatus()
+    hosts = [status.keys().toList().apply(i) for i in range(status.size())]
+    driver = f"{sc.getConf().get('spark.driver.host')}:"
+    executors = [h for h in hosts if not h.startswith(driver)] or hosts
+    per = max(1, total // len(executors))
+    return tuple(TaskManager(f"executor-{i}", h.split(":")[0], per) for i, h in enumerate(sorted(executors)))

@@ -1,0 +1,632 @@
+"""Executing operators: Flink's StreamOperators, a batch of records at a time.
+
+Records travel through a chain as two parallel lists, values and timestamps (None: no
+timestamp). User functions are called once per record; a failure names the operator, the
+subtask and the record, with the original traceback.
+"""
+from __future__ import annotations
+
+import traceback
+from typing import Any, Callable, Optional
+
+from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
+from runtime.datastream import functions as fn
+from runtime.datastream import operators as ops
+from runtime.datastream.state import ValueStateDescriptor
+from runtime.task.state_backend import VOID_NAMESPACE, HeapKeyedStateBackend
+from runtime.task.timer_service import EVENT_TIME, PROCESSING_TIME, InternalTimerService
+
+
+class UserCodeException(RuntimeError):
+    """A user function failed: names the operator, the subtask (i/p) and the record."""
+
+
+class Output:
+    """Where an operator's records go: chained operators and/or the task's record writers."""
+
+    def __init__(self):
+        self.main: list = []        # (target, input_index)
+        self.side: dict = {}        # tag_id -> [(target, input_index)]
+
+    def add(self, target, input_index: int, tag_id: Optional[str] = None) -> None:
+        (self.main if tag_id is None else self.side.setdefault(tag_id, [])).append((target, input_index))
+
+    def collect(self, values: list, timestamps: list) -> None:
+        if values:
+            for target, index in self.main:
+                target.process_batch(values, timestamps, index)
+
+    def collect_side(self, tag_id: str, values: list, timestamps: list) -> None:
+        if values:
+            for target, index in self.side.get(tag_id, ()):
+                target.process_batch(values, timestamps, index)
+
+    def emit_watermark(self, watermark: int) -> None:
+        for target, index in self.main + [t for ts in self.side.values() for t in ts]:
+            target.process_watermark(watermark, index)
+
+    def emit_idle(self) -> None:
+        for target, index in self.main + [t for ts in self.side.values() for t in ts]:
+            target.process_idle(index)
+
+
+class TaskContext:
+    """What an operator knows of the subtask running it."""
+
+    def __init__(self, task_name: str, subtask_index: int, parallelism: int, max_parallelism: int,
+                 attempt_number: int, processing_time: int, job_parameters: dict,
+                 key_group_range=None):
+        self.task_name = task_name
+        self.subtask_index = subtask_index
+        self.parallelism = parallelism
+        self.max_parallelism = max_parallelism
+        self.attempt_number = attempt_number
+        self.processing_time = processing_time
+        self.job_parameters = job_parameters
+        self.key_group_range = key_group_range
+
+    @property
+    def subtask_label(self) -> str:
+        return f"({self.subtask_index + 1}/{self.parallelism})"
+
+
+class StreamingRuntimeContext(fn.RuntimeContext):
+    def __init__(self, operator: "TaskOperator"):
+        self._op = operator
+
+    def get_task_name(self) -> str:
+        return self._op.ctx.task_name
+
+    def get_number_of_parallel_subtasks(self) -> int:
+        return self._op.ctx.parallelism
+
+    def get_max_number_of_parallel_subtasks(self) -> int:
+        return self._op.ctx.max_parallelism
+
+    def get_index_of_this_subtask(self) -> int:
+        return self._op.ctx.subtask_index
+
+    def get_attempt_number(self) -> int:
+        return self._op.ctx.attempt_number
+
+    def get_task_name_with_subtasks(self) -> str:
+        return f"{self._op.ctx.task_name} {self._op.ctx.subtask_label}"
+
+    def get_job_parameter(self, key: str, default_value=None):
+        return self._op.ctx.job_parameters.get(key, default_value)
+
+    def _state(self, descriptor):
+        backend = self._op.backend
+        if backend is None:
+            raise RuntimeError(
+                f"Keyed state can only be used on a 'keyed stream', i.e., after a 'key_by()' "
+                f"operation: '{self._op.name}' is not keyed.")
+        return backend.get_partitioned_state(descriptor)
+
+    get_state = get_list_state = get_map_state = get_reducing_state = get_aggregating_state = _state
+
+
+class _TimerService(fn.TimerService):
+    def __init__(self, operator: "TaskOperator"):
+        self._op = operator
+
+    def current_processing_time(self) -> int:
+        return self._op.ctx.processing_time
+
+    def current_watermark(self) -> int:
+        return self._op.current_watermark
+
+    def _timers(self) -> InternalTimerService:
+        if self._op.timers is None:
+            raise RuntimeError(
+                f"Setting timers is only supported on a keyed streams: '{self._op.name}' is not keyed. "
+                "Use key_by(...).process(KeyedProcessFunction).")
+        return self._op.timers
+
+    def register_processing_time_timer(self, timestamp: int) -> None:
+        self._timers().register_processing_time_timer(VOID_NAMESPACE, timestamp)
+
+    def register_event_time_timer(self, timestamp: int) -> None:
+        self._timers().register_event_time_timer(VOID_NAMESPACE, timestamp)
+
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        self._timers().delete_processing_time_timer(VOID_NAMESPACE, timestamp)
+
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        self._timers().delete_event_time_timer(VOID_NAMESPACE, timestamp)
+
+
+class TaskOperator:
+    """Base of the executing operators."""
+
+    def __init__(self, node, ctx: TaskContext):
+        self.node = node
+        self.name = node.operator_name
+        self.spec = node.operator
+        self.ctx = ctx
+        self.output = Output()
+        self.current_watermark = MIN_WATERMARK
+        self.input_watermarks = [MIN_WATERMARK, MIN_WATERMARK]
+        self.backend: Optional[HeapKeyedStateBackend] = None
+        self.timers: Optional[InternalTimerService] = None
+        self.key_selectors = node.state_key_selectors
+        if node.is_keyed:
+            self.backend = HeapKeyedStateBackend(self.name, ctx.key_group_range, ctx.max_parallelism)
+            self.timers = InternalTimerService(self.backend)
+        self.records_in = 0
+        self.records_out = 0
+
+    # ---- life cycle --------------------------------------------------------------------
+
+    def user_functions(self) -> list:
+        return [getattr(self.spec, "function", None)]
+
+    def open(self) -> None:
+        runtime_context = StreamingRuntimeContext(self)
+        for f in self.user_functions():
+            if isinstance(f, fn.Function):
+                self._call(f.open, None, runtime_context)
+
+    def close(self) -> None:
+        for f in self.user_functions():
+            if isinstance(f, fn.Function):
+                self._call(f.close, None)
+
+    def end_input(self) -> None:
+        """The bounded input ended: Flink sends MAX_WATERMARK, so every event-time timer fires."""
+
+    # ---- records and time --------------------------------------------------------------
+
+    def process_batch(self, values: list, timestamps: list, input_index: int) -> None:
+        raise NotImplementedError
+
+    def process_watermark(self, watermark: int, input_index: int) -> None:
+        if self.spec.two_input:
+            self.input_watermarks[input_index - 1] = watermark
+            watermark = min(self.input_watermarks)
+        if watermark <= self.current_watermark:
+            return
+        self.current_watermark = watermark
+        if self.timers is not None:
+            self.timers.advance_watermark(watermark, self.on_event_time)
+        self.output.emit_watermark(watermark)
+
+    def process_idle(self, input_index: int) -> None:
+        if self.spec.two_input:
+            # An idle input no longer holds back the combined watermark.
+            self.input_watermarks[input_index - 1] = MAX_WATERMARK
+            other = self.input_watermarks[2 - input_index]
+            if other != MAX_WATERMARK:
+                self.process_watermark(other, 3 - input_index)
+                return
+        self.output.emit_idle()
+
+    def advance_processing_time(self, time: int) -> None:
+        if self.timers is not None:
+            self.timers.advance_processing_time(time, self.on_processing_time)
+
+    def on_event_time(self, timestamp: int, key, namespace) -> None:
+        pass
+
+    def on_processing_time(self, timestamp: int, key, namespace) -> None:
+        pass
+
+    # ---- state -------------------------------------------------------------------------
+
+    def snapshot(self) -> dict:
+        # The watermark is kept so a record late in the last epoch is still late in the next.
+        snapshot = {"watermark": self.current_watermark}
+        if self.backend is not None:
+            snapshot["keyed"] = list(self.backend.snapshot())
+            snapshot["timers"] = list(self.timers.snapshot(self.ctx.max_parallelism))
+        return snapshot
+
+    def restore(self, snapshot: dict) -> None:
+        self.current_watermark = snapshot.get("watermark", MIN_WATERMARK)
+        if self.backend is not None:
+            self.backend.restore(snapshot.get("keyed", ()))
+            self.timers.restore(snapshot.get("timers", ()), self.ctx.key_group_range)
+
+    # ---- helpers -----------------------------------------------------------------------
+
+    def key_of(self, value, input_index: int = 0):
+        selector = self.key_selectors[max(input_index - 1, 0)]
+        return self._call(selector.get_key, value, value)
+
+    def _call(self, f: Callable, record, *args):
+        try:
+            return f(*args)
+        except UserCodeException:
+            raise
+        except Exception as e:
+            self.fail(e, record)
+
+    def fail(self, error: BaseException, record) -> None:
+        raise UserCodeException(
+            f"{self.name} {self.ctx.subtask_label} failed on record {record!r}: "
+            f"{type(error).__name__}: {error}\n--- original traceback ---\n{traceback.format_exc()}"
+        ) from error
+
+
+class SourceOperator(TaskOperator):
+    """The head of a source chain: the task reads the splits and pushes their batches here."""
+
+    def process_batch(self, values, timestamps, input_index):
+        self.output.collect(values, timestamps)
+
+
+class StreamMap(TaskOperator):
+    def process_batch(self, values, timestamps, input_index):
+        f = self.spec.function.map
+        out = []
+        append = out.append
+        v = None
+        try:
+            for v in values:
+                append(f(v))
+        except Exception as e:
+            self.fail(e, v)
+        self.output.collect(out, timestamps)
+
+
+class StreamFlatMap(TaskOperator):
+    def process_batch(self, values, timestamps, input_index):
+        f = self.spec.function.flat_map
+        out, out_ts = [], []
+        extend = out.extend
+        v = None
+        try:
+            for v, t in zip(values, timestamps):
+                n = len(out)
+                result = f(v)
+                if result is not None:
+                    extend(result)
+                    out_ts.extend([t] * (len(out) - n))
+        except Exception as e:
+            self.fail(e, v)
+        self.output.collect(out, out_ts)
+
+
+class StreamFilter(TaskOperator):
+    def process_batch(self, values, timestamps, input_index):
+        f = self.spec.function.filter
+        out, out_ts = [], []
+        v = None
+        try:
+            for v, t in zip(values, timestamps):
+                if f(v):
+                    out.append(v)
+                    out_ts.append(t)
+        except Exception as e:
+            self.fail(e, v)
+        self.output.collect(out, out_ts)
+
+
+class _ProcessContext(fn.KeyedProcessFunction.OnTimerContext, fn.ProcessFunction.Context):
+    """The ``ctx`` of process functions: timestamp, timers, side outputs, current key."""
+
+    def __init__(self, operator: TaskOperator):
+        self._op = operator
+        self._timer_service = _TimerService(operator)
+        self._timestamp = None
+        self._key = None
+        self._domain = None
+        self.side: dict = {}
+
+    def timestamp(self):
+        return self._timestamp
+
+    def timer_service(self):
+        return self._timer_service
+
+    def get_current_key(self):
+        return self._key
+
+    def time_domain(self):
+        return self._domain
+
+    def output(self, output_tag, value) -> None:
+        values, stamps = self.side.setdefault(output_tag.tag_id, ([], []))
+        values.append(value)
+        stamps.append(self._timestamp)
+
+    def flush_side_outputs(self) -> None:
+        side, self.side = self.side, {}
+        for tag_id, (values, stamps) in side.items():
+            self._op.output.collect_side(tag_id, values, stamps)
+
+
+class _ProcessBase(TaskOperator):
+    """Process functions, one- and two-input, keyed or not."""
+
+    def open(self):
+        self.pctx = _ProcessContext(self)
+        super().open()
+
+    def _run(self, method: Callable, values, timestamps, input_index: int) -> None:
+        ctx = self.pctx
+        out, out_ts = [], []
+        keyed = self.backend is not None
+        v = None
+        try:
+            for v, t in zip(values, timestamps):
+                ctx._timestamp = t
+                if keyed:
+                    ctx._key = self.key_of(v, input_index)
+                    self.backend.set_current_key(ctx._key)
+                result = method(v, ctx)
+                if result is not None:
+                    n = len(out)
+                    out.extend(result)
+                    out_ts.extend([t] * (len(out) - n))
+        except UserCodeException:
+            raise
+        except Exception as e:
+            self.fail(e, v)
+        self.output.collect(out, out_ts)
+        ctx.flush_side_outputs()
+
+    def _on_timer(self, timestamp: int, key, domain) -> None:
+        on_timer = getattr(self.spec.function, "on_timer", None)
+        if on_timer is None:
+            return
+        ctx = self.pctx
+        ctx._timestamp, ctx._key, ctx._domain = timestamp, key, domain
+        result = self._call(on_timer, f"timer {timestamp} of key {key!r}", timestamp, ctx)
+        if result is not None:
+            values = list(result)
+            self.output.collect(values, [timestamp if domain == fn.TimeDomain.EVENT_TIME else None] * len(values))
+        ctx.flush_side_outputs()
+
+    def on_event_time(self, timestamp, key, namespace):
+        self._on_timer(timestamp, key, fn.TimeDomain.EVENT_TIME)
+
+    def on_processing_time(self, timestamp, key, namespace):
+        self._on_timer(timestamp, key, fn.TimeDomain.PROCESSING_TIME)
+
+
+class ProcessOperator(_ProcessBase):
+    def process_batch(self, values, timestamps, input_index):
+        self._run(self.spec.function.process_element, values, timestamps, input_index)
+
+
+class CoProcessOperator(_ProcessBase):
+    def process_batch(self, values, timestamps, input_index):
+        f = self.spec.function
+        method = f.process_element1 if input_index == 1 else f.process_element2
+        self._run(method, values, timestamps, input_index)
+
+
+class CoStreamMap(TaskOperator):
+    def process_batch(self, values, timestamps, input_index):
+        f = self.spec.function.map1 if input_index == 1 else self.spec.function.map2
+        out = []
+        v = None
+        try:
+            for v in values:
+                out.append(f(v))
+        except Exception as e:
+            self.fail(e, v)
+        self.output.collect(out, timestamps)
+
+
+class CoStreamFlatMap(TaskOperator):
+    def process_batch(self, values, timestamps, input_index):
+        f = self.spec.function.flat_map1 if input_index == 1 else self.spec.function.flat_map2
+        out, out_ts = [], []
+        v = None
+        try:
+            for v, t in zip(values, timestamps):
+                result = f(v)
+                if result is not None:
+                    n = len(out)
+                    out.extend(result)
+                    out_ts.extend([t] * (len(out) - n))
+        except Exception as e:
+            self.fail(e, v)
+        self.output.collect(out, out_ts)
+
+
+def with_field(record, position, value):
+    """``record`` with field ``position`` replaced (tuples, Rows, lists, or a plain value)."""
+    if position is None or not isinstance(record, (tuple, list)):
+        return value
+    if isinstance(record, list):
+        copy = list(record)
+        copy[position] = value
+        return copy
+    values = tuple(record)
+    replaced = values[:position] + (value,) + values[position + 1:]
+    if type(record) is tuple:
+        return replaced
+    names = getattr(record, "_fields", None)
+    cls = type(record)
+    return cls(**dict(zip(names, replaced))) if names else cls(*replaced)
+
+
+def field_of(record, position):
+    if position is None or not isinstance(record, (tuple, list)):
+        if position not in (None, 0):
+            raise IndexError(f"field {position} of a plain value {record!r}")
+        return record
+    return record[position]
+
+
+def aggregator(aggregation: ops.Aggregation) -> Callable[[Any, Any], Any]:
+    """Flink's SumAggregator / ComparableAggregator as a reduce function.
+
+    sum/min/max keep the other fields of the first record; min_by/max_by return the
+    record holding the extreme (the first or last of equals, per ``first``).
+    """
+    pos, kind, first = aggregation.position, aggregation.kind, aggregation.first
+
+    if kind == "sum":
+        return lambda acc, v: with_field(acc, pos, field_of(acc, pos) + field_of(v, pos))
+    if kind == "min":
+        return lambda acc, v: acc if field_of(acc, pos) <= field_of(v, pos) else with_field(acc, pos, field_of(v, pos))
+    if kind == "max":
+        return lambda acc, v: acc if field_of(acc, pos) >= field_of(v, pos) else with_field(acc, pos, field_of(v, pos))
+    if kind == "min_by":
+        if first:
+            return lambda acc, v: v if field_of(v, pos) < field_of(acc, pos) else acc
+        return lambda acc, v: v if field_of(v, pos) <= field_of(acc, pos) else acc
+    if kind == "max_by":
+        if first:
+            return lambda acc, v: v if field_of(v, pos) > field_of(acc, pos) else acc
+        return lambda acc, v: v if field_of(v, pos) >= field_of(acc, pos) else acc
+    raise ValueError(f"unknown aggregation {kind!r}")
+
+
+class StreamGroupedReduceOperator(TaskOperator):
+    """Rolling reduce/aggregation: emits the updated value for every record, as Flink does."""
+
+    STATE = ValueStateDescriptor("_op_state")
+
+    def open(self):
+        super().open()
+        spec = self.spec
+        self.reduce = spec.function.reduce if spec.function is not None else aggregator(spec.aggregation)
+        self.state = self.backend.get_partitioned_state(self.STATE)
+
+    def process_batch(self, values, timestamps, input_index):
+        out = []
+        backend, state, reduce = self.backend, self.state, self.reduce
+        v = None
+        try:
+            for v in values:
+                backend.set_current_key(self.key_of(v))
+                current = state.value()
+                result = v if current is None else reduce(current, v)
+                state.update(result)
+                out.append(result)
+        except UserCodeException:
+            raise
+        except Exception as e:
+            self.fail(e, v)
+        self.output.collect(out, timestamps)
+
+
+class TimestampsAndWatermarksOperator(TaskOperator):
+    """Assigns timestamps and generates watermarks mid-stream (``assign_timestamps_and_watermarks``).
+
+    Upstream watermarks are dropped, except the final MAX_WATERMARK, as in Flink.
+    """
+
+    def open(self):
+        super().open()
+        self.strategy = self.spec.watermark_strategy
+        self.generator = self.strategy.create_generator()
+        self.assigner = self.strategy.timestamp_assigner
+
+    def process_batch(self, values, timestamps, input_index):
+        if self.assigner is not None:
+            extract = self.assigner.extract_timestamp
+            stamps = []
+            v = None
+            try:
+                for v, t in zip(values, timestamps):
+                    stamps.append(extract(v, t if t is not None else MIN_WATERMARK))
+            except Exception as e:
+                self.fail(e, v)
+            timestamps = stamps
+        on_event = self.generator.on_event
+        for t in timestamps:
+            if t is not None:
+                on_event(t)
+        self.output.collect(values, timestamps)
+        watermark = self.generator.current_watermark()
+        if watermark > self.current_watermark:
+            self.current_watermark = watermark
+            self.output.emit_watermark(watermark)
+
+    def process_watermark(self, watermark, input_index):
+        if watermark == MAX_WATERMARK and self.current_watermark < MAX_WATERMARK:
+            self.current_watermark = watermark
+            self.output.emit_watermark(watermark)
+
+    def snapshot(self):
+        return {**super().snapshot(), "generator": getattr(self.generator, "max_timestamp", None)}
+
+    def restore(self, snapshot):
+        super().restore(snapshot)
+        if snapshot.get("generator") is not None:
+            self.generator.max_timestamp = snapshot["generator"]
+
+
+class StreamSink(TaskOperator):
+    """Sinks: print, collect, a user SinkFunction; the Delta sink stages files."""
+
+    def open(self):
+        super().open()
+        self.kind = self.spec.kind
+        self.lines: list[str] = []
+        self.collected: list = []
+        if self.kind == "print":
+            identifier = self.spec.sink.sink_identifier
+            prefix = f"{self.ctx.subtask_index + 1}> " if self.ctx.parallelism > 1 else ""
+            self.prefix = f"{identifier}:{prefix}" if identifier else prefix
+        if self.kind == "delta":
+            from runtime.connectors.delta import DeltaSinkWriter
+            self.writer = DeltaSinkWriter(self.spec.sink, self.ctx)
+
+    def user_functions(self):
+        return [self.spec.sink] if self.spec.kind == "function" else []
+
+    def process_batch(self, values, timestamps, input_index):
+        self.records_in += len(values)
+        if self.kind == "print":
+            prefix = self.prefix
+            self.lines.extend(prefix + str(v) for v in values)
+        elif self.kind == "collect":
+            self.collected.extend(values)
+        elif self.kind == "delta":
+            self.writer.write(values)
+        else:
+            invoke = self.spec.sink.invoke
+            v = None
+            try:
+                for v in values:
+                    invoke(v, None)
+            except Exception as e:
+                self.fail(e, v)
+
+    def process_watermark(self, watermark, input_index):
+        self.current_watermark = max(self.current_watermark, watermark)
+
+    def process_idle(self, input_index):
+        pass
+
+    def results(self) -> dict:
+        out = {}
+        if self.kind == "print":
+            out["print"] = self.lines
+        elif self.kind == "collect":
+            out["collect"] = self.collected
+        elif self.kind == "delta":
+            out["delta"] = self.writer.finish()
+        return out
+
+
+def create_operator(node, ctx: TaskContext) -> TaskOperator:
+    from runtime.task.window_operator import WindowOperator
+    spec = node.operator
+    table = {
+        ops.StreamSource: SourceOperator,
+        ops.StreamMap: StreamMap,
+        ops.StreamFlatMap: StreamFlatMap,
+        ops.StreamFilter: StreamFilter,
+        ops.ProcessOperator: ProcessOperator,
+        ops.KeyedProcessOperator: ProcessOperator,
+        ops.CoProcessOperator: CoProcessOperator,
+        ops.KeyedCoProcessOperator: CoProcessOperator,
+        ops.CoStreamMap: CoStreamMap,
+        ops.CoStreamFlatMap: CoStreamFlatMap,
+        ops.StreamGroupedReduceOperator: StreamGroupedReduceOperator,
+        ops.TimestampsAndWatermarksOperator: TimestampsAndWatermarksOperator,
+        ops.WindowOperator: WindowOperator,
+        ops.StreamSink: StreamSink,
+    }
+    cls = table.get(type(spec))
+    if cls is None:
+        raise TypeError(f"No executing operator for {type(spec).__name__} ('{node.operator_name}')")
+    return cls(node, ctx)
