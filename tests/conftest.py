@@ -13,13 +13,10 @@ if ROOT not in sys.path:
 
 @pytest.fixture(scope="session")
 def spark():
-    from pyspark.sql import SparkSession
+    from runtime.execution.spark import get_spark_session
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    session = (SparkSession.builder.master("local[2]").appName("sluice-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "4")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
+    session = get_spark_session("local[2]", "sluice-tests")
+    session.conf.set("spark.sql.shuffle.partitions", "4")
     yield session
     session.stop()
 

@@ -226,7 +226,7 @@ class StreamExecutionEnvironment:
 
     def _execute_and_collect(self, job_name, collect_sink: Transformation, limit):
         result = self.execute(job_name)
-        records = result.get_collected(collect_sink.id) if hasattr(result, "get_collected") else []
+        records = result.get_collected(collect_sink.operator.sink) if hasattr(result, "get_collected") else []
         return CloseableIterator(records[:limit] if limit is not None else records)
 
 

@@ -16,7 +16,8 @@ def get_spark_session(master: str, app_name: str = "sluice"):
         active = SparkSession.getActiveSession()
         if active is not None:
             return active
-        os.environ.setdefault("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", _python()))
+        # Python workers must run this interpreter (the project's virtual environment).
+        os.environ.setdefault("PYSPARK_PYTHON", _python())
         builder = (SparkSession.builder.master(master).appName(app_name)
                    .config("spark.ui.showConsoleProgress", "false")
                    .config("spark.python.worker.reuse", "true"))

@@ -562,9 +562,11 @@ class StreamSink(TaskOperator):
         self.lines: list[str] = []
         self.collected: list = []
         if self.kind == "print":
-            identifier = self.spec.sink.sink_identifier
-            prefix = f"{self.ctx.subtask_index + 1}> " if self.ctx.parallelism > 1 else ""
-            self.prefix = f"{identifier}:{prefix}" if identifier else prefix
+            # Flink's PrintSinkOutputWriter: "id:2> " / "id> " / "2> " / "".
+            prefix = self.spec.sink.sink_identifier or ""
+            if self.ctx.parallelism > 1:
+                prefix += (":" if prefix else "") + str(self.ctx.subtask_index + 1)
+            self.prefix = prefix + "> " if prefix else ""
         if self.kind == "delta":
             from runtime.connectors.delta import DeltaSinkWriter
             self.writer = DeltaSinkWriter(self.spec.sink, self.ctx)

@@ -1,0 +1,22 @@
+"""Environments for tests that run jobs on the shared local Spark session."""
+from runtime.common import Configuration
+from runtime.datastream import StreamExecutionEnvironment
+
+CLOCK_START = 1_700_000_000_000     # pinned processing time of epoch 0
+
+
+def job_env(tmp_path, parallelism: int = 1, **settings) -> StreamExecutionEnvironment:
+    """An environment writing to ``tmp_path`` with a pinned clock.
+
+    ``settings`` are ``sluice.*`` configuration keys without the prefix, with ``__`` for
+    ``.`` and ``_`` for ``-``: ``task__batch_size=1`` sets ``sluice.task.batch-size``.
+    """
+    conf = Configuration()
+    conf.set_string("sluice.warehouse", str(tmp_path / "warehouse"))
+    conf.set_string("sluice.spark.master", "local[2]")
+    conf.set_integer("sluice.clock.start", CLOCK_START)
+    for key, value in settings.items():
+        conf.set_string("sluice." + key.replace("__", ".").replace("_", "-"), str(value))
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(parallelism)
+    return env
