@@ -272,9 +272,39 @@ class JobRunner:
         return summary, end_of_input
 
 
+def _user_modules() -> list:
+    """Modules of the job's own code (job scripts, test modules): not importable on executors."""
+    import sysconfig
+    runtime_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    installed = {os.path.realpath(p) for p in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["stdlib"],
+                                               sysconfig.get_paths()["platlib"], sys.prefix, sys.base_prefix)}
+    found = []
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if not path or name == "__main__" or name.startswith("runtime"):
+            continue
+        real = os.path.realpath(path)
+        if real.startswith(runtime_dir + os.sep) or any(real.startswith(p + os.sep) for p in installed):
+            continue
+        found.append(module)
+    return found
+
+
 def _dumps(obj) -> bytes:
+    # Ship the job's own classes and functions by value, as PyFlink ships the job's files.
     from pyspark import cloudpickle
-    return cloudpickle.dumps(obj)
+    registered = []
+    for module in _user_modules():
+        try:
+            cloudpickle.register_pickle_by_value(module)
+            registered.append(module)
+        except (ValueError, TypeError):
+            pass
+    try:
+        return cloudpickle.dumps(obj)
+    finally:
+        for module in registered:
+            cloudpickle.unregister_pickle_by_value(module)
 
 
 def execute_stream_graph(stream_graph: StreamGraph, options: Optional[ExecutionOptions] = None) -> JobExecutionResult:

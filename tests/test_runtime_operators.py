@@ -1,0 +1,202 @@
+"""Jobs on real Spark: process functions and timers, two inputs, side outputs, partitioning,
+rich functions, sources, and how a failing user function is reported."""
+import os
+
+import pytest
+
+from runtime.common import Duration, Types, WatermarkStrategy
+from runtime.datastream import (
+    CoMapFunction, KeyedCoProcessFunction, KeyedProcessFunction, MapFunction, OutputTag,
+    ProcessFunction)
+from runtime.datastream.connectors import DataGeneratorSource, NumberSequenceSource
+from runtime.datastream.state import ValueStateDescriptor
+from runtime.execution.executor import JobExecutionException
+from runtime.state.key_groups import assign_key_to_parallel_operator
+from runtime_env import CLOCK_START, job_env
+
+PAIR = Types.TUPLE([Types.STRING(), Types.LONG()])
+
+
+class CountWithTimeout(KeyedProcessFunction):
+    """Counts per key; an event-time timer 1 s after each record emits the count once."""
+
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+
+    def process_element(self, value, ctx):
+        self.count.update((self.count.value() or 0) + 1)
+        ctx.timer_service().register_event_time_timer(ctx.timestamp() + 1000)
+        ctx.timer_service().register_event_time_timer(ctx.timestamp() + 1000)   # deduplicated
+
+    def on_timer(self, timestamp, ctx):
+        yield ctx.get_current_key(), timestamp, self.count.value()
+
+
+def test_keyed_process_function_with_event_time_timers(spark, tmp_path):
+    data = [("a", 100), ("b", 200), ("a", 700), ("a", 5000)]
+    env = job_env(tmp_path, 2, task__batch_size=1)
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, _: e[1])
+    got = sorted(env.from_collection(data, PAIR).assign_timestamps_and_watermarks(strategy)
+                 .key_by(0).process(CountWithTimeout()).execute_and_collect())
+    # The watermark reaches 4999 only after a@5000 is counted: a's timers 1100 and 1700 see
+    # count 3; 6000 fires at the end of input; b's 1200 sees 1.
+    assert got == [("a", 1100, 3), ("a", 1700, 3), ("a", 6000, 3), ("b", 1200, 1)]
+
+
+def test_processing_time_timers_fire_from_the_epoch_clock(spark, tmp_path):
+    class Later(KeyedProcessFunction):
+        def process_element(self, value, ctx):
+            ctx.timer_service().register_processing_time_timer(ctx.timer_service().current_processing_time() + 10)
+
+        def on_timer(self, timestamp, ctx):
+            yield ctx.get_current_key(), timestamp
+
+    env = job_env(tmp_path, 1)
+    got = sorted(env.from_collection([("x", 1), ("y", 2)], PAIR).key_by(0).process(Later())
+                 .execute_and_collect())
+    assert got == [("x", CLOCK_START + 10), ("y", CLOCK_START + 10)]
+
+
+def test_union_and_co_map(spark, tmp_path):
+    class Tag(CoMapFunction):
+        def map1(self, value):
+            return "left:" + value
+
+        def map2(self, value):
+            return "right:" + str(value)
+
+    env = job_env(tmp_path, 2)
+    a = env.from_collection(["x", "y"])
+    b = env.from_collection(["z"])
+    nums = env.from_collection([1, 2])
+    got = sorted(a.union(b).connect(nums).map(Tag(), Types.STRING()).execute_and_collect())
+    assert got == ["left:x", "left:y", "left:z", "right:1", "right:2"]
+
+
+def test_keyed_connect_joins_two_streams_through_state(spark, tmp_path):
+    class Join(KeyedCoProcessFunction):
+        def open(self, runtime_context):
+            self.name = runtime_context.get_state(ValueStateDescriptor("name"))
+
+        def process_element1(self, value, ctx):
+            self.name.update(value[1])
+
+        def process_element2(self, value, ctx):
+            yield value[0], self.name.value(), value[1]
+
+    env = job_env(tmp_path, 3)
+    names = env.from_collection([(1, "ann"), (2, "bob")], Types.TUPLE([Types.LONG(), Types.STRING()]))
+    orders = env.from_collection([(1, 9.5), (2, 3.0), (1, 1.5)], Types.TUPLE([Types.LONG(), Types.DOUBLE()]))
+    # Input 1 is read before input 2 in each round, so the names are known when orders come.
+    got = sorted(names.connect(orders).key_by(lambda n: n[0], lambda o: o[0]).process(Join())
+                 .execute_and_collect())
+    assert got == [(1, "ann", 1.5), (1, "ann", 9.5), (2, "bob", 3.0)]
+
+
+def test_side_outputs_of_a_process_function(spark, tmp_path):
+    odd = OutputTag("odd", Types.LONG())
+
+    class Split(ProcessFunction):
+        def process_element(self, value, ctx):
+            if value % 2:
+                ctx.output(odd, value)
+            else:
+                yield value
+
+    env = job_env(tmp_path, 2)
+    evens = env.from_collection(list(range(10))).process(Split(), Types.LONG())
+    evens.print("even")
+    evens.get_side_output(odd).print("odd")
+    printed = env.execute("split").printed
+    assert sorted(int(l.split("> ")[1]) for l in printed if l.startswith("even")) == [0, 2, 4, 6, 8]
+    assert sorted(int(l.split("> ")[1]) for l in printed if l.startswith("odd")) == [1, 3, 5, 7, 9]
+    assert all(l.split("> ")[0] in ("even:1", "even:2", "odd:1", "odd:2") for l in printed)
+
+
+class WhereAmI(MapFunction):
+    def open(self, runtime_context):
+        self.index = runtime_context.get_index_of_this_subtask()
+        self.parallelism = runtime_context.get_number_of_parallel_subtasks()
+
+    def map(self, value):
+        return value, self.index, self.parallelism
+
+
+def test_keyed_records_reach_the_subtask_owning_their_key_group(spark, tmp_path):
+    words = ["apple", "banana", "cherry", "date", "elder", "fig", "grape"] * 3
+    env = job_env(tmp_path, 3)
+    got = env.from_collection(words).key_by(lambda w: w).map(WhereAmI()).execute_and_collect()
+    for word, index, parallelism in got:
+        assert parallelism == 3
+        assert index == assign_key_to_parallel_operator(word, 128, 3)
+
+
+def test_broadcast_global_and_custom_partitioning(spark, tmp_path):
+    env = job_env(tmp_path, 1)
+    src = env.from_collection([1, 2, 3])
+    got = list(src.broadcast().map(WhereAmI()).set_parallelism(2).execute_and_collect())
+    assert sorted(got) == sorted([(v, i, 2) for v in (1, 2, 3) for i in (0, 1)])
+    env = job_env(tmp_path, 1)
+    src = env.from_collection([1, 2, 3, 4]).rebalance().map(lambda x: x).set_parallelism(2)
+    got = list(src.global_().map(WhereAmI()).set_parallelism(2).execute_and_collect())
+    assert sorted(v for v, _, _ in got) == [1, 2, 3, 4] and {i for _, i, _ in got} == {0}
+    env = job_env(tmp_path, 1)
+    got = list(env.from_collection([10, 11, 12, 13]).partition_custom(lambda k, n: k % n, lambda v: v)
+               .map(WhereAmI()).set_parallelism(3).execute_and_collect())
+    assert sorted((v, i) for v, i, _ in got) == [(10, 1), (11, 2), (12, 0), (13, 1)]
+
+
+def test_rebalance_spreads_records_round_robin(spark, tmp_path):
+    env = job_env(tmp_path, 1)
+    got = list(env.from_collection(list(range(8))).rebalance().map(WhereAmI()).set_parallelism(4)
+               .execute_and_collect())
+    per_subtask = {i: sum(1 for _, j, _ in got if j == i) for i in range(4)}
+    assert per_subtask == {0: 2, 1: 2, 2: 2, 3: 2}
+
+
+def test_a_failing_user_function_names_operator_subtask_and_record(spark, tmp_path):
+    env = job_env(tmp_path, 2)
+    env.from_collection([("a", 1), ("b", 0), ("c", 2)], PAIR).key_by(0) \
+        .map(lambda r: 10 // r[1]).name("Divide").print()
+    with pytest.raises(JobExecutionException) as e:
+        env.execute("divide")
+    msg = str(e.value)
+    assert "Divide (" in msg and "/2) failed on record ('b', 0)" in msg
+    assert "ZeroDivisionError: integer division or modulo by zero" in msg
+    assert "--- original traceback ---" in msg and "lambda r: 10 // r[1]" in msg
+
+
+def test_text_files_generators_and_sequences(spark, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.txt").write_text("one\ntwo\r\nthree")          # no newline at the end
+    (folder / "b.txt").write_text("four\n")
+    env = job_env(tmp_path, 2)
+    assert sorted(env.read_text_file(str(folder)).execute_and_collect()) == ["four", "one", "three", "two"]
+
+    env = job_env(tmp_path, 2)
+    gen = DataGeneratorSource(lambda i: i * i, count=10, type_info=Types.LONG())
+    got = env.from_source(gen, WatermarkStrategy.no_watermarks(), "squares").execute_and_collect()
+    assert sorted(got) == [i * i for i in range(10)]
+
+    env = job_env(tmp_path, 3)
+    seq = env.from_source(NumberSequenceSource(1, 100), WatermarkStrategy.no_watermarks(), "seq")
+    assert sorted(seq.execute_and_collect()) == list(range(1, 101))
+
+
+def test_missing_input_folder_is_a_clear_error(spark, tmp_path):
+    env = job_env(tmp_path, 1)
+    env.read_text_file(str(tmp_path / "nope")).print()
+    with pytest.raises(FileNotFoundError, match="does not exist. Pass an existing file or folder"):
+        env.execute()
+
+
+def test_execution_attempts_move_through_the_state_machine(spark, tmp_path):
+    env = job_env(tmp_path, 2)
+    env.from_collection([1, 2, 3]).map(lambda x: x).print()
+    result = env.execute("states")
+    for ev in result.execution_graph.all_execution_vertices:
+        states = [s.value for s, _ in ev.current_execution.state_timestamps]
+        assert states == ["SCHEDULED", "DEPLOYING", "RUNNING", "FINISHED"]
+    assert sorted(l.split("> ")[1] for l in result.printed) == ["1", "2", "3"]
+    assert {l.split("> ")[0] for l in result.printed} <= {"1", "2"}
