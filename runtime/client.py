@@ -64,6 +64,38 @@ def load_stream_graph(path: str, args: Sequence[str] = ()) -> StreamGraph:
         "end with env.execute('job name'), as in PyFlink.")
 
 
+def run_job(path: str, args: Sequence[str] = (), **overrides):
+    """Run the job script at ``path`` on Spark; ``overrides`` replace ExecutionOptions fields.
+
+    Returns the JobExecutionResult of the script's (last) ``execute()``.
+    """
+    from runtime.execution.executor import execute_stream_graph
+    from runtime.execution.options import ExecutionOptions
+    if not os.path.isfile(path):
+        raise JobScriptError(f"Job script not found: {path}. Pass the path of a .py file, "
+                             "e.g. include/jobs/wordcount.py.")
+    results = []
+
+    def execute(graph: StreamGraph):
+        options = ExecutionOptions.from_configuration(dict(graph.settings.configuration))
+        results.append(execute_stream_graph(graph, options.with_overrides(**overrides)))
+        return results[-1]
+
+    token = see._pipeline_executor.set(execute)
+    saved_argv = sys.argv
+    sys.argv = [path, *args]
+    try:
+        runpy.run_path(path, run_name="__main__")
+    finally:
+        sys.argv = saved_argv
+        see._pipeline_executor.reset(token)
+    if not results:
+        raise JobScriptError(
+            f"The job script {path} finished without calling execute(): build the pipeline and "
+            "end with env.execute('job name'), as in PyFlink.")
+    return results[-1]
+
+
 def compile_job(path: str, args: Sequence[str] = ()) -> CompiledJob:
     stream_graph = load_stream_graph(path, args)
     job_graph = create_job_graph(stream_graph)

@@ -265,7 +265,7 @@ class JobRunner:
         summary = EpochSummary(
             epoch=epoch, processing_time=tdds[next(iter(tdds))].processing_time,
             records_in=sum(a.records_in for a in sources),
-            records_out=sum(a.records_in for a in sinks),
+            records_out=sum(a.records_written for a in acks),
             watermark=min((a.watermark for a in sinks), default=MIN_WATERMARK),
             duration_ms=(time.time() - started) * 1000,
             late_records_dropped=sum(a.late_records_dropped for a in acks))

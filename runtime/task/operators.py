@@ -529,10 +529,10 @@ class TimestampsAndWatermarksOperator(TaskOperator):
             except Exception as e:
                 self.fail(e, v)
             timestamps = stamps
-        on_event = self.generator.on_event
-        for t in timestamps:
-            if t is not None:
-                on_event(t)
+        stamps = [t for t in timestamps if t is not None]
+        if stamps:
+            # Periodic generators only track the largest timestamp: one call per batch.
+            self.generator.on_event(max(stamps))
         self.output.collect(values, timestamps)
         watermark = self.generator.current_watermark()
         if watermark > self.current_watermark:
@@ -610,8 +610,11 @@ class StreamSink(TaskOperator):
 
 
 def create_operator(node, ctx: TaskContext) -> TaskOperator:
+    from runtime.task.window_aggregation import WindowAggregationOperator, is_vectorizable
     from runtime.task.window_operator import WindowOperator
     spec = node.operator
+    if is_vectorizable(spec):
+        return WindowAggregationOperator(node, ctx)
     table = {
         ops.StreamSource: SourceOperator,
         ops.StreamMap: StreamMap,

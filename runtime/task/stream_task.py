@@ -18,7 +18,9 @@ from typing import Any, Iterable, Iterator, Optional
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.graph.job_graph import JobGraph, JobVertex
 from runtime.task.operators import TaskContext, UserCodeException, create_operator
+from runtime.graph.partitioner import KeyGroupStreamPartitioner
 from runtime.task.partitioning import ChannelSelector
+from runtime.task.window_aggregation import PreAggregatingRecordWriter, is_vectorizable
 
 ACK = -1        # the key of acknowledgement rows in a task's output
 
@@ -54,6 +56,7 @@ class Acknowledgement:
     failure: Optional[str] = None
     records_in: int = 0
     records_out: int = 0
+    records_written: int = 0                # records that reached the sinks of this subtask
     watermark: int = MIN_WATERMARK
     split_states: dict = field(default_factory=dict)
     snapshot_path: Optional[str] = None
@@ -162,6 +165,10 @@ class StreamTask:
             consumer = self.job_graph.vertex(je.target_vertex)
             writer = RecordWriter(je, je.data_set, tdd.subtask_index, v.parallelism, consumer.parallelism,
                                   seed=hash((tdd.epoch, tdd.subtask_index, i)) & 0xFFFFFFFF)
+            target = self.job_graph.stream_graph.node(se.target_id).operator
+            if isinstance(se.partitioner, KeyGroupStreamPartitioner) and is_vectorizable(target):
+                writer = PreAggregatingRecordWriter(writer, target, tdd.processing_time,
+                                                    self.operators[se.source_id].fail)
             tag = se.output_tag.tag_id if se.output_tag is not None else None
             self.operators[se.source_id].output.add(writer, se.type_number, tag)
             self.writers.append(writer)
@@ -208,6 +215,7 @@ class StreamTask:
             for op in self._all_operators():
                 ack.late_records_dropped += getattr(op, "num_late_records_dropped", 0)
                 if hasattr(op, "results"):
+                    ack.records_written += op.records_in
                     res = op.results()
                     ack.print_lines.extend(res.get("print", ()))
                     if "collect" in res:
@@ -284,10 +292,9 @@ class StreamTask:
                 if assigner is not None:
                     timestamps = self._assign_timestamps(assigner, values, timestamps)
                 gen = generators[split.split_id]
-                if gen is not None:
-                    for t in timestamps:
-                        if t is not None:
-                            gen.on_event(t)
+                stamps = [t for t in timestamps if t is not None] if gen is not None else ()
+                if stamps:
+                    gen.on_event(max(stamps))
                 out.collect(values, timestamps)
                 if has_watermarks:
                     emitted = self._emit_split_watermark(generators, states, active_this_epoch, emitted)
@@ -382,6 +389,9 @@ class StreamTask:
                     if kind == "d":
                         records += len(event[1])
                         head.process_batch(event[1], event[2], input_index)
+                    elif kind == "a":
+                        records += int(event[5].sum())
+                        head.process_panes(*event[1:])
                     elif kind == "w":
                         wm = valve.on_watermark(channel, event[1])
                         if wm is not None:

@@ -1,0 +1,507 @@
+"""Delta tables through delta-rs: a source whose splits are data files, and a staging sink.
+
+Source: each data file (an ``add`` action) of the version read is a split; its offset is the
+next row to read, so an epoch reads rows [start, end) of a file and a replay reads the same
+rows. A bounded source reads one version (``starting_version``, else the latest). A
+continuous source reads the latest version's files first (or, with ``starting_version``, the
+files added from that version on, as Flink's Delta connector), then, each epoch, the files
+that later commits added; the last version read is kept in the enumerator's positions.
+Records are ``Row``s named by the table's columns (or only ``columns``).
+
+Sink: a task buffers its records, converts them to Arrow and writes one Parquet file per
+subtask per epoch (one per partition value with ``partition_by``) into the table folder,
+and returns the file handles as its acknowledgement. The driver commits all handles of an
+epoch in one Delta transaction carrying the app transaction (app_id, version), so a replayed
+commit is a no-op (``commit_sink_files``).
+
+Data files are read and written with pyarrow's own filesystems, not delta-rs's pyarrow
+dataset: scanning through delta-rs's filesystem handler can abort the interpreter at exit
+(delta-rs issue #2184, "terminate called without an active exception").
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import time
+import uuid
+from typing import Any, Iterator, Optional
+from urllib.parse import quote, unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from runtime.common.typeinfo import PickledBytesTypeInfo, infer_type_info, records_to_arrow
+from runtime.common.types import Row, _make_rows
+from runtime.connectors.base import SourceReader, SplitEnumerator
+from runtime.task.stream_task import SplitRead
+
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+TABLE_KEY = "_table"            # positions entry holding the source's table progress
+
+
+# ---- paths and filesystems ---------------------------------------------------------------
+
+def _filesystem(table_path: str) -> tuple[pafs.FileSystem, str]:
+    """(pyarrow filesystem, root path inside it) of a table path or URI."""
+    if "://" in table_path and not table_path.startswith("file://"):
+        fs, root = pafs.FileSystem.from_uri(table_path)
+        return fs, root.rstrip("/")
+    if table_path.startswith("file://"):
+        table_path = unquote(table_path[len("file://"):])
+    return pafs.LocalFileSystem(), os.path.abspath(table_path)
+
+
+def _data_path(root: str, log_path: str) -> str:
+    """Where the file an add action names lives (log paths are relative, URL-encoded)."""
+    if "://" in log_path:
+        raise ValueError(f"Delta file {log_path!r} has an absolute URI; Sluice reads relative paths only")
+    return root + "/" + unquote(log_path)
+
+
+def _open_table(table_path: str, version: Optional[int] = None, what: str = "Delta source"):
+    from deltalake import DeltaTable
+    if not DeltaTable.is_deltatable(table_path):
+        raise FileNotFoundError(
+            f"{what}: there is no Delta table at {table_path} (no _delta_log). Create it first, "
+            "e.g. with deltalake.write_deltalake or a job that sinks to it with sink_to().")
+    return DeltaTable(table_path) if version is None else DeltaTable(table_path, version=version)
+
+
+def _arrow_schema(dt) -> pa.Schema:
+    return pa.schema(dt.schema().to_arrow())
+
+
+# ---- source --------------------------------------------------------------------------------
+
+def _snapshot_files(dt) -> list[dict]:
+    """The data files of a loaded table version: path, rows, partition values."""
+    actions = pa.table(dt.get_add_actions(flatten=False))
+    paths = actions.column("path").to_pylist()
+    rows = actions.column("num_records").to_pylist()
+    if "partition" in actions.column_names:
+        parts = actions.column("partition").to_pylist()
+    else:
+        parts = [{}] * len(paths)
+    return [{"path": p, "num_rows": n, "partition": dict(pv or {})} for p, n, pv in zip(paths, rows, parts)]
+
+
+def _partition_string(value: Any) -> Optional[str]:
+    """A partition value as the Delta log writes it."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _log_commit(fs: pafs.FileSystem, root: str, version: int) -> list[dict]:
+    path = f"{root}/_delta_log/{version:020d}.json"
+    try:
+        with fs.open_input_stream(path) as f:
+            text = f.read().decode("utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"Delta source: the commit {path} is gone (the log was cleaned up), so the changes of "
+            f"version {version} cannot be read; restart the source from a later starting_version") from None
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+class DeltaSourceEnumerator(SplitEnumerator):
+    def __init__(self, source, context):
+        super().__init__(source, context)
+        self._fs, self._root = _filesystem(source.table_path)
+        self._table = None
+
+    # positions: file path -> {"offset", "num_rows", "partition", "index", "version"}
+    #            TABLE_KEY -> {"version": last version read, "files": number of splits}
+
+    def _files(self) -> list[tuple[str, dict]]:
+        return sorted(((k, v) for k, v in self.positions.items() if k != TABLE_KEY),
+                      key=lambda kv: kv[1].get("index", 0))
+
+    def _add_file(self, path: str, num_rows: Optional[int], partition: dict, version: int) -> None:
+        if path in self.positions:
+            return
+        if num_rows is None:
+            num_rows = pq.ParquetFile(_data_path(self._root, path), filesystem=self._fs).metadata.num_rows
+        table = self.positions.setdefault(TABLE_KEY, {})
+        index = table.get("files", 0)
+        table["files"] = index + 1
+        self.positions[path] = {"offset": 0, "num_rows": int(num_rows), "partition": partition,
+                                "index": index, "version": version}
+
+    def _discover(self) -> None:
+        source = self.source
+        table = self.positions.get(TABLE_KEY)
+        if table is None or "version" not in table:
+            self.positions.setdefault(TABLE_KEY, {})
+            if source.continuous and source.starting_version is not None:
+                # Flink's Delta connector: a starting version reads changes from it on.
+                _open_table(source.table_path, source.starting_version)    # checks it exists
+                self.positions[TABLE_KEY]["version"] = source.starting_version - 1
+            else:
+                dt = _open_table(source.table_path, source.starting_version if not source.continuous else None)
+                version = dt.version()
+                for f in _snapshot_files(dt):
+                    self._add_file(f["path"], f["num_rows"], f["partition"], version)
+                self.positions[TABLE_KEY]["version"] = version
+                self._table = dt
+        if not source.continuous:
+            return
+        if self._table is None:
+            self._table = _open_table(source.table_path)
+        else:
+            self._table.update_incremental()
+        latest = self._table.version()
+        last = self.positions[TABLE_KEY]["version"]
+        for version in range(last + 1, latest + 1):
+            for action in _log_commit(self._fs, self._root, version):
+                if "add" in action and action["add"].get("dataChange", True):
+                    add = action["add"]
+                    stats = add.get("stats")
+                    num_rows = json.loads(stats).get("numRecords") if stats else None
+                    self._add_file(add["path"], num_rows, dict(add.get("partitionValues") or {}), version)
+                elif "remove" in action and action["remove"].get("dataChange", True):
+                    raise ValueError(
+                        f"Delta source: version {version} of {source.table_path} removes data "
+                        f"({action['remove'].get('path')}); a continuous Delta source reads appends only, "
+                        "as Flink's (restart it with a starting_version after that change)")
+            self.positions[TABLE_KEY]["version"] = version
+
+    def plan_epoch(self, epoch):
+        self._discover()
+        plan: dict[int, list] = {s: [] for s in range(self.parallelism)}
+        everything = True
+        for path, state in self._files():
+            start, total = state.get("offset", 0), state["num_rows"]
+            if start >= total:
+                continue
+            end = total if self.max_records_per_split is None else min(total, start + self.max_records_per_split)
+            everything &= end >= total
+            plan[state["index"] % self.parallelism].append(SplitRead(path, start, end, dict(state)))
+        self.input_ends_with_plan = not self.source.continuous and everything
+        return {s: tuple(reads) for s, reads in plan.items()}
+
+    @property
+    def finished(self):
+        if self.source.continuous:
+            return False
+        if TABLE_KEY not in self.positions:
+            return False
+        return all(state.get("offset", 0) >= state["num_rows"] for _, state in self._files())
+
+
+class DeltaSourceReader(SourceReader):
+    def __init__(self, source, ctx):
+        super().__init__(source, ctx)
+        self._fs, self._root = _filesystem(source.table_path)
+        self._schemas: dict = {}
+
+    def _schema(self, version) -> tuple[pa.Schema, list]:
+        if version not in self._schemas:
+            dt = _open_table(self.source.table_path, version)
+            schema = _arrow_schema(dt)
+            self._schemas[version] = (schema, list(dt.metadata().partition_columns))
+        return self._schemas[version]
+
+    def read(self, split, batch_size):
+        schema, partition_columns = self._schema(split.state.get("version"))
+        names = list(self.source.columns) if self.source.columns else schema.names
+        missing = [n for n in names if n not in schema.names]
+        if missing:
+            raise ValueError(f"Delta source: {self.source.table_path} has no column(s) {missing}; "
+                             f"its columns are {schema.names}")
+        self.ends[split.split_id] = {"offset": split.end}
+        return self._batches(split, schema, partition_columns, names, batch_size)
+
+    def _batches(self, split, schema, partition_columns, names, batch_size) -> Iterator[tuple]:
+        pf = pq.ParquetFile(_data_path(self._root, split.split_id), filesystem=self._fs)
+        in_file = set(pf.schema_arrow.names)
+        file_columns = [n for n in names if n not in partition_columns and n in in_file]
+        partition = split.state.get("partition") or {}
+        first = 0
+        row_names = list(names)
+        for group in range(pf.metadata.num_row_groups):
+            rows = pf.metadata.row_group(group).num_rows
+            lo, hi = max(split.start, first), min(split.end, first + rows)
+            if lo < hi:
+                table = pf.read_row_group(group, columns=file_columns).slice(lo - first, hi - lo)
+                columns = []
+                for name in names:
+                    field = schema.field(name)
+                    if name in partition_columns:
+                        columns.append(_partition_column(partition.get(name), field.type, table.num_rows))
+                    elif name in in_file:
+                        column = table.column(name)
+                        columns.append(column if column.type == field.type else column.cast(field.type))
+                    else:      # a column added to the table after this file was written
+                        columns.append(pa.nulls(table.num_rows, field.type))
+                values = [c.to_pylist() for c in columns]
+                records = _make_rows(zip(*values), row_names)
+                for i in range(0, len(records), batch_size):
+                    chunk = records[i:i + batch_size]
+                    yield chunk, [None] * len(chunk)
+            first += rows
+            if first >= split.end:
+                break
+
+
+def _partition_column(value, type_: pa.DataType, length: int) -> pa.Array:
+    if value is None:
+        return pa.nulls(length, type_)
+    if isinstance(value, str) and not (pa.types.is_string(type_) or pa.types.is_large_string(type_)):
+        scalar = pa.array([value]).cast(type_)[0]
+    else:
+        scalar = pa.scalar(value, type_)
+    return pa.array([scalar.as_py()] * length, type_)
+
+
+# ---- sink: records to Arrow -----------------------------------------------------------------
+
+def _record_columns(records: list) -> tuple[list[str], list[list]]:
+    """(column names, one value list per column) of a batch of records of one shape.
+
+    Named Rows and dicts by name, tuples and unnamed Rows as f0, f1.., other values as f0.
+    """
+    kinds = {"named" if isinstance(r, Row) and r._field_names is not None else
+             "dict" if isinstance(r, dict) else
+             "tuple" if isinstance(r, tuple) else "value" for r in records}
+    if len(kinds) > 1 and kinds != {"named", "dict"}:
+        raise TypeError(f"Delta sink: the records mix {' and '.join(sorted(kinds))} values; a table "
+                        "needs records of one shape (named Rows or dicts, tuples, or single values)")
+    kind = kinds.pop()
+    if kind in ("named", "dict"):
+        names: dict[str, None] = {}
+        dicts = []
+        for r in records:
+            d = r if isinstance(r, dict) else dict(zip(r._field_names, r))
+            names.update(dict.fromkeys(d))
+            dicts.append(d)
+        bad = [n for n in names if not isinstance(n, str)]
+        if bad:
+            raise TypeError(f"Delta sink: column names must be strings, got {bad!r}")
+        return list(names), [[d.get(n) for d in dicts] for n in names]
+    if kind == "tuple":
+        width = max(map(len, records))
+        padded = [tuple(r) + (None,) * (width - len(r)) for r in records]
+        return [f"f{i}" for i in range(width)], [[r[i] for r in padded] for i in range(width)]
+    return ["f0"], [list(records)]
+
+
+def _column_array(values: list) -> pa.Array:
+    """One column as Arrow, typed by ``infer_type_info`` (pyarrow's inference, then pickles, if unsure)."""
+    type_info = infer_type_info(values)
+    if not isinstance(type_info, PickledBytesTypeInfo):
+        if type_info.is_composite_type():
+            if any(v is None for v in values):
+                return type_info._encode(values)          # a struct column with null entries
+            batch = records_to_arrow(values, type_info)
+            return pa.StructArray.from_arrays(batch.columns, fields=list(batch.schema))
+        return records_to_arrow(values, type_info).column(0)
+    if all(v is None for v in values):
+        return pa.nulls(len(values), pa.string())   # nothing to infer from: a nullable string column
+    try:
+        return pa.array(values)                      # mixed int/float, bytes, dates, decimals...
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return type_info._encode(values)             # pickles, as the engine moves unknown objects
+
+
+def _delta_type(array: pa.Array) -> pa.Array:
+    """Arrow types Delta stores: timestamps in microseconds."""
+    t = array.type
+    if pa.types.is_timestamp(t) and t.unit != "us":
+        return array.cast(pa.timestamp("us", tz=t.tz))
+    return array
+
+
+def records_to_table(records: list, target: Optional[pa.Schema] = None) -> pa.Table:
+    """The records as an Arrow table; cast to ``target`` (an existing table's schema) if given."""
+    names, columns = _record_columns(records)
+    if target is None:
+        return pa.table({n: _delta_type(_column_array(c)) for n, c in zip(names, columns)})
+    extra = [n for n in names if n not in target.names]
+    if extra:
+        raise ValueError(f"Delta sink: the records have field(s) {extra} that the table does not; "
+                         f"its columns are {target.names}")
+    by_name = dict(zip(names, columns))
+    arrays = []
+    for field in target:
+        values = by_name.get(field.name)
+        if values is None:
+            arrays.append(pa.nulls(len(records), field.type))
+            continue
+        array = _column_array(values)
+        if array.type != field.type:
+            try:
+                array = array.cast(field.type)
+            except (pa.ArrowException, TypeError, ValueError) as e:
+                raise TypeError(f"Delta sink: column {field.name!r} of the table is {field.type} but "
+                                f"the records hold {array.type} values: {e}") from e
+        arrays.append(array)
+    return pa.Table.from_arrays(arrays, schema=target)
+
+
+# ---- sink: files (task side) ----------------------------------------------------------------
+
+_STAT_TYPES = (pa.types.is_integer, pa.types.is_floating, pa.types.is_string, pa.types.is_date)
+
+
+def _stats(table: pa.Table) -> str:
+    """Delta file statistics: numRecords, and nullCount/minValues/maxValues of simple columns."""
+    mins, maxs, nulls = {}, {}, {}
+    for name, column in zip(table.column_names, table.columns):
+        t = column.type
+        if not any(check(t) for check in _STAT_TYPES):
+            continue
+        nulls[name] = column.null_count
+        if column.null_count == len(column):
+            continue
+        mm = pc.min_max(column)
+        lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        if isinstance(lo, float) and (math.isnan(lo) or math.isnan(hi) or pc.any(pc.is_nan(column)).as_py()):
+            continue
+        if isinstance(lo, str) and max(len(lo), len(hi)) > 64:
+            continue
+        if isinstance(lo, datetime.date):
+            lo, hi = lo.isoformat(), hi.isoformat()
+        mins[name], maxs[name] = lo, hi
+    return json.dumps({"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs,
+                       "nullCount": nulls})
+
+
+def _partition_dir(columns: list[str], values: tuple) -> str:
+    return "/".join(f"{quote(c, safe='')}=" + (HIVE_NULL if v is None else quote(v, safe=''))
+                    for c, v in zip(columns, values))
+
+
+class DeltaSinkWriter:
+    """Task side of the Delta sink: stages this subtask's records of the epoch as Parquet files."""
+
+    def __init__(self, sink, ctx):
+        self.sink = sink
+        self.ctx = ctx
+        self.records: list = []
+
+    def write(self, values) -> None:
+        self.records.extend(values)
+
+    def _target(self) -> tuple[Optional[pa.Schema], list[str]]:
+        from deltalake import DeltaTable
+        if DeltaTable.is_deltatable(self.sink.table_path):
+            dt = DeltaTable(self.sink.table_path)
+            columns = list(dt.metadata().partition_columns)
+            wanted = list(self.sink.partition_by or ())
+            if wanted and wanted != columns:
+                raise ValueError(f"Delta sink: {self.sink.table_path} is partitioned by {columns}, "
+                                 f"not {wanted}")
+            return _arrow_schema(dt), columns
+        return None, list(self.sink.partition_by or ())
+
+    def finish(self) -> list[dict]:
+        """Write the staged records; returns the file handles the driver commits."""
+        records, self.records = self.records, []
+        if not records:
+            return []
+        target, partition_by = self._target()
+        table = records_to_table(records, target)
+        missing = [c for c in partition_by if c not in table.column_names]
+        if missing:
+            raise ValueError(f"Delta sink: partition column(s) {missing} are not fields of the records "
+                             f"({table.column_names})")
+        fs, root = _filesystem(self.sink.table_path)
+        epoch = getattr(self.ctx, "epoch", None)
+        label = f"{epoch:06d}" if isinstance(epoch, int) else f"t{self.ctx.processing_time}"
+        name = f"part-{label}-{self.ctx.subtask_index:05d}-{uuid.uuid4().hex}.parquet"
+        if partition_by:
+            keys = list(zip(*(table.column(c).to_pylist() for c in partition_by)))
+            groups: dict[tuple, list[int]] = {}
+            for i, key in enumerate(keys):
+                groups.setdefault(tuple(_partition_string(v) for v in key), []).append(i)
+            data = table.drop_columns(partition_by)
+            parts = [(values, data.take(pa.array(rows, pa.int64()))) for values, rows in groups.items()]
+        else:
+            parts = [((), table)]
+        handles = []
+        for values, part in parts:
+            rel = (_partition_dir(partition_by, values) + "/" if partition_by else "") + name
+            path = f"{root}/{rel}"
+            fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+            pq.write_table(part, path, filesystem=fs)
+            handles.append({
+                "path": rel,            # as on disk: delta-rs URL-encodes it in the log
+                "size": fs.get_file_info(path).size,
+                "num_records": part.num_rows,
+                "partition_values": dict(zip(partition_by, values)),
+                "stats": _stats(part),
+                "modification_time": int(time.time() * 1000),
+                "schema": table.schema,
+                "partition_by": partition_by,
+            })
+        return handles
+
+
+# ---- sink: commit (driver side) -------------------------------------------------------------
+
+def _schema_of(handles: list[dict]) -> pa.Schema:
+    schemas = []
+    for h in handles:
+        if not any(s.equals(h["schema"]) for s in schemas):
+            schemas.append(h["schema"])
+    if len(schemas) > 1:
+        listing = "\n".join(f"  {s.to_string(show_schema_metadata=False)}".replace("\n", ", ") for s in schemas)
+        raise TypeError(
+            "Delta sink: the subtasks wrote records of different types, so no single table schema fits:\n"
+            f"{listing}\nCreate the table first with the schema you want (deltalake.write_deltalake or "
+            "DeltaTable.create); the sink then casts records to it.")
+    return schemas[0]
+
+
+def commit_sink_files(table_path: str, handles: list, schema: Optional[pa.Schema] = None,
+                      app_id: str = "sluice", version: int = 0) -> bool:
+    """Commit an epoch's staged files in ONE Delta transaction carrying (app_id, version).
+
+    Creates the table if missing. A no-op (returns False) when there is nothing to commit or
+    the table's transaction version for ``app_id`` is already ``>= version``, so a replayed
+    commit does nothing; returns True when it committed.
+    """
+    from deltalake import CommitProperties, DeltaTable, Schema, Transaction
+    from deltalake.transaction import AddAction, create_table_with_add_actions
+    handles = list(handles or ())
+    if not handles:
+        return False
+    actions = [AddAction(h["path"], int(h["size"]), dict(h.get("partition_values") or {}),
+                         int(h.get("modification_time") or time.time() * 1000), True,
+                         h.get("stats") or json.dumps({"numRecords": h["num_records"]}))
+               for h in handles]
+    properties = CommitProperties(app_transactions=[Transaction(app_id, version)])
+    partition_by = list(handles[0].get("partition_by") or ())
+    if not DeltaTable.is_deltatable(table_path):
+        schema = schema if schema is not None else _schema_of(handles)
+        try:
+            create_table_with_add_actions(table_path, Schema.from_arrow(schema), actions, mode="error",
+                                          partition_by=partition_by or None, commit_properties=properties)
+            return True
+        except Exception:
+            if not DeltaTable.is_deltatable(table_path):
+                raise
+            # Another writer created the table meanwhile: append to it below.
+    dt = DeltaTable(table_path)
+    done = dt.transaction_version(app_id)
+    if done is not None and done >= version:
+        return False
+    dt.create_write_transaction(actions, "append", _arrow_schema(dt),
+                                partition_by=list(dt.metadata().partition_columns) or None,
+                                commit_properties=properties)
+    return True

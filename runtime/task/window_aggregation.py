@@ -1,0 +1,282 @@
+"""Local-global window aggregation: built-in window aggregations run vectorised.
+
+For a time window (tumbling or sliding, default trigger, no evictor, no lateness, no late
+side output) aggregated with a built-in ``sum``/``min``/``max``, the producer of the keyed
+edge pre-aggregates its records per (key, window) with Arrow before the shuffle, and the
+window subtask merges those partial aggregates and fires complete windows. Flink SQL calls
+this local-global aggregation; it is valid because these aggregations are associative.
+
+The result equals the general WindowOperator's: the emitted record is the first record of
+the key's window with the aggregated field replaced, at the window's max timestamp, and
+the state is kept in the same rows ("window-contents" per key and window), so a snapshot
+restores into either operator.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from runtime.common.watermark_strategy import MAX_WATERMARK
+from runtime.datastream import window as w
+from runtime.datastream.data_stream import FieldKeySelector
+from runtime.datastream.operators import WindowOperator as WindowSpec
+from runtime.task.operators import TaskOperator, field_of, with_field
+from runtime.task.partitioning import key_channels
+from runtime.task.timer_service import EVENT_TIME, PROCESSING_TIME
+from runtime.state.key_groups import assign_to_key_group
+
+_AGGREGATIONS = {"sum", "min", "max"}
+# Buffer at most this many records before pre-aggregating, whatever the watermark.
+MAX_BUFFERED_RECORDS = 500_000
+
+
+def is_vectorizable(spec) -> bool:
+    if not isinstance(spec, WindowSpec) or spec.aggregation is None:
+        return False
+    a = spec.assigner
+    return (spec.aggregation.kind in _AGGREGATIONS
+            and isinstance(a, (w.TumblingEventTimeWindows, w.TumblingProcessingTimeWindows,
+                               w.SlidingEventTimeWindows, w.SlidingProcessingTimeWindows))
+            and type(spec.trigger) is type(a.get_default_trigger(None))
+            and spec.evictor is None and spec.window_function is None
+            and spec.allowed_lateness == 0 and spec.late_data_output_tag is None)
+
+
+class _Windows:
+    """Vectorised window assignment of a tumbling or sliding assigner."""
+
+    def __init__(self, assigner):
+        self.event_time = assigner.is_event_time()
+        self.size = assigner.get_size()
+        self.slide = assigner.get_slide() if hasattr(assigner, "get_slide") else self.size
+        self.offset = assigner._offset
+
+    def assign(self, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(row of each assignment, window start), latest window first per row as Flink does."""
+        last = ts - np.mod(ts - self.offset + self.slide, self.slide)
+        if self.slide == self.size:
+            return np.arange(len(ts)), last
+        per = -(-self.size // self.slide)
+        rows = np.repeat(np.arange(len(ts)), per)
+        starts = np.repeat(last, per) - np.tile(np.arange(per) * self.slide, len(ts))
+        keep = starts > np.repeat(ts, per) - self.size
+        return rows[keep], starts[keep]
+
+    def max_timestamp(self, start: int) -> int:
+        return start + self.size - 1
+
+
+def _keys(selector, values: list) -> list:
+    if isinstance(selector, FieldKeySelector) and isinstance(selector.field, int):
+        f = selector.field
+        return [v[f] for v in values]
+    return [selector.get_key(v) for v in values]
+
+
+class PanePreAggregator:
+    """Producer side: turns a run of records into partial aggregates per (key, window)."""
+
+    def __init__(self, spec, key_selector, processing_time: int, record_error):
+        self.windows = _Windows(spec.assigner)
+        self.kind = spec.aggregation.kind
+        self.position = spec.aggregation.position
+        self.key_selector = key_selector
+        self.processing_time = processing_time
+        self.record_error = record_error
+
+    def aggregate(self, values: list, timestamps: list):
+        """(keys, starts, accs, reps, counts) of the distinct (key, window) of the records."""
+        n = len(values)
+        if self.windows.event_time:
+            try:
+                ts = np.array(timestamps, dtype=np.int64)
+            except TypeError:
+                bad = next(v for v, t in zip(values, timestamps) if t is None)
+                self.record_error(RuntimeError(
+                    "Record has no timestamp (Long.MIN_VALUE). Is the time characteristic set to "
+                    "'ProcessingTime', or did you forget to call 'assign_timestamps_and_watermarks(...)'?"), bad)
+        else:
+            ts = np.full(n, self.processing_time, dtype=np.int64)
+        pos = self.position
+        try:
+            keys = _keys(self.key_selector, values)
+            fields = values if pos is None else [v[pos] for v in values]
+        except Exception as e:      # a record without the key or the field
+            for v in values:
+                try:
+                    _keys(self.key_selector, [v]), (None if pos is None else v[pos])
+                except Exception:
+                    self.record_error(e, v)
+            raise
+        rows, starts = self.windows.assign(ts)
+        try:
+            key_array = pa.array(keys)
+            field_array = pa.array(fields)
+            table = pa.table({"k": key_array.take(rows), "s": starts, "v": field_array.take(rows),
+                              "i": rows})
+            grouped = table.group_by(["k", "s"], use_threads=False).aggregate(
+                [("v", self.kind), ("i", "min"), ("i", "count")])
+            first = grouped.column("i_min").to_numpy()
+            return (grouped.column("k").to_pylist(), grouped.column("s").to_numpy(),
+                    grouped.column(f"v_{self.kind}").to_pylist(), [values[i] for i in first],
+                    grouped.column("i_count").to_numpy())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError):
+            return self._aggregate_in_python(keys, fields, rows, starts, values)
+
+    def _aggregate_in_python(self, keys, fields, rows, starts, values):
+        # Keys Arrow cannot hold (tuples, mixed types): same result, one dict update per record.
+        combine = _COMBINE[self.kind]
+        groups: dict = {}
+        for r, s in zip(rows.tolist(), starts.tolist()):
+            g = groups.get((keys[r], s))
+            if g is None:
+                groups[(keys[r], s)] = [fields[r], r, 1]
+            else:
+                g[0] = combine(g[0], fields[r])
+                g[2] += 1
+        ks = [k for k, _ in groups]
+        return (ks, np.array([s for _, s in groups], dtype=np.int64), [g[0] for g in groups.values()],
+                [values[g[1]] for g in groups.values()], np.array([g[2] for g in groups.values()]))
+
+
+_COMBINE = {"sum": lambda a, b: a + b, "min": min, "max": max}
+
+
+class PreAggregatingRecordWriter:
+    """A keyed edge into a vectorisable window: ships partial aggregates, one batch per channel.
+
+    Records are buffered while the watermark stays below every buffered window's end: such
+    a watermark cannot make them late, so it may overtake them. A watermark that reaches a
+    buffered window flushes the buffer first.
+    """
+
+    def __init__(self, writer, spec, processing_time: int, record_error):
+        self.writer = writer            # the plain RecordWriter: channels, events, rows()
+        self.edge = writer.selector.p
+        self.aggregator = PanePreAggregator(spec, self.edge.key_selector, processing_time, record_error)
+        self.windows = self.aggregator.windows
+        self.values: list = []
+        self.timestamps: list = []
+        self.min_end = MAX_WATERMARK
+
+    def process_batch(self, values, timestamps, input_index):
+        self.writer.records_out += len(values)
+        self.values.extend(values)
+        self.timestamps.extend(timestamps)
+        if self.windows.event_time:
+            stamps = [t for t in timestamps if t is not None]
+            if stamps:
+                # The first window of the earliest buffered record is the first that can fire.
+                _, starts = self.windows.assign(np.array([min(stamps)], dtype=np.int64))
+                self.min_end = min(self.min_end, self.windows.max_timestamp(int(starts.min())))
+        if len(self.values) >= MAX_BUFFERED_RECORDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.values:
+            return
+        keys, starts, accs, reps, counts = self.aggregator.aggregate(self.values, self.timestamps)
+        self.values, self.timestamps, self.min_end = [], [], MAX_WATERMARK
+        channels = key_channels(keys, self.edge.max_parallelism, self.writer.consumer_p)
+        for c in np.unique(channels).tolist():
+            idx = np.flatnonzero(channels == c)
+            event = ("a", [keys[i] for i in idx], starts[idx], [accs[i] for i in idx],
+                     [reps[i] for i in idx], counts[idx])
+            self.writer.channels[c].append(event)
+
+    def process_watermark(self, watermark, input_index):
+        if watermark >= self.min_end:
+            self.flush()
+        self.writer.process_watermark(watermark, input_index)
+
+    def process_idle(self, input_index):
+        self.writer.process_idle(input_index)
+
+    def rows(self):
+        self.flush()
+        return self.writer.rows()
+
+    @property
+    def records_out(self):
+        return self.writer.records_out
+
+
+class WindowAggregationOperator(TaskOperator):
+    """The global half: merges partial aggregates per (key, window) and fires complete windows."""
+
+    def open(self):
+        super().open()
+        spec = self.spec
+        self.windows = _Windows(spec.assigner)
+        self.position = spec.aggregation.position
+        self.combine = _COMBINE[spec.aggregation.kind]
+        self.panes: dict[int, dict] = {}        # window start -> key -> [acc, first record]
+        self.num_late_records_dropped = 0
+        self.local = PanePreAggregator(spec, self.key_selectors[0], self.ctx.processing_time, self.fail)
+
+    def process_batch(self, values, timestamps, input_index):
+        self.process_panes(*self.local.aggregate(values, timestamps))
+
+    def process_panes(self, keys, starts, accs, reps, counts) -> None:
+        combine, panes = self.combine, self.panes
+        late_before = self.windows.max_timestamp(0)
+        watermark = self.current_watermark if self.windows.event_time else None
+        for key, start, acc, rep, count in zip(keys, starts.tolist(), accs, reps, counts.tolist()):
+            if watermark is not None and start + late_before <= watermark:
+                self.num_late_records_dropped += count
+                continue
+            pane = panes.get(start)
+            if pane is None:
+                pane = panes[start] = {}
+            current = pane.get(key)
+            if current is None:
+                pane[key] = [acc, rep]
+            else:
+                current[0] = combine(current[0], acc)
+
+    def _fire_until(self, time: int) -> None:
+        ready = sorted(s for s in self.panes if self.windows.max_timestamp(s) <= time)
+        values, stamps = [], []
+        pos = self.position
+        for start in ready:
+            pane = self.panes.pop(start)
+            ts = self.windows.max_timestamp(start)
+            values.extend(with_field(rep, pos, acc) for acc, rep in pane.values())
+            stamps.extend([ts] * len(pane))
+        self.output.collect(values, stamps)
+
+    def process_watermark(self, watermark, input_index):
+        if watermark <= self.current_watermark:
+            return
+        self.current_watermark = watermark
+        if self.windows.event_time:
+            self._fire_until(watermark)
+        self.output.emit_watermark(watermark)
+
+    def advance_processing_time(self, time):
+        if not self.windows.event_time:
+            self._fire_until(time)
+
+    # State in the rows of the general WindowOperator: "window-contents" per key and window,
+    # plus the window's timer, so either operator restores the other's snapshot.
+    def snapshot(self) -> dict:
+        maxp = self.ctx.max_parallelism
+        keyed, timers = [], []
+        domain = EVENT_TIME if self.windows.event_time else PROCESSING_TIME
+        for start, pane in self.panes.items():
+            window = w.TimeWindow(start, start + self.windows.size)
+            for key, (acc, rep) in pane.items():
+                kg = assign_to_key_group(key, maxp)
+                keyed.append((kg, "window-contents", window, key, with_field(rep, self.position, acc)))
+                timers.append((kg, domain, window.max_timestamp(), key, window))
+        return {"watermark": self.current_watermark, "keyed": keyed, "timers": timers}
+
+    def restore(self, snapshot: dict) -> None:
+        super().restore({"watermark": snapshot.get("watermark")} if "watermark" in snapshot else {})
+        kgr = self.ctx.key_group_range
+        for kg, name, window, key, value in snapshot.get("keyed", ()):
+            if name == "window-contents" and kgr.contains(kg):
+                self.panes.setdefault(window.start, {})[key] = [field_of(value, self.position), value]
