@@ -39,7 +39,7 @@ def _run(args: argparse.Namespace) -> int:
         result = run_job(args.job, args.job_args, master=args.master, warehouse=args.warehouse,
                          max_epochs=args.max_epochs, epoch_interval_ms=args.epoch_interval,
                          max_records_per_split=args.max_records_per_split)
-    except JobExecutionException as e:
+    except (JobExecutionException, NoResourceAvailableException) as e:
         print(f"sluice run: {e}", file=sys.stderr)
         return 1
     print(f"Job '{result.job_name}' ({result.job_id}) finished: {len(result.epochs)} epoch(s) in "

@@ -35,10 +35,11 @@ def main(argv=None):
     parser.add_argument("--input", help="a text file or a folder of them, instead of the socket")
     parser.add_argument("--host", default="localhost")
     parser.add_argument("--port", type=int, default=9999)
+    parser.add_argument("--window-parallelism", type=int, default=3)
     args = parser.parse_args(argv)
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
-    build(env, args.input, args.host, args.port)
+    build(env, args.input, args.host, args.port, args.window_parallelism)
     env.execute("Socket Window WordCount")
 
 

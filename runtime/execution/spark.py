@@ -19,6 +19,7 @@ def get_spark_session(master: str, app_name: str = "sluice"):
         # Python workers must run this interpreter (the project's virtual environment).
         os.environ.setdefault("PYSPARK_PYTHON", _python())
         builder = (SparkSession.builder.master(master).appName(app_name)
+                   .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
                    .config("spark.ui.showConsoleProgress", "false")
                    .config("spark.python.worker.reuse", "true"))
         if master.startswith("local"):
