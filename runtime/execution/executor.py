@@ -254,6 +254,13 @@ class JobRunner:
             if a.snapshot_path:
                 self.snapshots[(a.job_vertex_id, a.subtask_index)] = a.snapshot_path
         sys.stdout.flush()
+        # Delta sinks: this epoch's staged files in one transaction; a replayed commit is a no-op.
+        for node in (n for v in self.job_graph.vertices for n in v.operators):
+            if node.kind == "sink" and getattr(node.operator, "kind", None) == "delta":
+                from runtime.connectors.delta import commit_sink_files
+                commit_sink_files(node.operator.sink.table_path,
+                                  [h for a in acks for h in a.sink_files.get(node.id, ())], None,
+                                  f"sluice-{self.job_graph.job_name}-{node.operator_id}", epoch + 1)
         for vid, enumerator in self.enumerators.items():
             states = {}
             for a in acks:

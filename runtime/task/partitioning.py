@@ -36,13 +36,15 @@ def _split(values: list, timestamps: list, channels: np.ndarray, n: int) -> Chan
 def key_channels(keys: list, max_parallelism: int, parallelism: int) -> np.ndarray:
     """The consumer subtask of each key, as Flink's KeyGroupStreamPartitioner."""
     try:
-        array = pa.array(keys)
+        array = keys if isinstance(keys, pa.Array) else pa.array(keys)
         if pa.types.is_string(array.type) or pa.types.is_integer(array.type) \
                 or pa.types.is_floating(array.type) or pa.types.is_boolean(array.type):
             if array.null_count == 0:
                 return assign_operator_indexes(array, max_parallelism, parallelism)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
         pass
+    if isinstance(keys, pa.Array):
+        keys = keys.to_pylist()
     return np.fromiter((assign_key_to_parallel_operator(k, max_parallelism, parallelism) for k in keys),
                        dtype=np.int64, count=len(keys))
 
