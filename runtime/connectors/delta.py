@@ -68,7 +68,15 @@ def _open_table(table_path: str, version: Optional[int] = None, what: str = "Del
         raise FileNotFoundError(
             f"{what}: there is no Delta table at {table_path} (no _delta_log). Create it first, "
             "e.g. with deltalake.write_deltalake or a job that sinks to it with sink_to().")
-    return DeltaTable(table_path) if version is None else DeltaTable(table_path, version=version)
+    dt = DeltaTable(table_path) if version is None else DeltaTable(table_path, version=version)
+    protocol = dt.protocol()
+    features = set(protocol.reader_features or ()) - {"timestampNtz", "vacuumProtocolCheck"}
+    if protocol.min_reader_version == 2 or features:
+        raise NotImplementedError(
+            f"{what}: {table_path} needs Delta reader features Sluice does not implement "
+            f"(reader version {protocol.min_reader_version}, features {sorted(features) or ['columnMapping']}); "
+            "it reads tables of reader version 1 (as delta-rs writes them)")
+    return dt
 
 
 def _arrow_schema(dt) -> pa.Schema:

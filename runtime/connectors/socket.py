@@ -229,6 +229,11 @@ class SocketEnumerator(SplitEnumerator):
         state["wal"] = self.wal_path
         return {0: (SplitRead(SPLIT, start, end, state),)}
 
+    def restore(self, positions):
+        super().restore(positions)
+        # A restored offset past this WAL's end (a WAL of another run): new lines follow it.
+        self.next_seq = max(self.next_seq, self.positions.get(SPLIT, {}).get("offset", 0))
+
     @property
     def finished(self):
         with self._lock:

@@ -124,14 +124,16 @@ class JobRunner:
         required = sum(slots_required_per_group(self.execution_graph).values())
         self.slot_plan = compute_slot_plan(self.execution_graph, task_managers(self.spark, required))
         self.run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
-        self.run_dir = os.path.join(options.warehouse, slug(stream_graph.job_name), "runs", self.run_id)
+        # Per job: what a later run may need (source write-ahead logs); per run: the rest.
+        self.job_dir = os.path.join(options.warehouse, slug(stream_graph.job_name))
+        self.run_dir = os.path.join(self.job_dir, "runs", self.run_id)
         self.job_parameters = dict(stream_graph.settings.job_parameters)
         self.enumerators = {}
         for v in self.job_graph.vertices:
             if v.is_input_vertex:
                 self.enumerators[v.id] = create_enumerator(v.head.operator.source, EnumeratorContext(
                     parallelism=v.parallelism, max_records_per_split=options.max_records_per_split,
-                    epoch_interval_ms=options.epoch_interval_ms, work_dir=os.path.join(self.run_dir, "sources"),
+                    epoch_interval_ms=options.epoch_interval_ms, work_dir=os.path.join(self.job_dir, "sources"),
                     job_name=stream_graph.job_name, operator_id=v.head.operator_id))
         self.snapshots: dict[tuple[int, int], str] = {}
         self.history: list = []
@@ -260,7 +262,9 @@ class JobRunner:
                 from runtime.connectors.delta import commit_sink_files
                 commit_sink_files(node.operator.sink.table_path,
                                   [h for a in acks for h in a.sink_files.get(node.id, ())], None,
-                                  f"sluice-{self.job_graph.job_name}-{node.operator_id}", epoch + 1)
+                                  # Per run until checkpoint ids number commits across runs.
+                                  f"sluice-{self.job_graph.job_name}-{node.operator_id}-{self.run_id}",
+                                  epoch + 1)
         for vid, enumerator in self.enumerators.items():
             states = {}
             for a in acks:

@@ -55,7 +55,8 @@ class TaskContext:
 
     def __init__(self, task_name: str, subtask_index: int, parallelism: int, max_parallelism: int,
                  attempt_number: int, processing_time: int, job_parameters: dict,
-                 key_group_range=None):
+                 key_group_range=None, epoch: int = 0):
+        self.epoch = epoch
         self.task_name = task_name
         self.subtask_index = subtask_index
         self.parallelism = parallelism

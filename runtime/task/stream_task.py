@@ -150,7 +150,7 @@ class StreamTask:
             from runtime.state.key_groups import compute_key_group_range_for_operator_index
             kgr = compute_key_group_range_for_operator_index(v.max_parallelism, v.parallelism, tdd.subtask_index)
         self.ctx = TaskContext(v.name, tdd.subtask_index, v.parallelism, v.max_parallelism,
-                               tdd.attempt_number, tdd.processing_time, job_parameters, kgr)
+                               tdd.attempt_number, tdd.processing_time, job_parameters, kgr, tdd.epoch)
         self.operators = {n.id: create_operator(n, self.ctx) for n in v.operators}
         self.writers: list[RecordWriter] = []
         self._wire()
