@@ -29,6 +29,17 @@ from runtime.scheduler.slots import SlotPlan, compute_slot_plan, slots_required_
 from runtime.task.stream_task import ACK, TaskDeploymentDescriptor
 
 
+class _AckAccumulatorParam:
+    """Collects the tasks' pickled acknowledgements on the driver."""
+
+    def zero(self, value):
+        return []
+
+    def addInPlace(self, a, b):
+        a.extend(b)
+        return a
+
+
 class JobExecutionException(RuntimeError):
     """The job failed; the message names the operator, subtask and record when user code failed."""
 
@@ -90,19 +101,23 @@ def _job_graph_in_worker(run_id: str, broadcast) -> JobGraph:
     return graph
 
 
-def _task_function(run_id: str, broadcast, tdds: dict, job_parameters: dict):
+def _task_function(run_id: str, broadcast, tdds: dict, job_parameters: dict, acks):
     def run(index, rows):
         from runtime.task.stream_task import run_task
-        return run_task(_job_graph_in_worker(run_id, broadcast), tdds[index], job_parameters, rows)
+        for row in run_task(_job_graph_in_worker(run_id, broadcast), tdds[index], job_parameters, rows):
+            if row[0] == ACK:
+                acks.add([row[1]])
+            else:
+                yield row
     return run
 
 
-def _is_ack(row) -> bool:
-    return row[0] == ACK
+def _discard(row) -> None:
+    pass
 
 
 def _on_edge(data_set: str):
-    return lambda row: row[0] != ACK and row[1][0] == data_set
+    return lambda row: row[1][0] == data_set
 
 
 def _channel(c):
@@ -218,10 +233,12 @@ class JobRunner:
         started = time.time()
         tdds, end_of_input = self._plan(epoch)
         sc = self.sc
-        rdds = {}
+        # Acknowledgements travel in an accumulator, so the data rows are never read twice.
+        acks_accumulator = sc.accumulator([], _AckAccumulatorParam())
+        rdds, terminal = {}, []
         for v in self.job_graph.vertices:
             task = _task_function(self.run_id, broadcast, {s: tdds[(v.id, s)] for s in range(v.parallelism)},
-                                  self.job_parameters)
+                                  self.job_parameters, acks_accumulator)
             if v.is_input_vertex:
                 rdd = sc.parallelize(range(v.parallelism), v.parallelism).mapPartitionsWithIndex(task)
             else:
@@ -229,16 +246,30 @@ class JobRunner:
                          for je in self.job_graph.inputs_of(v.id)]
                 inputs = parts[0] if len(parts) == 1 else sc.union(parts)
                 rdd = inputs.partitionBy(v.parallelism, _channel).mapPartitionsWithIndex(task)
-            if self.job_graph.outputs_of(v.id):
+            outputs = self.job_graph.outputs_of(v.id)
+            if len(outputs) > 1:
+                # Several consumers: without caching each shuffle would run the vertex again.
                 rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)
+            if not outputs:
+                terminal.append(rdd)
             rdds[v.id] = rdd
         sc.setJobGroup(f"sluice-{self.run_id}-{epoch}", f"{self.job_graph.job_name} epoch {epoch}")
         try:
-            raw = sc.union([r.filter(_is_ack) for r in rdds.values()]).map(lambda row: row[1]).collect()
+            (terminal[0] if len(terminal) == 1 else sc.union(terminal)).foreach(_discard)
         finally:
             for r in rdds.values():
-                r.unpersist(blocking=False)
-        acks = sorted((pickle.loads(a) for a in raw), key=lambda a: (a.job_vertex_id, a.subtask_index))
+                if r.is_cached:
+                    r.unpersist(blocking=False)
+        # A recomputed task (a retry, a cache miss) acknowledges twice, with the same content.
+        raw = {}
+        for payload in acks_accumulator.value:
+            ack = pickle.loads(payload)
+            raw[(ack.job_vertex_id, ack.subtask_index)] = ack
+        acks = [raw[k] for k in sorted(raw)]
+        if os.environ.get("SLUICE_DEBUG"):
+            for a in acks:
+                print(f"  task {a.job_vertex_id}/{a.subtask_index}: {a.duration_ms:.0f} ms, "
+                      f"{a.records_in} in", file=sys.stderr)
         failures = [a.failure for a in acks if a.failure]
         if failures:
             raise JobExecutionException(f"Job '{self.job_graph.job_name}' failed in epoch {epoch}: {failures[0]}")

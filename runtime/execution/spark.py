@@ -26,7 +26,22 @@ def get_spark_session(master: str, app_name: str = "sluice"):
             builder = builder.config("spark.ui.enabled", "false")
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
+        _start_python_workers(session.sparkContext)
         return session
+
+
+def _warm_up(_) -> None:
+    import pyarrow as pa
+    import runtime.connectors.files  # noqa: F401  (imports the task side: operators, state, windows)
+    import runtime.task.stream_task  # noqa: F401
+    pa.array(["x"])     # pyarrow imports pandas lazily on first use: do it now
+
+
+def _start_python_workers(sc) -> None:
+    """Start one Python worker per slot with the engine imported, as TaskManagers start
+    before jobs: the first epoch does not pay the interpreter start and imports."""
+    slots = sc.defaultParallelism
+    sc.parallelize(range(slots), slots).foreach(_warm_up)
 
 
 def _python() -> str:

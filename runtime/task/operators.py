@@ -7,6 +7,7 @@ subtask and the record, with the original traceback.
 from __future__ import annotations
 
 import traceback
+from itertools import chain, compress, repeat
 from typing import Any, Callable, Optional
 
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
@@ -242,6 +243,21 @@ class TaskOperator:
         except Exception as e:
             self.fail(e, record)
 
+    def each(self, f: Callable, *columns: list) -> list:
+        """``f`` applied to each record (``map(f, *columns)``); a failure names the record."""
+        try:
+            return list(map(f, *columns))
+        except Exception:
+            pass
+        args = None
+        out = []
+        try:
+            for args in zip(*columns):
+                out.append(f(*args))
+        except Exception as e:
+            self.fail(e, args[0] if args else None)
+        return out
+
     def fail(self, error: BaseException, record) -> None:
         raise UserCodeException(
             f"{self.name} {self.ctx.subtask_label} failed on record {record!r}: "
@@ -258,21 +274,24 @@ class SourceOperator(TaskOperator):
 
 class StreamMap(TaskOperator):
     def process_batch(self, values, timestamps, input_index):
-        f = self.spec.function.map
-        out = []
-        append = out.append
-        v = None
-        try:
-            for v in values:
-                append(f(v))
-        except Exception as e:
-            self.fail(e, v)
-        self.output.collect(out, timestamps)
+        self.output.collect(self.each(self.spec.function.map, values), timestamps)
+
+
+def _no_timestamps(timestamps: list) -> bool:
+    return timestamps.count(None) == len(timestamps)
 
 
 class StreamFlatMap(TaskOperator):
     def process_batch(self, values, timestamps, input_index):
         f = self.spec.function.flat_map
+        if _no_timestamps(timestamps):
+            try:
+                out = list(chain.from_iterable(map(f, values)))
+            except Exception:   # a None result, or a failure: the per-record loop says which record
+                out = None
+            if out is not None:
+                self.output.collect(out, [None] * len(out))
+                return
         out, out_ts = [], []
         extend = out.extend
         v = None
@@ -290,17 +309,8 @@ class StreamFlatMap(TaskOperator):
 
 class StreamFilter(TaskOperator):
     def process_batch(self, values, timestamps, input_index):
-        f = self.spec.function.filter
-        out, out_ts = [], []
-        v = None
-        try:
-            for v, t in zip(values, timestamps):
-                if f(v):
-                    out.append(v)
-                    out_ts.append(t)
-        except Exception as e:
-            self.fail(e, v)
-        self.output.collect(out, out_ts)
+        keep = self.each(self.spec.function.filter, values)
+        self.output.collect(list(compress(values, keep)), list(compress(timestamps, keep)))
 
 
 class _ProcessContext(fn.KeyedProcessFunction.OnTimerContext, fn.ProcessFunction.Context):
@@ -432,6 +442,8 @@ def with_field(record, position, value):
     """``record`` with field ``position`` replaced (tuples, Rows, lists, or a plain value)."""
     if position is None or not isinstance(record, (tuple, list)):
         return value
+    if type(record) is tuple:
+        return record[:position] + (value,) + record[position + 1:]
     if isinstance(record, list):
         copy = list(record)
         copy[position] = value
@@ -507,6 +519,13 @@ class StreamGroupedReduceOperator(TaskOperator):
         self.output.collect(out, timestamps)
 
 
+def assign_timestamps(op: TaskOperator, assigner, values: list, timestamps: list) -> list:
+    """The assigner's timestamp of each record (its previous timestamp, or Long.MIN_VALUE)."""
+    previous = repeat(MIN_WATERMARK) if _no_timestamps(timestamps) else \
+        [MIN_WATERMARK if t is None else t for t in timestamps]
+    return op.each(assigner.extract_timestamp, values, previous)
+
+
 class TimestampsAndWatermarksOperator(TaskOperator):
     """Assigns timestamps and generates watermarks mid-stream (``assign_timestamps_and_watermarks``).
 
@@ -521,15 +540,7 @@ class TimestampsAndWatermarksOperator(TaskOperator):
 
     def process_batch(self, values, timestamps, input_index):
         if self.assigner is not None:
-            extract = self.assigner.extract_timestamp
-            stamps = []
-            v = None
-            try:
-                for v, t in zip(values, timestamps):
-                    stamps.append(extract(v, t if t is not None else MIN_WATERMARK))
-            except Exception as e:
-                self.fail(e, v)
-            timestamps = stamps
+            timestamps = assign_timestamps(self, self.assigner, values, timestamps)
         stamps = [t for t in timestamps if t is not None]
         if stamps:
             # Periodic generators only track the largest timestamp: one call per batch.

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Iterator, Optional
 
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.graph.job_graph import JobGraph, JobVertex
-from runtime.task.operators import TaskContext, UserCodeException, create_operator
+from runtime.task.operators import TaskContext, UserCodeException, assign_timestamps, create_operator
 from runtime.graph.partitioner import KeyGroupStreamPartitioner
 from runtime.task.partitioning import ChannelSelector
 from runtime.task.window_aggregation import PreAggregatingRecordWriter, is_vectorizable
@@ -290,7 +290,7 @@ class StreamTask:
                 active_this_epoch.add(split.split_id)
                 records += len(values)
                 if assigner is not None:
-                    timestamps = self._assign_timestamps(assigner, values, timestamps)
+                    timestamps = assign_timestamps(self.head, assigner, values, timestamps)
                 gen = generators[split.split_id]
                 stamps = [t for t in timestamps if t is not None] if gen is not None else ()
                 if stamps:
@@ -317,17 +317,6 @@ class StreamTask:
             self.head.current_watermark = MAX_WATERMARK
             out.emit_watermark(MAX_WATERMARK)
         return records, states
-
-    def _assign_timestamps(self, assigner, values, timestamps):
-        extract = assigner.extract_timestamp
-        stamps = []
-        v = None
-        try:
-            for v, t in zip(values, timestamps):
-                stamps.append(extract(v, t if t is not None else MIN_WATERMARK))
-        except Exception as e:
-            self.head.fail(e, v)
-        return stamps
 
     def _idle(self, splits, states, active, strategy) -> set:
         if strategy.idleness_ms is None:
