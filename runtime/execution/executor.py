@@ -102,18 +102,20 @@ def _job_graph_in_worker(run_id: str, broadcast) -> JobGraph:
 
 
 def _task_function(run_id: str, broadcast, tdds: dict, job_parameters: dict, acks):
+    """The body of a Spark task: one subtask. A terminal vertex returns its acknowledgement as
+    the task's result; the others (whose rows go on to a shuffle) through ``acks``."""
     def run(index, rows):
         from runtime.task.stream_task import run_task
         for row in run_task(_job_graph_in_worker(run_id, broadcast), tdds[index], job_parameters, rows):
-            if row[0] == ACK:
+            if row[0] == ACK and acks is not None:
                 acks.add([row[1]])
             else:
                 yield row
     return run
 
 
-def _discard(row) -> None:
-    pass
+def _payload(row):
+    return row[1]
 
 
 def _on_edge(data_set: str):
@@ -233,12 +235,14 @@ class JobRunner:
         started = time.time()
         tdds, end_of_input = self._plan(epoch)
         sc = self.sc
-        # Acknowledgements travel in an accumulator, so the data rows are never read twice.
+        # Acknowledgements of vertices that feed a shuffle travel in an accumulator, so their data
+        # rows are never read twice; terminal vertices return theirs as the job's result.
         acks_accumulator = sc.accumulator([], _AckAccumulatorParam())
         rdds, terminal = {}, []
         for v in self.job_graph.vertices:
+            outputs = self.job_graph.outputs_of(v.id)
             task = _task_function(self.run_id, broadcast, {s: tdds[(v.id, s)] for s in range(v.parallelism)},
-                                  self.job_parameters, acks_accumulator)
+                                  self.job_parameters, acks_accumulator if outputs else None)
             if v.is_input_vertex:
                 rdd = sc.parallelize(range(v.parallelism), v.parallelism).mapPartitionsWithIndex(task)
             else:
@@ -246,7 +250,6 @@ class JobRunner:
                          for je in self.job_graph.inputs_of(v.id)]
                 inputs = parts[0] if len(parts) == 1 else sc.union(parts)
                 rdd = inputs.partitionBy(v.parallelism, _channel).mapPartitionsWithIndex(task)
-            outputs = self.job_graph.outputs_of(v.id)
             if len(outputs) > 1:
                 # Several consumers: without caching each shuffle would run the vertex again.
                 rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)
@@ -255,21 +258,24 @@ class JobRunner:
             rdds[v.id] = rdd
         sc.setJobGroup(f"sluice-{self.run_id}-{epoch}", f"{self.job_graph.job_name} epoch {epoch}")
         try:
-            (terminal[0] if len(terminal) == 1 else sc.union(terminal)).foreach(_discard)
+            collected = (terminal[0] if len(terminal) == 1 else sc.union(terminal)).map(_payload).collect()
+            if os.environ.get("SLUICE_DEBUG"):
+                print(f"  collect done at +{(time.time() - started) * 1000:.0f} ms", file=sys.stderr)
         finally:
             for r in rdds.values():
                 if r.is_cached:
                     r.unpersist(blocking=False)
         # A recomputed task (a retry, a cache miss) acknowledges twice, with the same content.
         raw = {}
-        for payload in acks_accumulator.value:
+        for payload in list(acks_accumulator.value) + collected:
             ack = pickle.loads(payload)
             raw[(ack.job_vertex_id, ack.subtask_index)] = ack
         acks = [raw[k] for k in sorted(raw)]
         if os.environ.get("SLUICE_DEBUG"):
             for a in acks:
-                print(f"  task {a.job_vertex_id}/{a.subtask_index}: {a.duration_ms:.0f} ms, "
-                      f"{a.records_in} in", file=sys.stderr)
+                print(f"  task {a.job_vertex_id}/{a.subtask_index}: +{(a.started_at - started) * 1000:.0f} ms, "
+                      f"{a.duration_ms:.0f} ms, {a.records_in} in", file=sys.stderr)
+            print(f"  acks in driver at +{(time.time() - started) * 1000:.0f} ms", file=sys.stderr)
         failures = [a.failure for a in acks if a.failure]
         if failures:
             raise JobExecutionException(f"Job '{self.job_graph.job_name}' failed in epoch {epoch}: {failures[0]}")

@@ -66,6 +66,7 @@ class Acknowledgement:
     sink_files: dict = field(default_factory=dict)
     late_records_dropped: int = 0
     duration_ms: float = 0.0
+    started_at: float = 0.0
 
 
 def _key_of(selector, value):
@@ -184,7 +185,7 @@ class StreamTask:
 
     def run(self, inputs: Iterable) -> Iterator[tuple]:
         started = time.time()
-        ack = Acknowledgement(self.tdd.job_vertex_id, self.tdd.subtask_index)
+        ack = Acknowledgement(self.tdd.job_vertex_id, self.tdd.subtask_index, started_at=started)
         try:
             self._restore()
             for op in reversed(self._all_operators()):
