@@ -141,11 +141,17 @@ def test_out_of_order_with_allowed_lateness_and_late_side_output(spark, tmp_path
     assert [line for line in printed if line.startswith("late")] == ["late> ('a', 1, 4000)"]
 
 
-def test_event_time_windows_all_fire_at_the_end_of_input(spark, tmp_path):
+@pytest.mark.parametrize("built_in", [True, False])
+@pytest.mark.parametrize("records_per_epoch", [None, 7])
+def test_event_time_windows_all_fire_at_the_end_of_input(spark, tmp_path, built_in, records_per_epoch):
+    # sum() runs as local-global aggregation, reduce() through the WindowOperator; over several
+    # epochs, their state is carried in snapshots.
     data = [("k%d" % (i % 5), 1, i * 700) for i in range(100)]
-    env = job_env(tmp_path, 2)
-    got = sorted(events(env, data, 1000).key_by(0).window(TumblingEventTimeWindows.of(Time.seconds(10)))
-                 .sum(1).execute_and_collect())
+    settings = {"epoch__max_records_per_split": records_per_epoch} if records_per_epoch else {}
+    env = job_env(tmp_path, 2, **settings)
+    windowed = events(env, data, 1000).key_by(0).window(TumblingEventTimeWindows.of(Time.seconds(10)))
+    out = windowed.sum(1) if built_in else windowed.reduce(lambda a, b: (a[0], a[1] + b[1], a[2]))
+    got = sorted(out.execute_and_collect())
     expected = Counter((k, t // 10000) for k, _, t in data)
     assert sorted((k, c) for k, c, _ in got) == sorted((k, c) for (k, _), c in expected.items())
 
@@ -165,3 +171,26 @@ def test_multi_epoch_run_carries_state(spark, tmp_path):
     got = list(result_stream.execute_and_collect())
     assert [v for k, v in got if k == "a"] == [sum(range(1, i + 1)) for i in range(1, 11)]
     assert [v for k, v in got if k == "b"] == [100]
+
+
+def test_an_idle_source_does_not_hold_back_the_watermark(spark, tmp_path):
+    from runtime.datastream.connectors import NumberSequenceSource
+
+    def run(idleness_ms):
+        env = job_env(tmp_path, 1, epoch__max_records_per_split=3)
+        strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda v, _: v * 1000)
+        if idleness_ms:
+            strategy = strategy.with_idleness(Duration.of_millis(idleness_ms))
+        short = env.from_source(NumberSequenceSource(1, 3), strategy, "short")   # done after epoch 0
+        long = env.from_source(NumberSequenceSource(1, 9), strategy, "long")     # epochs 0, 1, 2
+        counts = (short.union(long).map(lambda v: ("all", 1, v), Types.TUPLE([Types.STRING(), Types.LONG(), Types.LONG()]))
+                  .key_by(0).window(TumblingEventTimeWindows.of(Time.seconds(2))).sum(1))
+        counts.add_sink(lambda v: None)
+        return [e.records_out for e in env.execute("idle").epochs]
+
+    # Epoch 0: both at 2999, [0, 2000) fires. Then the short source has nothing: without
+    # idleness its 2999 holds every later window until the end of input; idle (the epoch
+    # clock moves 1000 ms, more than 500 ms), it steps aside and the long one's 5999 fires
+    # [2000, 4000) and [4000, 6000) in epoch 1.
+    assert run(None) == [1, 0, 4]
+    assert run(500) == [1, 2, 2]

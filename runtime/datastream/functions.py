@@ -291,8 +291,13 @@ def _wrapper_class(interface: type) -> type:
     if interface not in _WRAPPERS:
         method = _SINGLE_METHOD[interface]
 
-        def call(self, *args):
-            return self._fn(*args)
+        if interface is SinkFunction:
+            # A sink written as a function takes the record only: invoke(value, context).
+            def call(self, value, context=None):
+                return self._fn(value)
+        else:
+            def call(self, *args):
+                return self._fn(*args)
 
         def init(self, fn):
             self._fn = fn

@@ -194,6 +194,11 @@ class JobRunner:
             self._transition_all(ExecutionState.FINISHED if end_of_input else ExecutionState.CANCELING)
             if not end_of_input:
                 self._transition_all(ExecutionState.CANCELED)
+        except KeyboardInterrupt:
+            # Stopped by the user: Flink's cancel, CANCELING then CANCELED.
+            self._transition_all(ExecutionState.CANCELING)
+            self._transition_all(ExecutionState.CANCELED)
+            raise
         except Exception as e:
             self._transition_all(ExecutionState.FAILED, str(e))
             raise

@@ -532,8 +532,8 @@ class TimestampsAndWatermarksOperator(TaskOperator):
     Upstream watermarks are dropped, except the final MAX_WATERMARK, as in Flink.
     """
 
-    def open(self):
-        super().open()
+    def __init__(self, node, ctx):
+        super().__init__(node, ctx)     # state is restored before open(), as in Flink
         self.strategy = self.spec.watermark_strategy
         self.generator = self.strategy.create_generator()
         self.assigner = self.strategy.timestamp_assigner

@@ -223,8 +223,8 @@ class PreAggregatingRecordWriter:
 class WindowAggregationOperator(TaskOperator):
     """The global half: collects partial aggregates per window, merges them when it fires."""
 
-    def open(self):
-        super().open()
+    def __init__(self, node, ctx):
+        super().__init__(node, ctx)     # state is restored before open(), as in Flink
         spec = self.spec
         self.windows = _Windows(spec.assigner)
         self.kind = spec.aggregation.kind
