@@ -277,6 +277,14 @@ class StreamMap(TaskOperator):
         self.output.collect(self.each(self.spec.function.map, values), timestamps)
 
 
+def extreme(pick, timestamps: list):
+    """``max``/``min`` of the timestamps that are set, or None; at C speed when all are."""
+    if None not in timestamps:
+        return pick(timestamps) if timestamps else None
+    stamps = [t for t in timestamps if t is not None]
+    return pick(stamps) if stamps else None
+
+
 def _no_timestamps(timestamps: list) -> bool:
     return timestamps.count(None) == len(timestamps)
 
@@ -541,10 +549,10 @@ class TimestampsAndWatermarksOperator(TaskOperator):
     def process_batch(self, values, timestamps, input_index):
         if self.assigner is not None:
             timestamps = assign_timestamps(self, self.assigner, values, timestamps)
-        stamps = [t for t in timestamps if t is not None]
-        if stamps:
+        latest = extreme(max, timestamps)
+        if latest is not None:
             # Periodic generators only track the largest timestamp: one call per batch.
-            self.generator.on_event(max(stamps))
+            self.generator.on_event(latest)
         self.output.collect(values, timestamps)
         watermark = self.generator.current_watermark()
         if watermark > self.current_watermark:

@@ -17,7 +17,8 @@ from typing import Any, Iterable, Iterator, Optional
 
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.graph.job_graph import JobGraph, JobVertex
-from runtime.task.operators import TaskContext, UserCodeException, assign_timestamps, create_operator
+from runtime.task.operators import (
+    TaskContext, UserCodeException, assign_timestamps, create_operator, extreme)
 from runtime.graph.partitioner import KeyGroupStreamPartitioner
 from runtime.task.partitioning import ChannelSelector
 from runtime.task.window_aggregation import PreAggregatingRecordWriter, is_vectorizable
@@ -293,9 +294,9 @@ class StreamTask:
                 if assigner is not None:
                     timestamps = assign_timestamps(self.head, assigner, values, timestamps)
                 gen = generators[split.split_id]
-                stamps = [t for t in timestamps if t is not None] if gen is not None else ()
-                if stamps:
-                    gen.on_event(max(stamps))
+                latest = extreme(max, timestamps) if gen is not None else None
+                if latest is not None:
+                    gen.on_event(latest)
                 out.collect(values, timestamps)
                 if has_watermarks:
                     emitted = self._emit_split_watermark(generators, states, active_this_epoch, emitted)

@@ -25,7 +25,7 @@ from runtime.common.watermark_strategy import MAX_WATERMARK
 from runtime.datastream import window as w
 from runtime.datastream.data_stream import FieldKeySelector
 from runtime.datastream.operators import WindowOperator as WindowSpec
-from runtime.task.operators import TaskOperator, field_of, with_field
+from runtime.task.operators import TaskOperator, extreme, field_of, with_field
 from runtime.task.partitioning import key_channels
 from runtime.task.timer_service import EVENT_TIME, PROCESSING_TIME
 from runtime.state.key_groups import assign_to_key_group
@@ -93,7 +93,7 @@ class PanePreAggregator:
         n = len(values)
         if self.windows.event_time:
             try:
-                ts = np.array(timestamps, dtype=np.int64)
+                ts = np.fromiter(timestamps, dtype=np.int64, count=n)
             except TypeError:
                 bad = next(v for v, t in zip(values, timestamps) if t is None)
                 self.record_error(RuntimeError(
@@ -184,10 +184,10 @@ class PreAggregatingRecordWriter:
         self.values.extend(values)
         self.timestamps.extend(timestamps)
         if self.windows.event_time:
-            stamps = [t for t in timestamps if t is not None]
-            if stamps:
+            earliest = extreme(min, timestamps)
+            if earliest is not None:
                 # The first window of the earliest buffered record is the first that can fire.
-                _, starts = self.windows.assign(np.array([min(stamps)], dtype=np.int64))
+                _, starts = self.windows.assign(np.array([earliest], dtype=np.int64))
                 self.min_end = min(self.min_end, self.windows.max_timestamp(int(starts.min())))
         if len(self.values) >= MAX_BUFFERED_RECORDS:
             self.flush()
