@@ -8,6 +8,7 @@ operator, subtask and record, so Spark does not retry a deterministic error.
 """
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import time
@@ -185,6 +186,17 @@ class StreamTask:
     # ---- running -----------------------------------------------------------------------
 
     def run(self, inputs: Iterable) -> Iterator[tuple]:
+        # Records are short-lived tuples without cycles: the cyclic collector would only scan
+        # them over and over. It runs again once the task is done.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            yield from self._run(inputs)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _run(self, inputs: Iterable) -> Iterator[tuple]:
         started = time.time()
         ack = Acknowledgement(self.tdd.job_vertex_id, self.tdd.subtask_index, started_at=started)
         try:
