@@ -5,24 +5,16 @@ from runtime.datastream import connectors as api
 
 
 def _table():
-    from runtime.connectors import collection, files, generators
-    table = {
+    # Imported on first use: a task loads only the engine, not every connector's library, at start.
+    from runtime.connectors import collection, delta, files, generators, socket
+    return {
         api.CollectionSource: (collection.CollectionEnumerator, collection.CollectionReader),
         api.FileSource: (files.FileEnumerator, files.FileReader),
         api.NumberSequenceSource: (generators.NumberSequenceEnumerator, generators.NumberSequenceReader),
         api.DataGeneratorSource: (generators.DataGeneratorEnumerator, generators.DataGeneratorReader),
+        api.SocketTextSource: (socket.SocketEnumerator, socket.SocketReader),
+        api.DeltaSource: (delta.DeltaSourceEnumerator, delta.DeltaSourceReader),
     }
-    try:
-        from runtime.connectors import socket as socket_connector
-        table[api.SocketTextSource] = (socket_connector.SocketEnumerator, socket_connector.SocketReader)
-    except ImportError:
-        pass
-    try:
-        from runtime.connectors import delta
-        table[api.DeltaSource] = (delta.DeltaSourceEnumerator, delta.DeltaSourceReader)
-    except ImportError:
-        pass
-    return table
 
 
 def _entry(source):

@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Optional
 
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
+from runtime.graph.execution_graph import consumed_partitions
 from runtime.graph.job_graph import JobGraph, JobVertex
 from runtime.task.operators import (
     TaskContext, UserCodeException, assign_timestamps, create_operator, extreme)
 from runtime.graph.partitioner import KeyGroupStreamPartitioner
+from runtime.state.key_groups import compute_key_group_range_for_operator_index
 from runtime.task.partitioning import ChannelSelector
 from runtime.task.window_aggregation import PreAggregatingRecordWriter, is_vectorizable
 
@@ -150,7 +152,6 @@ class StreamTask:
         v = self.vertex
         kgr = None
         if v.is_keyed:
-            from runtime.state.key_groups import compute_key_group_range_for_operator_index
             kgr = compute_key_group_range_for_operator_index(v.max_parallelism, v.parallelism, tdd.subtask_index)
         self.ctx = TaskContext(v.name, tdd.subtask_index, v.parallelism, v.max_parallelism,
                                tdd.attempt_number, tdd.processing_time, job_parameters, kgr, tdd.epoch)
@@ -363,7 +364,6 @@ class StreamTask:
             producer_p = self.job_graph.vertex(je.source_vertex).parallelism
             channels = gates.get(je.data_set, {})
             input_index = je.stream_edge.type_number
-            from runtime.graph.execution_graph import consumed_partitions
             connected = list(consumed_partitions(je, producer_p, self.vertex.parallelism, self.tdd.subtask_index))
             valve = _Valve(connected)
             streams.append((input_index, valve, [(c, channels.get(c, [])) for c in connected]))
