@@ -118,18 +118,18 @@ class RecordWriter:
 class _Valve:
     """Flink's StatusWatermarkValve: the watermark of a gate is the minimum over its active channels."""
 
-    def __init__(self, channels: list[int]):
+    def __init__(self, channels: list):
         self.watermarks = {c: MIN_WATERMARK for c in channels}
-        self.idle: set[int] = set()
+        self.idle: set = set()
         self.emitted = MIN_WATERMARK
 
-    def on_watermark(self, channel: int, watermark: int) -> Optional[int]:
+    def on_watermark(self, channel, watermark: int) -> Optional[int]:
         self.idle.discard(channel)
         if watermark > self.watermarks[channel]:
             self.watermarks[channel] = watermark
         return self._advance()
 
-    def on_idle(self, channel: int) -> Optional[int]:
+    def on_idle(self, channel) -> Optional[int]:
         self.idle.add(channel)
         return self._advance()
 
@@ -354,30 +354,20 @@ class StreamTask:
     # ---- network inputs ----------------------------------------------------------------
 
     def _run_inputs(self, inputs: Iterable) -> int:
-        gates: dict[str, dict[int, list]] = {}
+        received: dict[tuple, list] = {}
         for _, (edge_key, producer, payload) in inputs:
-            gates.setdefault(edge_key, {})[producer] = pickle.loads(payload)
+            received[(edge_key, producer)] = pickle.loads(payload)
         head = self.head
         records = 0
-        streams = []
+        # One gate per input of the head (two for a two-input operator); the edges of a union
+        # share a gate. A channel is (data set, producer subtask).
+        gates: dict[int, list] = {}
         for je in self.job_graph.inputs_of(self.vertex.id):
             producer_p = self.job_graph.vertex(je.source_vertex).parallelism
-            channels = gates.get(je.data_set, {})
-            input_index = je.stream_edge.type_number
-            connected = list(consumed_partitions(je, producer_p, self.vertex.parallelism, self.tdd.subtask_index))
-            valve = _Valve(connected)
-            streams.append((input_index, valve, [(c, channels.get(c, [])) for c in connected]))
-        # Gates of a two-input operator are separate inputs; several one-input edges (union) merge.
-        merged: dict[int, tuple[_Valve, list]] = {}
-        for input_index, valve, chans in streams:
-            if input_index in merged:
-                old_valve, old_chans = merged[input_index]
-                offset = max(old_valve.watermarks) + 1
-                for c, ev in chans:
-                    old_valve.watermarks[c + offset] = MIN_WATERMARK
-                    old_chans.append((c + offset, ev))
-            else:
-                merged[input_index] = (valve, list(chans))
+            for p in consumed_partitions(je, producer_p, self.vertex.parallelism, self.tdd.subtask_index):
+                channel = (je.data_set, p)
+                gates.setdefault(je.stream_edge.type_number, []).append((channel, received.get(channel, [])))
+        merged = {idx: (_Valve([c for c, _ in chans]), chans) for idx, chans in gates.items()}
         cursors = {idx: [(c, iter(ev)) for c, ev in chans] for idx, (_, chans) in merged.items()}
         while cursors:
             for input_index in list(cursors):
