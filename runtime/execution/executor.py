@@ -153,7 +153,6 @@ class JobRunner:
                     epoch_interval_ms=options.epoch_interval_ms, work_dir=os.path.join(self.job_dir, "sources"),
                     job_name=stream_graph.job_name, operator_id=v.head.operator_id))
         self.snapshots: dict[tuple[int, int], str] = {}
-        self.history: list = []
 
     def _transition_all(self, state: ExecutionState, failure: Optional[str] = None) -> None:
         now = time.time()
@@ -162,7 +161,6 @@ class JobRunner:
             if not ev.execution_state.is_terminal:
                 graph = graph.transition(ev.job_vertex_id, ev.subtask_index, state, now,
                                          failure if state == ExecutionState.FAILED else None)
-                self.history.append((now, ev.task_name_with_subtask_index, state.value))
         self.execution_graph = graph
 
     def _processing_time(self, epoch: int) -> int:
