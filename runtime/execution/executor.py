@@ -155,13 +155,7 @@ class JobRunner:
         self.snapshots: dict[tuple[int, int], str] = {}
 
     def _transition_all(self, state: ExecutionState, failure: Optional[str] = None) -> None:
-        now = time.time()
-        graph = self.execution_graph
-        for ev in graph.all_execution_vertices:
-            if not ev.execution_state.is_terminal:
-                graph = graph.transition(ev.job_vertex_id, ev.subtask_index, state, now,
-                                         failure if state == ExecutionState.FAILED else None)
-        self.execution_graph = graph
+        self.execution_graph = self.execution_graph.transition_all(state, time.time(), failure)
 
     def _processing_time(self, epoch: int) -> int:
         if self.options.clock_start_ms is not None:

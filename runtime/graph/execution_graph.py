@@ -163,10 +163,13 @@ class ExecutionGraph:
         vertex = self.vertex(job_vertex_id, subtask_index).with_state(target, timestamp, failure_cause)
         return self._replace_vertex(vertex)
 
-    def transition_all(self, target: ExecutionState, timestamp: Optional[float] = None) -> "ExecutionGraph":
+    def transition_all(self, target: ExecutionState, timestamp: Optional[float] = None,
+                       failure_cause: Optional[str] = None) -> "ExecutionGraph":
+        """Move every attempt that is not finished, canceled or failed yet to ``target``."""
         graph = self
         for ev in self.all_execution_vertices:
-            graph = graph.transition(ev.job_vertex_id, ev.subtask_index, target, timestamp)
+            if not ev.execution_state.is_terminal:
+                graph = graph.transition(ev.job_vertex_id, ev.subtask_index, target, timestamp, failure_cause)
         return graph
 
     def reset_for_new_execution(self, job_vertex_ids: Optional[set[int]] = None) -> "ExecutionGraph":
