@@ -152,7 +152,7 @@ def test_a_job_sinks_rows_to_a_delta_table_one_commit_per_epoch(spark, tmp_path)
     (app_id,) = {json.loads(line)["txn"]["appId"]
                  for log in glob.glob(os.path.join(table, "_delta_log", "*.json"))
                  for line in open(log) if '"txn"' in line}
-    assert app_id.startswith("sluice-scores to delta-")
+    assert app_id.startswith("sluice-scores-to-delta-")   # without checkpoints: per run
     assert dt.transaction_version(app_id) == 3     # epoch numbers + 1
 
 
@@ -206,8 +206,9 @@ def test_continuous_source_reads_versions_committed_while_the_job_runs(spark, tm
     warehouse = tmp_path / "warehouse"
 
     def append_after_first_epoch():
+        # The epoch log's version 2 is epoch 0's plan (0: the table, 1: the run's start).
         deadline = time.time() + 60
-        while time.time() < deadline and not glob.glob(str(warehouse / "*" / "runs" / "*" / "epochs" / "*0.plan")):
+        while time.time() < deadline and not glob.glob(str(warehouse / "*" / "epoch_log" / "_delta_log" / "*2.json")):
             time.sleep(0.01)
         write_deltalake(str(table), pa.table({"id": pa.array([6], pa.int64()), "name": ["fay"],
                                                "score": [6.0]}), mode="append")             # version 2

@@ -130,7 +130,7 @@ def test_a_job_maps_socket_lines_into_a_delta_table(spark, tmp_path):
         with open(log) as f:
             txns += [json.loads(line)["txn"] for line in f if '"txn"' in line]
     assert txns and {t["appId"] for t in txns} == {txns[0]["appId"]}
-    assert txns[0]["appId"].startswith("sluice-socket to delta-")
+    assert txns[0]["appId"].startswith("sluice-socket-to-delta-")
     assert [t["version"] for t in txns] == sorted({t["version"] for t in txns})
     assert max(t["version"] for t in txns) <= len(result.epochs)
 
@@ -142,7 +142,6 @@ def test_the_write_ahead_log_holds_the_lines_and_a_replayed_plan_reads_them_agai
     server.close()
     expected = ["one", "two", "three", "four", "five"]
     assert got == expected
-    (run_dir,) = glob.glob(str(tmp_path / "warehouse" / "wal-job" / "runs" / "*"))
     (wal,) = glob.glob(str(tmp_path / "warehouse" / "wal-job" / "sources" / "socket-*"))
     wal_rows = sorted(read_delta_rows(wal), key=lambda r: r["seq"])
     assert [(r["seq"], r["line"]) for r in wal_rows] == list(enumerate(expected))
@@ -150,11 +149,11 @@ def test_the_write_ahead_log_holds_the_lines_and_a_replayed_plan_reads_them_agai
     # Replay every epoch from its write-ahead plan: the same lines, in the same order.
     replayed, ranges = [], []
     reader = SocketReader(SocketTextSource("127.0.0.1", server.port), TaskContext("Socket", 0, 1, 1, 0, 0, {}))
-    for plan_file in sorted(glob.glob(os.path.join(run_dir, "epochs", "*.plan"))):
-        with open(plan_file, "rb") as f:
-            plan = pickle.load(f)
-        (source_plan,) = plan["splits"].values()
-        (split,) = source_plan[0]
+    log = sorted((r for r in read_delta_rows(str(tmp_path / "warehouse" / "wal-job" / "epoch_log"))
+                  if r["kind"] == "epoch"), key=lambda r: r["epoch"])
+    for row in log:
+        (split,) = pickle.loads(row["plan"]).values()
+        (split,) = split
         ranges.append((split.start, split.end))
         replayed += [line for values, _ in reader.read(split, 2) for line in values]
     assert replayed == expected

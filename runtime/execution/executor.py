@@ -11,12 +11,15 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import shutil
 import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Optional
 
+from runtime.checkpoint.coordinator import CheckpointCoordinator
+from runtime.checkpoint.storage import CheckpointException, CheckpointStorage
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.connectors import create_enumerator
 from runtime.connectors.base import EnumeratorContext
@@ -53,12 +56,15 @@ class EpochSummary:
     watermark: int
     duration_ms: float
     late_records_dropped: int = 0
+    checkpoint_id: Optional[int] = None
+    checkpoint_ms: float = 0.0          # committing the checkpoint (state, sinks, record)
 
     def progress_line(self, job_name: str) -> str:
         wm = ("none" if self.watermark <= MIN_WATERMARK else
               "end of input" if self.watermark >= MAX_WATERMARK else str(self.watermark))
+        cp = f", checkpoint {self.checkpoint_id} ({self.checkpoint_ms:.0f} ms)" if self.checkpoint_id else ""
         return (f"[{job_name}] epoch {self.epoch}: {self.records_in} records in, {self.records_out} out, "
-                f"watermark {wm}, {self.duration_ms:.0f} ms")
+                f"watermark {wm}, {self.duration_ms:.0f} ms{cp}")
 
 
 @dataclass
@@ -73,6 +79,7 @@ class JobExecutionResult:
     collected: dict = field(default_factory=dict)       # collect-sink id -> records
     printed: list = field(default_factory=list)         # lines of print() sinks, in order
     sink_files: dict = field(default_factory=dict)      # sink node id -> staged files
+    restored_from: Optional[int] = None                 # the checkpoint id the run started from
 
     def get_job_id(self) -> str:
         return self.job_id
@@ -141,9 +148,12 @@ class JobRunner:
         required = sum(slots_required_per_group(self.execution_graph).values())
         self.slot_plan = compute_slot_plan(self.execution_graph, task_managers(self.spark, required))
         self.run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
-        # Per job: what a later run may need (source write-ahead logs); per run: the rest.
+        # Per job: checkpoints, epoch log, state tables, source logs; per run: scratch snapshots.
         self.job_dir = os.path.join(options.warehouse, slug(stream_graph.job_name))
         self.run_dir = os.path.join(self.job_dir, "runs", self.run_id)
+        self.storage = CheckpointStorage(self.job_dir)
+        self.coordinator = CheckpointCoordinator(self.storage, self.job_graph,
+                                                 dict(stream_graph.settings.checkpoint_config), self.run_id)
         self.job_parameters = dict(stream_graph.settings.job_parameters)
         self.enumerators = {}
         for v in self.job_graph.vertices:
@@ -152,7 +162,13 @@ class JobRunner:
                     parallelism=v.parallelism, max_records_per_split=options.max_records_per_split,
                     epoch_interval_ms=options.epoch_interval_ms, work_dir=os.path.join(self.job_dir, "sources"),
                     job_name=stream_graph.job_name, operator_id=v.head.operator_id))
-        self.snapshots: dict[tuple[int, int], str] = {}
+        self.restored: dict = {}            # (vertex id, subtask) -> RestoredState for the next epoch
+        self.replay: list = []              # logged plans of epochs after the restored checkpoint
+        self.first_epoch = 0
+        self.watermark = MIN_WATERMARK
+        self.pending_sink_files: dict = {}  # sink node id -> files staged since the last checkpoint
+        self.scratch: Optional[str] = None  # the last non-checkpoint snapshot folder
+        self.restored_from = None
 
     def _transition_all(self, state: ExecutionState, failure: Optional[str] = None) -> None:
         self.execution_graph = self.execution_graph.transition_all(state, time.time(), failure)
@@ -162,15 +178,56 @@ class JobRunner:
             return self.options.clock_start_ms + epoch * self.options.clock_step_ms
         return int(time.time() * 1000)
 
+    # ---- restore -------------------------------------------------------------------------
+
+    def _restore(self) -> None:
+        from runtime.checkpoint.restore import assign_state, check_compatibility, choose, source_positions
+        if not self.options.restore_from:
+            return
+        point = choose(self.storage, self.options.restore_from)
+        if point is None:
+            if self.options.restore_from != "latest":
+                raise CheckpointException(f"{self.job_dir}: no complete checkpoint to restore")
+            return      # nothing checkpointed yet: a fresh start
+        check_compatibility(point, self.job_graph, self.options.allow_non_restored_state)
+        record = point.record
+        known = {n.operator_id for v in self.job_graph.vertices for n in v.operators}
+        files = [f for f in point.files() if f["operator_id"] in known and not f.get("source_state")]
+        parallelism = {op["uid"]: op["parallelism"] for op in record.operators}
+        self.restored = assign_state(files, parallelism, self.job_graph)
+        positions = source_positions(point)
+        for vid, enumerator in self.enumerators.items():
+            uid = self.job_graph.vertex(vid).head.operator_id
+            if uid in positions:
+                enumerator.restore(positions[uid])
+        self.coordinator.restored(record)
+        self.first_epoch = record.epoch + 1
+        self.watermark = min(record.watermarks.values(), default=MIN_WATERMARK)
+        self.restored_from = record.checkpoint_id
+        if point.root == self.job_dir:
+            self.replay = self.storage.logged_epochs(record.epoch, record.checkpoint_id)
+        if not self.options.quiet:
+            what = f"savepoint {point.root}" if record.kind == "SAVEPOINT" else f"checkpoint {record.checkpoint_id}"
+            replay = f", replaying {len(self.replay)} logged epoch(s)" if self.replay else ""
+            print(f"[{self.job_graph.job_name}] restored {what} (epoch {record.epoch}){replay}",
+                  file=sys.stderr, flush=True)
+
+    # ---- the run -------------------------------------------------------------------------
+
     def run(self) -> JobExecutionResult:
         started = time.time()
         result = JobExecutionResult(self.job_graph.job_id, self.job_graph.job_name, self.run_id, 0.0, [],
                                     self.execution_graph, self.slot_plan)
-        broadcast = self.sc.broadcast(_dumps(self.job_graph))
-        self._transition_all(ExecutionState.SCHEDULED)
-        self._transition_all(ExecutionState.DEPLOYING)
+        self.storage.claim(self.run_id, None, self.options.lease_timeout_s)
+        status = "FAILED"
+        broadcast = None
         try:
-            epoch = 0
+            self._restore()
+            result.restored_from = self.restored_from
+            broadcast = self.sc.broadcast(_dumps(self.job_graph))
+            self._transition_all(ExecutionState.SCHEDULED)
+            self._transition_all(ExecutionState.DEPLOYING)
+            epoch = self.first_epoch
             while True:
                 epoch_started = time.time()
                 summary, end_of_input = self._run_epoch(epoch, broadcast, result)
@@ -178,35 +235,65 @@ class JobRunner:
                 if not self.options.quiet:
                     print(summary.progress_line(self.job_graph.job_name), file=sys.stderr, flush=True)
                 epoch += 1
-                if end_of_input or (self.options.max_epochs is not None and epoch >= self.options.max_epochs):
+                if end_of_input or (self.options.max_epochs is not None
+                                    and epoch - self.first_epoch >= self.options.max_epochs):
                     break
                 pause = self.options.epoch_interval_ms / 1000 - (time.time() - epoch_started)
-                if pause > 0:
+                if pause > 0 and not self.replay:
                     time.sleep(pause)
             self._transition_all(ExecutionState.FINISHED if end_of_input else ExecutionState.CANCELING)
             if not end_of_input:
                 self._transition_all(ExecutionState.CANCELED)
+            status = "FINISHED" if end_of_input else "CANCELED"
         except KeyboardInterrupt:
-            # Stopped by the user: Flink's cancel, CANCELING then CANCELED.
+            # Stopped by the user: Flink's cancel, CANCELING then CANCELED. Checkpoints stay.
             self._transition_all(ExecutionState.CANCELING)
             self._transition_all(ExecutionState.CANCELED)
+            status = "CANCELED"
             raise
         except Exception as e:
             self._transition_all(ExecutionState.FAILED, str(e))
             raise
         finally:
-            broadcast.unpersist()
+            if broadcast is not None:
+                broadcast.unpersist()
             for enumerator in self.enumerators.values():
                 enumerator.close()
+            self.storage.release(self.run_id, status)
+            shutil.rmtree(self.run_dir, ignore_errors=True)
             result.execution_graph = self.execution_graph
             result.net_runtime_ms = (time.time() - started) * 1000
         return result
 
-    def _plan(self, epoch: int) -> tuple[dict, bool]:
-        processing_time = self._processing_time(epoch)
-        source_plans = {vid: e.plan_epoch(epoch) for vid, e in self.enumerators.items()}
-        end_of_input = all(e.input_ends_with_plan for e in self.enumerators.values())
-        keep_state = not end_of_input
+    def _plan(self, epoch: int) -> tuple[dict, bool, Optional[int]]:
+        """The epoch's deployment descriptors, logged first; replays take the logged plan."""
+        uids = {vid: self.job_graph.vertex(vid).head.operator_id for vid in self.enumerators}
+        if self.replay:
+            logged = self.replay.pop(0)
+            processing_time, end_of_input = logged["processing_time"], logged["end_of_input"]
+            source_plans = {}
+            for vid in self.enumerators:
+                reads = logged["plan"].get(uids[vid], ())
+                p = self.job_graph.vertex(vid).parallelism
+                source_plans[vid] = {s: tuple(reads[s::p]) for s in range(p)}
+            checkpoint_id = (self.coordinator.take_id(logged["checkpoint_id"])
+                             if logged["checkpoint_id"] is not None else None)
+        else:
+            processing_time = self._processing_time(epoch)
+            source_plans = {vid: e.plan_epoch(epoch) for vid, e in self.enumerators.items()}
+            end_of_input = all(e.input_ends_with_plan for e in self.enumerators.values())
+            checkpoint_id = (self.coordinator.take_id() if self.coordinator.should_trigger(epoch, end_of_input)
+                             else None)
+        # The write-ahead record of the epoch: what it reads, at which processing time.
+        flat = {uids[vid]: [r for s in sorted(plan) for r in plan[s]] for vid, plan in source_plans.items()}
+        self.storage.log_epoch(self.run_id, epoch, checkpoint_id, processing_time, self.watermark,
+                               end_of_input, flat)
+        if checkpoint_id is not None:
+            snapshot_dir = self.storage.checkpoint_dir(checkpoint_id)
+        elif not end_of_input:
+            snapshot_dir = os.path.join(self.run_dir, "state", f"epoch-{epoch:06d}", "{operator_id}")
+        else:
+            snapshot_dir = None     # the last epoch of a bounded job: its state is not needed
         tdds = {}
         for v in self.job_graph.vertices:
             for s in range(v.parallelism):
@@ -215,22 +302,14 @@ class JobRunner:
                     attempt_number=self.execution_graph.vertex(v.id, s).current_execution.attempt_number,
                     epoch=epoch, processing_time=processing_time, end_of_input=end_of_input,
                     splits=tuple(source_plans.get(v.id, {}).get(s, ())),
-                    restored_state=self.snapshots.get((v.id, s)),
-                    snapshot_path=(os.path.join(self.run_dir, "state", f"epoch-{epoch:06d}",
-                                                f"{v.vertex_id}-{s}.pkl") if keep_state else None),
-                    batch_size=self.options.batch_size)
-        # The write-ahead record of the epoch: what it reads and at which processing time.
-        plan_dir = os.path.join(self.run_dir, "epochs")
-        os.makedirs(plan_dir, exist_ok=True)
-        with open(os.path.join(plan_dir, f"epoch-{epoch:06d}.plan"), "wb") as f:
-            pickle.dump({"epoch": epoch, "processing_time": processing_time, "end_of_input": end_of_input,
-                         "splits": {vid: plan for vid, plan in source_plans.items()}}, f)
-        return tdds, end_of_input
+                    restored_state=self.restored.get((v.id, s)),
+                    snapshot_dir=snapshot_dir, batch_size=self.options.batch_size)
+        return tdds, end_of_input, checkpoint_id
 
     def _run_epoch(self, epoch: int, broadcast, result: JobExecutionResult):
         from pyspark import StorageLevel
         started = time.time()
-        tdds, end_of_input = self._plan(epoch)
+        tdds, end_of_input, checkpoint_id = self._plan(epoch)
         sc = self.sc
         # Acknowledgements of vertices that feed a shuffle travel in an accumulator, so their data
         # rows are never read twice; terminal vertices return theirs as the job's result.
@@ -256,8 +335,6 @@ class JobRunner:
         sc.setJobGroup(f"sluice-{self.run_id}-{epoch}", f"{self.job_graph.job_name} epoch {epoch}")
         try:
             collected = (terminal[0] if len(terminal) == 1 else sc.union(terminal)).map(_payload).collect()
-            if os.environ.get("SLUICE_DEBUG"):
-                print(f"  collect done at +{(time.time() - started) * 1000:.0f} ms", file=sys.stderr)
         finally:
             for r in rdds.values():
                 if r.is_cached:
@@ -275,8 +352,10 @@ class JobRunner:
             print(f"  acks in driver at +{(time.time() - started) * 1000:.0f} ms", file=sys.stderr)
         failures = [a.failure for a in acks if a.failure]
         if failures:
+            if checkpoint_id is not None:
+                self.coordinator.fail(checkpoint_id, epoch, started, failures[0].split("\n", 1)[0])
             raise JobExecutionException(f"Job '{self.job_graph.job_name}' failed in epoch {epoch}: {failures[0]}")
-        if epoch == 0:
+        if epoch == self.first_epoch:
             self._transition_all(ExecutionState.RUNNING)
         order = {v.id: i for i, v in enumerate(self.job_graph.vertices)}
         for a in sorted(acks, key=lambda a: (order[a.job_vertex_id], a.subtask_index)):
@@ -287,34 +366,74 @@ class JobRunner:
                 result.collected.setdefault(sink_id, []).extend(records)
             for node_id, files in a.sink_files.items():
                 result.sink_files.setdefault(node_id, []).extend(files)
-            if a.snapshot_path:
-                self.snapshots[(a.job_vertex_id, a.subtask_index)] = a.snapshot_path
+                self.pending_sink_files.setdefault(node_id, []).extend(files)
         sys.stdout.flush()
-        # Delta sinks: this epoch's staged files in one transaction; a replayed commit is a no-op.
-        for node in (n for v in self.job_graph.vertices for n in v.operators):
-            if node.kind == "sink" and getattr(node.operator, "kind", None) == "delta":
-                from runtime.connectors.delta import commit_sink_files
-                commit_sink_files(node.operator.sink.table_path,
-                                  [h for a in acks for h in a.sink_files.get(node.id, ())], None,
-                                  # Per run until checkpoint ids number commits across runs.
-                                  f"sluice-{self.job_graph.job_name}-{node.operator_id}-{self.run_id}",
-                                  epoch + 1)
         for vid, enumerator in self.enumerators.items():
             states = {}
             for a in acks:
                 if a.job_vertex_id == vid:
                     states.update(a.split_states)
             enumerator.complete_epoch(states)
-        sources = [a for a in acks if a.job_vertex_id in self.enumerators]
         sinks = [a for a in acks if not self.job_graph.outputs_of(a.job_vertex_id)]
+        self.watermark = min((a.watermark for a in sinks), default=MIN_WATERMARK)
+        state_files = [f for a in acks for f in a.state_files]
+        checkpoint = None
+        commit_started = time.time()
+        if checkpoint_id is not None:
+            watermarks = {self.job_graph.vertex(a.job_vertex_id).head.operator_id: a.watermark for a in acks}
+            try:
+                checkpoint = self.coordinator.complete(checkpoint_id, epoch, started, state_files, self.enumerators,
+                                                       watermarks, self._commit_sinks)
+            except Exception as e:
+                self.coordinator.fail(checkpoint_id, epoch, started, f"{type(e).__name__}: {e}")
+                raise JobExecutionException(
+                    f"Job '{self.job_graph.job_name}': checkpoint {checkpoint_id} (epoch {epoch}) failed: {e}") from e
+        elif not self.coordinator.enabled:
+            # Without checkpoints each epoch commits its sink files on its own (per run).
+            self._commit_sinks(epoch + 1, app_suffix=f"-{self.run_id}")
+        commit_ended = time.time()
+        self._hand_over(state_files)
+        sources = [a for a in acks if a.job_vertex_id in self.enumerators]
         summary = EpochSummary(
             epoch=epoch, processing_time=tdds[next(iter(tdds))].processing_time,
             records_in=sum(a.records_in for a in sources),
             records_out=sum(a.records_written for a in acks),
-            watermark=min((a.watermark for a in sinks), default=MIN_WATERMARK),
+            watermark=self.watermark,
             duration_ms=(time.time() - started) * 1000,
-            late_records_dropped=sum(a.late_records_dropped for a in acks))
+            late_records_dropped=sum(a.late_records_dropped for a in acks),
+            checkpoint_id=checkpoint.checkpoint_id if checkpoint else None,
+            checkpoint_ms=(commit_ended - commit_started) * 1000 if checkpoint else 0.0)
         return summary, end_of_input
+
+    def _hand_over(self, state_files: list) -> None:
+        """The next epoch restores what this one snapshotted (same parallelism: own key groups)."""
+        from runtime.checkpoint.restore import assign_state
+        files = [{"operator_id": f.operator_id, "path": f.path, "subtask": f.subtask,
+                  "key_group_min": f.key_group_min, "key_group_max": f.key_group_max} for f in state_files]
+        parallelism = {n.operator_id: v.parallelism for v in self.job_graph.vertices for n in v.operators}
+        self.restored = assign_state(files, parallelism, self.job_graph)
+        # The previous scratch snapshot is superseded (checkpointed files belong to the tables).
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+        scratch = {os.path.dirname(os.path.dirname(f.path)) for f in state_files
+                   if f.path.startswith(self.run_dir + os.sep)}
+        self.scratch = scratch.pop() if scratch else None
+
+    def _commit_sinks(self, version: int, app_suffix: str = "") -> dict:
+        """Delta sinks: the files staged since the last commit, one transaction per sink carrying
+        (job and sink, version); a replayed commit is a no-op. Returns table -> version."""
+        from runtime.connectors.delta import commit_sink_files
+        versions = {}
+        for node in (n for v in self.job_graph.vertices for n in v.operators):
+            if node.kind == "sink" and getattr(node.operator, "kind", None) == "delta":
+                table = node.operator.sink.table_path
+                files = self.pending_sink_files.pop(node.id, [])
+                commit_sink_files(table, files, None,
+                                  f"sluice-{slug(self.job_graph.job_name)}-{node.operator_id}{app_suffix}", version)
+                if files or os.path.isdir(os.path.join(table, "_delta_log")):
+                    from deltalake import DeltaTable
+                    versions[table] = DeltaTable(table).version() if DeltaTable.is_deltatable(table) else None
+        return versions
 
 
 def _user_modules() -> list:

@@ -13,6 +13,16 @@ DEFAULT_WAREHOUSE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname
                                  "warehouse")
 
 
+def _boolean(raw) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if str(raw).lower() in ("true", "1", "yes"):
+        return True
+    if str(raw).lower() in ("false", "0", "no"):
+        return False
+    raise ValueError(f"not a boolean: {raw!r}")
+
+
 @dataclass(frozen=True)
 class ExecutionOptions:
     master: str = "local[*]"
@@ -24,6 +34,9 @@ class ExecutionOptions:
     clock_start_ms: Optional[int] = None    # pin processing time (tests, replays)
     clock_step_ms: int = 1000
     quiet: bool = False                     # no progress lines
+    restore_from: Optional[str] = None      # "latest", a checkpoint id, or a savepoint path
+    allow_non_restored_state: bool = False  # skip checkpointed state no operator claims
+    lease_timeout_s: float = 600.0          # a run on another host is presumed dead after this
 
     KEYS = {
         "sluice.spark.master": ("master", str, "SLUICE_SPARK_MASTER"),
@@ -34,6 +47,9 @@ class ExecutionOptions:
         "sluice.task.batch-size": ("batch_size", int, None),
         "sluice.clock.start": ("clock_start_ms", int, None),
         "sluice.clock.step": ("clock_step_ms", int, None),
+        "execution.savepoint.path": ("restore_from", str, "SLUICE_RESTORE_FROM"),
+        "execution.savepoint.ignore-unclaimed-state": ("allow_non_restored_state", _boolean, None),
+        "sluice.lease-timeout": ("lease_timeout_s", float, None),
     }
 
     @staticmethod
@@ -47,7 +63,7 @@ class ExecutionOptions:
                 try:
                     values[attr] = kind(raw)
                 except ValueError:
-                    raise ValueError(f"Configuration '{key}' must be a {kind.__name__}, got {raw!r}") from None
+                    raise ValueError(f"Configuration '{key}' must be a {getattr(kind, '__name__', kind).strip('_')}, got {raw!r}") from None
         options = ExecutionOptions(**values)
         options.validate()
         return options

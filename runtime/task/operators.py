@@ -157,6 +157,7 @@ class TaskOperator:
             self.timers = InternalTimerService(self.backend)
         self.records_in = 0
         self.records_out = 0
+        self.input_type = None      # the type of the first input's records, set by the task
 
     # ---- life cycle --------------------------------------------------------------------
 
@@ -221,10 +222,12 @@ class TaskOperator:
         if self.backend is not None:
             snapshot["keyed"] = list(self.backend.snapshot())
             snapshot["timers"] = list(self.timers.snapshot(self.ctx.max_parallelism))
+            snapshot["types"] = {name: s.descriptor.type_info for name, s in self.backend.states.items()}
         return snapshot
 
     def restore(self, snapshot: dict) -> None:
-        self.current_watermark = snapshot.get("watermark", MIN_WATERMARK)
+        watermark = snapshot.get("watermark")
+        self.current_watermark = MIN_WATERMARK if watermark is None else watermark
         if self.backend is not None:
             self.backend.restore(snapshot.get("keyed", ()))
             self.timers.restore(snapshot.get("timers", ()), self.ctx.key_group_range)
@@ -501,13 +504,11 @@ def aggregator(aggregation: ops.Aggregation) -> Callable[[Any, Any], Any]:
 class StreamGroupedReduceOperator(TaskOperator):
     """Rolling reduce/aggregation: emits the updated value for every record, as Flink does."""
 
-    STATE = ValueStateDescriptor("_op_state")
-
     def open(self):
         super().open()
         spec = self.spec
         self.reduce = spec.function.reduce if spec.function is not None else aggregator(spec.aggregation)
-        self.state = self.backend.get_partitioned_state(self.STATE)
+        self.state = self.backend.get_partitioned_state(ValueStateDescriptor("_op_state", self.input_type))
 
     def process_batch(self, values, timestamps, input_index):
         out = []

@@ -16,6 +16,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Optional
 
+from runtime.checkpoint.state_table import OPERATOR_PREFIX
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.graph.execution_graph import consumed_partitions
 from runtime.graph.job_graph import JobGraph, JobVertex
@@ -48,9 +49,18 @@ class TaskDeploymentDescriptor:
     processing_time: int
     end_of_input: bool                      # the job's input ends in this epoch
     splits: tuple = ()                      # SplitReads, for source subtasks
-    restored_state: Optional[str] = None    # the snapshot file of the previous epoch, if any
-    snapshot_path: Optional[str] = None     # where to write this epoch's snapshot, if kept
+    restored_state: Optional["RestoredState"] = None   # state of the previous epoch or checkpoint
+    snapshot_dir: Optional[str] = None      # where to write this epoch's snapshot ("{operator_id}" in it)
     batch_size: int = 4096
+
+
+@dataclass(frozen=True)
+class RestoredState:
+    """What a subtask restores: per operator id, the snapshot files holding state of its key
+    groups (operator state included), and the parallelism they were written at."""
+
+    files: dict = field(default_factory=dict)          # operator id -> tuple of paths
+    parallelism: dict = field(default_factory=dict)    # operator id -> parallelism at the snapshot
 
 
 @dataclass
@@ -63,8 +73,7 @@ class Acknowledgement:
     records_written: int = 0                # records that reached the sinks of this subtask
     watermark: int = MIN_WATERMARK
     split_states: dict = field(default_factory=dict)
-    snapshot_path: Optional[str] = None
-    snapshot_bytes: int = 0
+    state_files: list = field(default_factory=list)     # StateFiles written by the snapshot
     print_lines: list = field(default_factory=list)
     collected: dict = field(default_factory=dict)
     sink_files: dict = field(default_factory=dict)
@@ -156,6 +165,11 @@ class StreamTask:
         self.ctx = TaskContext(v.name, tdd.subtask_index, v.parallelism, v.max_parallelism,
                                tdd.attempt_number, tdd.processing_time, job_parameters, kgr, tdd.epoch)
         self.operators = {n.id: create_operator(n, self.ctx) for n in v.operators}
+        stream_graph = job_graph.stream_graph
+        for n in v.operators:
+            edges = stream_graph.in_edges(n.id)
+            if edges:
+                self.operators[n.id].input_type = stream_graph.node(edges[0].source_id).output_type
         self.writers: list[RecordWriter] = []
         self._wire()
 
@@ -241,31 +255,33 @@ class StreamTask:
         yield ACK, pickle.dumps(ack, protocol=5)
 
     def _restore(self) -> None:
-        path = self.tdd.restored_state
-        if not path:
+        from runtime.checkpoint.state_table import read_state_file, table_to_snapshot
+        restored = self.tdd.restored_state
+        if restored is None:
             return
-        with open(path, "rb") as f:
-            snapshot = pickle.load(f)
+        kgr = self.ctx.key_group_range
         for op in self._all_operators():
-            op_state = snapshot.get(op.node.operator_id)
-            if op_state:
-                op.restore(op_state)
+            paths = restored.files.get(op.node.operator_id)
+            if not paths:
+                continue
+            snapshot = table_to_snapshot(read_state_file(p, kgr) for p in paths)
+            same_parallelism = restored.parallelism.get(op.node.operator_id) == self.ctx.parallelism
+            for name, entries in snapshot.pop("operator_state").items():
+                if name.startswith(OPERATOR_PREFIX):
+                    snapshot[name[len(OPERATOR_PREFIX):]] = _operator_value(
+                        entries, self.tdd.subtask_index if same_parallelism else None)
+            op.restore(snapshot)
 
     def _snapshot(self, ack: Acknowledgement) -> None:
-        path = self.tdd.snapshot_path
-        if not path:
+        from runtime.checkpoint.state_table import snapshot_to_table, write_state_file
+        if not self.tdd.snapshot_dir:
             return
-        snapshot = {op.node.operator_id: op.snapshot() for op in self._all_operators()}
-        snapshot = {k: v for k, v in snapshot.items() if v}
-        if not snapshot:
-            return
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = path + ".inprogress"
-        with open(tmp, "wb") as f:
-            pickle.dump(snapshot, f, protocol=5)
-        os.replace(tmp, path)
-        ack.snapshot_path = path
-        ack.snapshot_bytes = os.path.getsize(path)
+        for op in self._all_operators():
+            table = snapshot_to_table(op.snapshot(), self.tdd.subtask_index, f"{op.name} {self.ctx.subtask_label}")
+            if table is not None:
+                directory = self.tdd.snapshot_dir.format(operator_id=op.node.operator_id)
+                ack.state_files.append(write_state_file(table, directory, op.node.operator_id,
+                                                        self.tdd.subtask_index))
 
     # ---- sources -----------------------------------------------------------------------
 
@@ -400,6 +416,20 @@ class StreamTask:
                 else:
                     del cursors[input_index]
         return records
+
+
+def _operator_value(entries: list, subtask: Optional[int]):
+    """A subtask's restored value of per-subtask operator state (its watermark, say): its own at
+    the same parallelism; after a rescale the minimum over all, so nothing becomes late."""
+    if subtask is not None:
+        own = [v for s, v in entries if s == subtask]
+        if own:
+            return own[0]
+    values = [v for _, v in entries if v is not None]
+    try:
+        return min(values) if values else None
+    except TypeError:
+        return values[0]
 
 
 def run_task(job_graph: JobGraph, tdd: TaskDeploymentDescriptor, job_parameters: dict,

@@ -305,7 +305,8 @@ class WindowAggregationOperator(TaskOperator):
                 kg = assign_to_key_group(key, maxp)
                 keyed.append((kg, "window-contents", window, key, with_field(rep, self.position, acc)))
                 timers.append((kg, domain, window.max_timestamp(), key, window))
-        return {"watermark": self.current_watermark, "keyed": keyed, "timers": timers}
+        return {"watermark": self.current_watermark, "keyed": keyed, "timers": timers,
+                "types": {"window-contents": self.input_type}}
 
     def restore(self, snapshot: dict) -> None:
         super().restore({"watermark": snapshot.get("watermark")} if "watermark" in snapshot else {})

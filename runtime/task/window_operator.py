@@ -34,7 +34,7 @@ class _Contents:
             self.kind = "single"
         else:
             reduce = spec.reduce_function.reduce if spec.reduce_function else aggregator(spec.aggregation)
-            descriptor = ReducingStateDescriptor("window-contents", reduce)
+            descriptor = ReducingStateDescriptor("window-contents", reduce, op.input_type)
             self.kind = "single"
         self.state = op.backend.get_partitioned_state(descriptor)
 

@@ -1,0 +1,138 @@
+"""Flink's CheckpointCoordinator, on the driver, at epoch boundaries.
+
+An epoch boundary is an aligned barrier by construction. When the checkpoint interval says
+so (every epoch, every N epochs, or once ``interval`` ms passed), the epoch is planned as a
+checkpoint: its tasks write their snapshots into the state tables' folders and acknowledge
+the files. Then, in this order: commit the state tables, commit the sinks (a Delta app
+transaction per sink, version = checkpoint id, so a replay is a no-op), and commit the
+checkpoint record. Only the record makes the checkpoint exist; a crash anywhere before it
+leaves the previous checkpoint as the restore point, and the replayed epoch, planned from
+the epoch log with the same checkpoint id, commits exactly what the crashed one would have.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Optional
+
+from runtime.checkpoint.state_table import SOURCE_STATE, SPLIT, snapshot_to_table, write_state_file
+from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, DISCARDED, FAILED, CheckpointRecord, CheckpointStorage
+from runtime.execution.faults import fault_point
+from runtime.graph.job_graph import JobGraph
+
+
+class CheckpointCoordinator:
+    def __init__(self, storage: CheckpointStorage, job_graph: JobGraph, config: dict, run_id: str):
+        self.storage = storage
+        self.job_graph = job_graph
+        self.run_id = run_id
+        self.interval_ms = config.get("interval_ms", -1)
+        self.interval_epochs = config.get("interval_epochs")
+        self.max_retained = config.get("max_retained", 3)
+        self.tolerable_failures = config.get("tolerable_failures", 0)
+        self.enabled = self.interval_ms > 0 or self.interval_epochs is not None
+        self.next_id = storage.max_checkpoint_id() + 1
+        self.last_epoch: Optional[int] = None           # epoch of the last checkpoint
+        self.last_time = time.time()
+        self.failures = 0
+
+    def restored(self, record: CheckpointRecord) -> None:
+        self.last_epoch = record.epoch
+
+    def should_trigger(self, epoch: int, end_of_input: bool) -> bool:
+        if not self.enabled:
+            return False
+        if end_of_input:
+            return True     # the final checkpoint of a bounded input commits the sinks (FLIP-147)
+        if self.interval_epochs is not None:
+            since = epoch - (self.last_epoch if self.last_epoch is not None else -1)
+            return since >= self.interval_epochs
+        return (time.time() - self.last_time) * 1000 >= self.interval_ms
+
+    def take_id(self, logged: Optional[int] = None) -> int:
+        """The id of the next checkpoint; a replayed epoch keeps the id it was logged with."""
+        if logged is not None:
+            self.next_id = max(self.next_id, logged + 1)
+            return logged
+        checkpoint_id, self.next_id = self.next_id, self.next_id + 1
+        return checkpoint_id
+
+    # ---- completing --------------------------------------------------------------------
+
+    def complete(self, checkpoint_id: int, epoch: int, started: float, state_files: list,
+                 enumerators: dict, watermarks: dict, commit_sinks) -> CheckpointRecord:
+        """Commit state, then sinks, then the record; returns the completed record."""
+        sources = self._write_source_state(checkpoint_id, enumerators)
+        fault_point("after-state-files", epoch)
+        by_operator: dict[str, list] = {}
+        for f in list(state_files) + sources:
+            by_operator.setdefault(f.operator_id, []).append(f)
+        versions = {}
+        for uid, files in by_operator.items():
+            versions[f"state/{uid}"] = self.storage.commit_state(uid, checkpoint_id, files)
+        fault_point("after-state-commit", epoch)
+        versions.update(commit_sinks(checkpoint_id))
+        fault_point("after-sink-commit", epoch)
+        nodes = {n.operator_id: (v, n) for v in self.job_graph.vertices for n in v.operators}
+        source_ids = {f.path for f in sources}
+        operators = []
+        for uid, files in by_operator.items():
+            v, n = nodes[uid]
+            root = os.path.abspath(self.storage.state_table_path(uid))
+            operators.append({
+                "uid": uid, "name": n.operator_name, "vertex": v.name, "parallelism": v.parallelism,
+                "max_parallelism": v.max_parallelism, "keyed": bool(n.is_keyed),
+                "files": [{"path": os.path.relpath(f.path, root), "size": f.size, "rows": f.rows,
+                           "subtask": f.subtask, "key_group_min": f.key_group_min,
+                           "key_group_max": f.key_group_max, "source_state": f.path in source_ids}
+                          for f in files]})
+        now = time.time()
+        record = CheckpointRecord(
+            checkpoint_id, epoch, CHECKPOINT, COMPLETED, self.run_id,
+            duration_ms=int((now - started) * 1000),
+            state_bytes=sum(f.size for fs in by_operator.values() for f in fs),
+            state_rows=sum(f.rows for fs in by_operator.values() for f in fs),
+            source_offsets={self._uid(vid): e.snapshot() for vid, e in enumerators.items()},
+            watermarks=watermarks, operators=operators, table_versions=versions,
+            started_at=started, completed_at=now)
+        self.storage.record([record], before_commit=lambda: fault_point("during-checkpoint-record", epoch))
+        self.last_epoch, self.last_time, self.failures = epoch, now, 0
+        self._retain()
+        return record
+
+    def fail(self, checkpoint_id: int, epoch: int, started: float, reason: str) -> None:
+        """Record a failed checkpoint; it is never restored from."""
+        self.storage.record([CheckpointRecord(checkpoint_id, epoch, CHECKPOINT, FAILED, self.run_id,
+                                              duration_ms=int((time.time() - started) * 1000), failure=reason,
+                                              started_at=started, completed_at=time.time())])
+        self.failures += 1
+
+    def _uid(self, vertex_id: int) -> str:
+        return self.job_graph.vertex(vertex_id).head.operator_id
+
+    def _write_source_state(self, checkpoint_id: int, enumerators: dict) -> list:
+        """The sources' split positions as list state (SourceReaderState) of the source operator."""
+        files = []
+        for vid, enumerator in enumerators.items():
+            uid = self._uid(vid)
+            positions = sorted(enumerator.snapshot().items())
+            table = snapshot_to_table({"operator_state": {SOURCE_STATE: (SPLIT, positions)}}, -1, uid)
+            if table is not None:
+                directory = self.storage.checkpoint_dir(checkpoint_id).format(operator_id=uid)
+                files.append(write_state_file(table, directory, uid, -1))
+        return files
+
+    def _retain(self) -> None:
+        """Keep the last N completed checkpoints; discard the state only they referred to."""
+        completed = self.storage.completed()
+        doomed = completed[:-self.max_retained] if len(completed) > self.max_retained else []
+        if not doomed:
+            return
+        self.storage.record([CheckpointRecord(r.checkpoint_id, r.epoch, r.kind, DISCARDED, r.run_id,
+                                              r.duration_ms, r.state_bytes, r.state_rows,
+                                              operators=r.operators, started_at=r.started_at,
+                                              completed_at=r.completed_at) for r in doomed])
+        ids = [r.checkpoint_id for r in doomed]
+        uids = {op["uid"] for r in doomed for op in r.operators}
+        for uid in uids:
+            self.storage.discard_state(uid, ids)

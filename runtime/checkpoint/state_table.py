@@ -1,0 +1,322 @@
+"""The rows of a state table: what an operator's snapshot looks like on disk.
+
+One Delta table per stateful operator (named by its uid), partitioned by ``checkpoint_id``.
+A task writes one Parquet file per operator per snapshot; a row is one of
+
+* keyed state: ``key_group``, ``state_name``, ``namespace``, ``key``, and the value;
+* a timer: ``state_name`` ``_timer_state/event`` or ``_timer_state/processing``, key,
+  namespace and ``timestamp``;
+* operator state (per subtask, no key group): ``state_name``, ``distribution`` (``split``
+  list state is dealt round-robin on restore, ``union`` given whole to every subtask), value.
+
+Keys are stored as strings when they are strings (``key_bytes`` holds the pickled key
+otherwise, ``key`` a readable rendering). A value goes to the column ``value_<state name>``
+typed as its descriptor declares, and pickled into ``value`` when no type is declared, so
+the tables read naturally in Spark, DuckDB or pandas. The declared types travel in the file's
+metadata, so a restore decodes values before the operator registers its descriptors.
+
+Pure pyarrow: this runs inside Spark tasks and on the driver.
+"""
+from __future__ import annotations
+
+import base64
+import os
+import pickle
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from runtime.common.typeinfo import PickledBytesTypeInfo, TypeInformation, arrow_to_records, records_to_arrow
+from runtime.datastream.window import GlobalWindow, TimeWindow
+
+TIMER_PREFIX = "_timer_state/"
+OPERATOR_PREFIX = "_operator/"
+SOURCE_STATE = "SourceReaderState"      # Flink's name for a source's list state of splits
+SPLIT, UNION = "split", "union"
+TYPES_METADATA = b"sluice.state_types"
+ENGINE_STATES = frozenset({"window-contents", "_op_state"})   # typed by the engine, not the user
+
+BASE_SCHEMA = pa.schema([
+    pa.field("subtask", pa.int32()),
+    pa.field("key_group", pa.int32()),
+    pa.field("state_name", pa.string()),
+    pa.field("namespace", pa.string()),
+    pa.field("key", pa.string()),
+    pa.field("key_bytes", pa.binary()),
+    pa.field("timestamp", pa.int64()),
+    pa.field("distribution", pa.string()),
+    pa.field("value", pa.binary()),
+])
+
+
+class StateSerializationException(TypeError):
+    """A state value does not fit the type its descriptor declares."""
+
+
+def value_column(state_name: str) -> str:
+    return "value_" + re.sub(r"[^0-9A-Za-z_]", "_", state_name)
+
+
+def _declared(type_info: Optional[TypeInformation]) -> bool:
+    return type_info is not None and not isinstance(type_info, PickledBytesTypeInfo)
+
+
+# ---- keys and namespaces -------------------------------------------------------------------
+
+def encode_namespace(ns) -> Optional[str]:
+    if ns is None:
+        return None
+    if type(ns) is TimeWindow:
+        return f"TimeWindow({ns.start}, {ns.end})"
+    if isinstance(ns, GlobalWindow):
+        return "GlobalWindow"
+    return "pickle:" + base64.b64encode(pickle.dumps(ns, protocol=5)).decode("ascii")
+
+
+_TIME_WINDOW = re.compile(r"TimeWindow\((-?\d+), (-?\d+)\)$")
+
+
+def decode_namespace(text: Optional[str]):
+    if text is None:
+        return None
+    m = _TIME_WINDOW.match(text)
+    if m:
+        return TimeWindow(int(m.group(1)), int(m.group(2)))
+    if text == "GlobalWindow":
+        return GlobalWindow.get()
+    if text.startswith("pickle:"):
+        return pickle.loads(base64.b64decode(text[7:]))
+    raise ValueError(f"unreadable state namespace {text!r}")
+
+
+def _namespaces(values: list) -> pa.Array:
+    cache: dict = {}
+    out = []
+    for ns in values:
+        try:
+            text = cache[ns]
+        except KeyError:
+            text = cache[ns] = encode_namespace(ns)
+        except TypeError:       # an unhashable namespace
+            text = encode_namespace(ns)
+        out.append(text)
+    return pa.array(out, pa.string())
+
+
+def _keys(keys: list) -> tuple[pa.Array, pa.Array]:
+    try:
+        return pa.array(keys, pa.string()), pa.nulls(len(keys), pa.binary())
+    except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError):
+        pass
+    readable = [k if type(k) is str else (None if k is None else repr(k)[:200]) for k in keys]
+    exact = [None if type(k) is str or k is None else pickle.dumps(k, protocol=5) for k in keys]
+    return pa.array(readable, pa.string()), pa.array(exact, pa.binary())
+
+
+def _decode_keys(table: pa.Table) -> list:
+    keys = table.column("key").to_pylist()
+    if table.column("key_bytes").null_count == table.num_rows:
+        return keys
+    return [k if b is None else pickle.loads(b) for k, b in zip(keys, table.column("key_bytes").to_pylist())]
+
+
+# ---- values --------------------------------------------------------------------------------
+
+def _encode_typed(values: list, type_info: TypeInformation, state_name: str, operator: str) -> pa.Array:
+    try:
+        batch = records_to_arrow(values, type_info)
+    except (TypeError, ValueError, pa.ArrowException) as e:
+        bad = next((v for v in values if not _fits(v, type_info)), None)
+        raise StateSerializationException(
+            f"{operator}: state '{state_name}' is declared as {type_info} but holds "
+            f"{bad!r} ({type(bad).__name__}): {e}. Declare the state with the type of its values, "
+            f"or without a type to store it pickled.") from e
+    if batch.num_columns == 1 and batch.schema.names == ["f0"] and not type_info.is_composite_type():
+        return batch.column(0)
+    return pa.StructArray.from_arrays(batch.columns, fields=list(batch.schema))
+
+
+def _fits(value, type_info) -> bool:
+    try:
+        records_to_arrow([value], type_info)
+        return True
+    except Exception:
+        return False
+
+
+def _decode_typed(array: pa.ChunkedArray, type_info: TypeInformation) -> list:
+    array = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+    if isinstance(array, pa.StructArray) and type_info.is_composite_type():
+        return arrow_to_records(pa.RecordBatch.from_struct_array(array), type_info)
+    return arrow_to_records(pa.RecordBatch.from_arrays([array], names=["f0"]), type_info)
+
+
+def _pickled(values: list) -> pa.Array:
+    dumps = pickle.dumps
+    return pa.array([dumps(v, protocol=5) for v in values], pa.binary())
+
+
+# ---- writing -------------------------------------------------------------------------------
+
+def _part(n: int, subtask: int, state_name: str, columns: dict) -> pa.Table:
+    base = {"subtask": pa.array([subtask] * n, pa.int32()), "state_name": pa.array([state_name] * n, pa.string())}
+    base.update(columns)
+    arrays, fields = [], []
+    for f in BASE_SCHEMA:
+        arrays.append(base.pop(f.name) if f.name in base else pa.nulls(n, f.type))
+        fields.append(f)
+    for name, array in base.items():
+        arrays.append(array)
+        fields.append(pa.field(name, array.type))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def snapshot_to_table(snapshot: dict, subtask: int, operator: str) -> Optional[pa.Table]:
+    """An operator's snapshot (``TaskOperator.snapshot()``) as rows of its state table."""
+    types: dict = snapshot.get("types", {})
+    used_types: dict = {}
+    parts: list[pa.Table] = []
+    by_state: dict[str, list] = {}
+    for row in snapshot.get("keyed", ()):
+        by_state.setdefault(row[1], []).append(row)
+    for name, rows in by_state.items():
+        kgs, _, nss, keys, values = zip(*rows)
+        key, key_bytes = _keys(list(keys))
+        columns = {"key_group": pa.array(kgs, pa.int32()), "namespace": _namespaces(list(nss)),
+                   "key": key, "key_bytes": key_bytes}
+        type_info = types.get(name)
+        typed = None
+        if _declared(type_info):
+            try:
+                typed = _encode_typed(list(values), type_info, name, operator)
+            except StateSerializationException:
+                if name not in ENGINE_STATES:
+                    raise
+                # The engine typed its own state from the stream's declared type, which the
+                # records do not keep to: store them pickled rather than fail the checkpoint.
+        if typed is not None:
+            columns[value_column(name)] = typed
+            used_types[name] = type_info
+        else:
+            columns["value"] = _pickled(list(values))
+        parts.append(_part(len(rows), subtask, name, columns))
+    by_domain: dict[str, list] = {}
+    for row in snapshot.get("timers", ()):
+        by_domain.setdefault(row[1], []).append(row)
+    for domain, rows in by_domain.items():
+        kgs, _, timestamps, keys, nss = zip(*rows)
+        key, key_bytes = _keys(list(keys))
+        parts.append(_part(len(rows), subtask, TIMER_PREFIX + domain, {
+            "key_group": pa.array(kgs, pa.int32()), "namespace": _namespaces(list(nss)),
+            "key": key, "key_bytes": key_bytes, "timestamp": pa.array(timestamps, pa.int64())}))
+    for name, value in snapshot.items():
+        if name in ("keyed", "timers", "types", "operator_state"):
+            continue
+        parts.append(_part(1, subtask, OPERATOR_PREFIX + name, {
+            "distribution": pa.array([UNION], pa.string()), "value": _pickled([value])}))
+    for name, (distribution, values) in snapshot.get("operator_state", {}).items():
+        parts.append(_part(len(values), subtask, name, {
+            "distribution": pa.array([distribution] * len(values), pa.string()), "value": _pickled(values)}))
+    if not parts:
+        return None
+    table = pa.concat_tables(parts, promote_options="default") if len(parts) > 1 else parts[0]
+    if used_types:
+        meta = base64.b64encode(pickle.dumps(used_types, protocol=5))
+        table = table.replace_schema_metadata({TYPES_METADATA: meta})
+    return table
+
+
+@dataclass(frozen=True)
+class StateFile:
+    """A snapshot file of one operator of one subtask: the handle a task acknowledges."""
+
+    operator_id: str
+    subtask: int
+    path: str                  # absolute
+    size: int
+    rows: int
+    key_group_min: Optional[int]
+    key_group_max: Optional[int]
+    schema: Any                # pa.Schema of the file (typed columns included)
+    stats: str                 # Delta statistics of the file
+
+
+def write_state_file(table: pa.Table, directory: str, operator_id: str, subtask: int) -> StateFile:
+    from runtime.connectors.delta import _stats
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"part-{subtask:05d}-{uuid.uuid4().hex}.parquet")
+    tmp = path + ".inprogress"
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)       # never a half-written file under the final name
+    kg = table.column("key_group")
+    lo = hi = None
+    if kg.null_count < len(kg):
+        import pyarrow.compute as pc
+        mm = pc.min_max(kg)
+        lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    return StateFile(operator_id, subtask, path, os.path.getsize(path), table.num_rows, lo, hi,
+                     table.schema, _stats(table.drop_columns([c for c in table.column_names
+                                                               if c.startswith("value")])))
+
+
+# ---- reading -------------------------------------------------------------------------------
+
+class CorruptStateException(IOError):
+    """A state file is missing or unreadable."""
+
+
+def read_state_file(path: str, key_group_range=None) -> pa.Table:
+    try:
+        table = pq.read_table(path)
+    except FileNotFoundError as e:
+        raise CorruptStateException(f"state file {path} is missing") from e
+    except (OSError, pa.ArrowException) as e:
+        raise CorruptStateException(f"state file {path} is corrupt: {e}") from e
+    if key_group_range is not None:
+        import pyarrow.compute as pc
+        kg = table.column("key_group")
+        keep = pc.or_(pc.is_null(kg), pc.and_(pc.greater_equal(kg, key_group_range.start_key_group),
+                                              pc.less_equal(kg, key_group_range.end_key_group)))
+        table = table.filter(keep)
+    return table
+
+
+def state_types(table: pa.Table) -> dict:
+    meta = (table.schema.metadata or {}).get(TYPES_METADATA)
+    return pickle.loads(base64.b64decode(meta)) if meta else {}
+
+
+def table_to_snapshot(tables: Iterable[pa.Table]) -> dict:
+    """Keyed rows and timers of state tables, and operator state as {name: [(subtask, value)]}."""
+    keyed, timers, operator_state = [], [], {}
+    for table in tables:
+        types = state_types(table)
+        names = table.column("state_name")
+        for name in names.unique().to_pylist():
+            import pyarrow.compute as pc
+            part = table.filter(pc.equal(names, name))
+            if name.startswith(TIMER_PREFIX):
+                domain = name[len(TIMER_PREFIX):]
+                keys = _decode_keys(part)
+                nss = [decode_namespace(t) for t in part.column("namespace").to_pylist()]
+                timers.extend(zip(part.column("key_group").to_pylist(), [domain] * part.num_rows,
+                                  part.column("timestamp").to_pylist(), keys, nss))
+            elif part.column("key_group").null_count == part.num_rows:
+                values = [pickle.loads(b) for b in part.column("value").to_pylist()]
+                operator_state.setdefault(name, []).extend(zip(part.column("subtask").to_pylist(), values))
+            else:
+                column = value_column(name)
+                if name in types and column in part.column_names:
+                    values = _decode_typed(part.column(column), types[name])
+                else:
+                    values = [pickle.loads(b) for b in part.column("value").to_pylist()]
+                ns_cache: dict = {}
+                nss = [ns_cache[t] if t in ns_cache else ns_cache.setdefault(t, decode_namespace(t))
+                       for t in part.column("namespace").to_pylist()]
+                keyed.extend(zip(part.column("key_group").to_pylist(), [name] * part.num_rows, nss,
+                                 _decode_keys(part), values))
+    return {"keyed": keyed, "timers": timers, "operator_state": operator_state}

@@ -1,0 +1,399 @@
+"""A job's checkpoint storage: Delta tables under ``<warehouse>/<job>/``.
+
+    epoch_log/          the plan of every epoch, written before it runs; runs' start and end
+    checkpoints/        one row per checkpoint event: COMPLETED, FAILED, DISCARDED, ...
+    state/<uid>/        one table per stateful operator, partitioned by checkpoint_id
+    savepoints/<name>/  self-contained copies: _metadata.json and state/<uid>/
+    sources/            write-ahead logs of sources that need one (socket)
+    runs/<run>/         per-run scratch: snapshots of epochs that end without a checkpoint
+
+The checkpoints and epoch-log tables are append-only: the state of a checkpoint is its
+last row. Every table is a plain Delta table (delta-rs writes the log, pyarrow the files).
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Optional
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+COMPLETED, FAILED, DISCARDED, INVALID = "COMPLETED", "FAILED", "DISCARDED", "INVALID"
+CHECKPOINT, SAVEPOINT = "CHECKPOINT", "SAVEPOINT"
+
+_TS = pa.timestamp("us", tz="UTC")
+
+CHECKPOINTS_SCHEMA = pa.schema([
+    ("checkpoint_id", pa.int64()), ("epoch", pa.int64()), ("kind", pa.string()), ("status", pa.string()),
+    ("run_id", pa.string()), ("started_at", _TS), ("completed_at", _TS), ("duration_ms", pa.int64()),
+    ("state_bytes", pa.int64()), ("state_rows", pa.int64()),
+    ("source_offsets", pa.string()),       # JSON: source uid -> split -> position
+    ("watermarks", pa.string()),           # JSON: operator uid -> watermark
+    ("operators", pa.string()),            # JSON: [{uid, name, parallelism, max_parallelism, files}]
+    ("table_versions", pa.string()),       # JSON: table path -> Delta version after the commit
+    ("failure", pa.string()), ("external_path", pa.string()), ("recorded_at", _TS),
+])
+
+EPOCH_LOG_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("kind", pa.string()),          # "run" or "epoch"
+    ("status", pa.string()),                                 # runs: RUNNING / FINISHED / FAILED / CANCELED
+    ("epoch", pa.int64()), ("checkpoint_id", pa.int64()),    # the checkpoint the epoch ends in, if any
+    ("processing_time", pa.int64()), ("input_watermark", pa.int64()), ("end_of_input", pa.bool_()),
+    ("splits", pa.string()),                                 # readable: source uid -> [split, start, end]
+    ("plan", pa.binary()),                                   # the exact plan, for a replay
+    ("restored_from", pa.int64()), ("host", pa.string()), ("pid", pa.int64()), ("logged_at", _TS),
+])
+
+
+class JobAlreadyRunningException(RuntimeError):
+    """Another run of the job holds it (its epoch log says so)."""
+
+
+class CheckpointException(RuntimeError):
+    """A checkpoint could not be read or restored; names the checkpoint and the file."""
+
+
+def _now():
+    return pa.scalar(int(time.time() * 1_000_000), _TS)
+
+
+def _table(schema: pa.Schema, rows: list[dict]) -> pa.Table:
+    return pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
+
+
+def _read(path: str, what: str) -> pa.Table:
+    from deltalake import DeltaTable
+    if not DeltaTable.is_deltatable(path):
+        return None
+    return pa.table(DeltaTable(path).to_pyarrow_dataset().to_table())
+
+
+@dataclass(frozen=True)
+class CheckpointRecord:
+    checkpoint_id: int
+    epoch: int
+    kind: str
+    status: str
+    run_id: str
+    duration_ms: int = 0
+    state_bytes: int = 0
+    state_rows: int = 0
+    source_offsets: dict = field(default_factory=dict)
+    watermarks: dict = field(default_factory=dict)
+    operators: list = field(default_factory=list)
+    table_versions: dict = field(default_factory=dict)
+    failure: Optional[str] = None
+    external_path: Optional[str] = None
+    started_at: Optional[float] = None
+    completed_at: Optional[float] = None
+
+    @staticmethod
+    def from_row(row: dict) -> "CheckpointRecord":
+        loads = lambda v, d: json.loads(v) if v else d  # noqa: E731
+        ts = lambda v: v.timestamp() if v is not None else None  # noqa: E731
+        return CheckpointRecord(
+            row["checkpoint_id"], row["epoch"], row["kind"], row["status"], row["run_id"],
+            row["duration_ms"] or 0, row["state_bytes"] or 0, row["state_rows"] or 0,
+            loads(row["source_offsets"], {}), loads(row["watermarks"], {}), loads(row["operators"], []),
+            loads(row["table_versions"], {}), row["failure"], row["external_path"],
+            ts(row["started_at"]), ts(row["completed_at"]))
+
+    def to_row(self) -> dict:
+        ts = lambda v: None if v is None else int(v * 1_000_000)  # noqa: E731
+        return {"checkpoint_id": self.checkpoint_id, "epoch": self.epoch, "kind": self.kind,
+                "status": self.status, "run_id": self.run_id, "started_at": ts(self.started_at),
+                "completed_at": ts(self.completed_at), "duration_ms": int(self.duration_ms),
+                "state_bytes": self.state_bytes, "state_rows": self.state_rows,
+                "source_offsets": json.dumps(self.source_offsets, default=str),
+                "watermarks": json.dumps(self.watermarks), "operators": json.dumps(self.operators),
+                "table_versions": json.dumps(self.table_versions), "failure": self.failure,
+                "external_path": self.external_path, "recorded_at": int(time.time() * 1_000_000)}
+
+    def files(self) -> list[str]:
+        return [f["path"] for op in self.operators for f in op.get("files", ())]
+
+
+class CheckpointStorage:
+    def __init__(self, job_dir: str):
+        self.job_dir = job_dir
+        self.epoch_log_path = os.path.join(job_dir, "epoch_log")
+        self.checkpoints_path = os.path.join(job_dir, "checkpoints")
+        self._epoch_log = None      # the DeltaTable this run appends to (fencing, see claim())
+
+    def state_table_path(self, operator_id: str) -> str:
+        return os.path.join(self.job_dir, "state", operator_id)
+
+    def checkpoint_dir(self, checkpoint_id: int) -> str:
+        """Where tasks write a checkpoint's state files: ``{operator_id}`` is filled per operator."""
+        return os.path.join(self.job_dir, "state", "{operator_id}", f"checkpoint_id={checkpoint_id}")
+
+    # ---- the checkpoints table ----------------------------------------------------------
+
+    def history(self) -> list[CheckpointRecord]:
+        """Every checkpoint in its latest state, by id (savepoints as separate entries)."""
+        table = _read(self.checkpoints_path, "checkpoints")
+        if table is None:
+            return []
+        latest: dict = {}
+        for row in table.sort_by([("recorded_at", "ascending")]).to_pylist():
+            latest[(row["checkpoint_id"], row["kind"], row["external_path"])] = row
+        return sorted((CheckpointRecord.from_row(r) for r in latest.values()),
+                      key=lambda r: (r.checkpoint_id, r.kind))
+
+    def completed(self) -> list[CheckpointRecord]:
+        return [r for r in self.history() if r.status == COMPLETED and r.kind == CHECKPOINT]
+
+    def record(self, records: list[CheckpointRecord], before_commit=None) -> None:
+        """Append checkpoint rows in one commit; ``before_commit`` runs once the file is staged."""
+        _append(self.checkpoints_path, _table(CHECKPOINTS_SCHEMA, [r.to_row() for r in records]),
+                before_commit=before_commit)
+
+    def max_checkpoint_id(self) -> int:
+        ids = [r.checkpoint_id for r in self.history()]
+        log = _read(self.epoch_log_path, "epoch log")
+        if log is not None:
+            ids.extend(i for i in log.column("checkpoint_id").to_pylist() if i is not None)
+        return max(ids, default=0)
+
+    # ---- state tables -------------------------------------------------------------------
+
+    def commit_state(self, operator_id: str, checkpoint_id: int, files: list) -> int:
+        """Commit a checkpoint's state files of one operator; returns the table version.
+
+        Files of an earlier attempt at the same checkpoint id (a crash before its record) are
+        removed first, so the partition holds exactly this checkpoint's files.
+        """
+        from deltalake import DeltaTable, Schema
+        from deltalake.transaction import AddAction, create_table_with_add_actions
+        path = self.state_table_path(operator_id)
+        root = os.path.abspath(path)
+        schema = _merged_schema([f.schema for f in files])
+        actions = [AddAction(os.path.relpath(f.path, root), f.size, {"checkpoint_id": str(checkpoint_id)},
+                             int(time.time() * 1000), True, f.stats) for f in files]
+        if not DeltaTable.is_deltatable(path):
+            create_table_with_add_actions(path, Schema.from_arrow(schema), actions, mode="error",
+                                          partition_by=["checkpoint_id"])
+            return DeltaTable(path).version()
+        dt = DeltaTable(path)
+        _evolve(dt, schema, f"state of operator {operator_id}")
+        if any(p.get("checkpoint_id") == str(checkpoint_id) for p in dt.partitions()):
+            dt.delete(f"checkpoint_id = {int(checkpoint_id)}")
+        dt.create_write_transaction(actions, "append", _table_schema(dt), partition_by=["checkpoint_id"])
+        return dt.version()
+
+    def discard_state(self, operator_id: str, checkpoint_ids: list[int]) -> None:
+        from deltalake import DeltaTable
+        path = self.state_table_path(operator_id)
+        if not DeltaTable.is_deltatable(path) or not checkpoint_ids:
+            return
+        dt = DeltaTable(path)
+        present = {p.get("checkpoint_id") for p in dt.partitions()}
+        doomed = [i for i in checkpoint_ids if str(i) in present]
+        if doomed:
+            dt.delete(f"checkpoint_id IN ({', '.join(str(int(i)) for i in doomed)})")
+        for i in checkpoint_ids:
+            shutil.rmtree(os.path.join(path, f"checkpoint_id={i}"), ignore_errors=True)
+
+    # ---- the epoch log ------------------------------------------------------------------
+
+    def claim(self, run_id: str, restored_from: Optional[int], lease_timeout_s: float) -> None:
+        """Register this run as the job's only writer, or refuse if another run holds the job.
+
+        The run's row is committed at the exact version after what it read (Delta's optimistic
+        concurrency without retries), so of two runs starting together one wins; every later
+        append of this run commits the same way, so a run that was taken over stops.
+        """
+        from deltalake import DeltaTable
+        for _ in range(3):
+            holder = self.running_holder(lease_timeout_s)
+            if holder is not None:
+                raise JobAlreadyRunningException(_already_running(self.job_dir, holder))
+            if not DeltaTable.is_deltatable(self.epoch_log_path):
+                try:
+                    _append(self.epoch_log_path, _table(EPOCH_LOG_SCHEMA, []), create_only=True)
+                except Exception:
+                    if not DeltaTable.is_deltatable(self.epoch_log_path):
+                        raise
+            self._epoch_log = DeltaTable(self.epoch_log_path)
+            try:
+                self._log([{"run_id": run_id, "kind": "run", "status": "RUNNING",
+                            "restored_from": restored_from}], )
+                return
+            except _Fenced:
+                continue
+        raise JobAlreadyRunningException(f"{self.job_dir}: another run claimed the job while this one started")
+
+    def running_holder(self, lease_timeout_s: float) -> Optional[dict]:
+        log = _read(self.epoch_log_path, "epoch log")
+        if log is None:
+            return None
+        runs: dict = {}
+        last_activity: dict = {}
+        for row in log.sort_by([("logged_at", "ascending")]).to_pylist():
+            last_activity[row["run_id"]] = row["logged_at"]
+            if row["kind"] == "run":
+                runs[row["run_id"]] = row
+        for run_id, row in runs.items():
+            if row["status"] != "RUNNING":
+                continue
+            if row["host"] == socket.gethostname():
+                if _pid_alive(row["pid"]):
+                    return {**row, "last_activity": last_activity[run_id]}
+            elif time.time() - last_activity[run_id].timestamp() < lease_timeout_s:
+                return {**row, "last_activity": last_activity[run_id]}
+        return None
+
+    def log_epoch(self, run_id: str, epoch: int, checkpoint_id: Optional[int], processing_time: int,
+                  input_watermark: int, end_of_input: bool, plan: dict) -> None:
+        readable = {uid: [[r.split_id, r.start, r.end] for r in reads] for uid, reads in plan.items()}
+        self._log([{"run_id": run_id, "kind": "epoch", "epoch": epoch, "checkpoint_id": checkpoint_id,
+                    "processing_time": processing_time, "input_watermark": input_watermark,
+                    "end_of_input": end_of_input, "splits": json.dumps(readable, default=str),
+                    "plan": pickle.dumps(plan, protocol=5)}])
+
+    def release(self, run_id: str, status: str) -> None:
+        if self._epoch_log is not None:
+            try:
+                self._log([{"run_id": run_id, "kind": "run", "status": status}])
+            except _Fenced:
+                pass
+            self._epoch_log = None
+
+    def logged_epochs(self, after_epoch: int, checkpoint_id: int) -> list[dict]:
+        """Logged plans of the epochs that followed checkpoint ``checkpoint_id`` (at ``after_epoch``).
+
+        Only entries logged after the epoch that took the checkpoint count (its lineage); of
+        an epoch planned several times the latest plan wins, and a gap ends the replay.
+        """
+        log = _read(self.epoch_log_path, "epoch log")
+        if log is None:
+            return []
+        rows = log.sort_by([("logged_at", "ascending")]).to_pylist()
+        start = max((i for i, r in enumerate(rows) if r["kind"] == "epoch" and r["epoch"] == after_epoch
+                     and r["checkpoint_id"] == checkpoint_id), default=None)
+        if start is None:
+            return []
+        latest: dict = {}
+        for row in rows[start + 1:]:
+            if row["kind"] == "epoch" and row["epoch"] > after_epoch:
+                latest[row["epoch"]] = row
+        out = []
+        for e in sorted(latest):
+            if e != after_epoch + 1 + len(out):
+                break
+            out.append({**latest[e], "plan": pickle.loads(latest[e]["plan"])})
+        return out
+
+    def _log(self, rows: list[dict]) -> None:
+        from deltalake import CommitProperties, write_deltalake
+        host, pid = socket.gethostname(), os.getpid()
+        table = _table(EPOCH_LOG_SCHEMA, [{**r, "host": host, "pid": pid, "logged_at": int(time.time() * 1e6)}
+                                          for r in rows])
+        try:
+            write_deltalake(self._epoch_log, table, mode="append",
+                            commit_properties=CommitProperties(max_commit_retries=0))
+        except Exception as e:
+            if "CommitFailed" in type(e).__name__ or "version" in str(e).lower() or "commit" in str(e).lower():
+                raise _Fenced(str(e)) from e
+            raise
+
+
+class _Fenced(JobAlreadyRunningException):
+    pass
+
+
+def _already_running(job_dir: str, holder: dict) -> str:
+    return (f"Job at {job_dir} is already running: run {holder['run_id']} (pid {holder['pid']} on "
+            f"{holder['host']}, last active {holder['last_activity']}). Two runs of one job would "
+            f"write the same checkpoints and sinks, so this one is refused. Stop the other run first "
+            f"(Ctrl-C, or kill {holder['pid']}); a crashed run on this host is detected at once, "
+            f"one on another host after the lease timeout (sluice.lease-timeout).")
+
+
+def _pid_alive(pid) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:    # a killed process not yet reaped by its parent is gone for our purpose
+        with open(f"/proc/{int(pid)}/stat") as f:
+            return f.read().split(") ")[-1][:1] != "Z"
+    except OSError:
+        return True
+
+
+def _append(path: str, table: pa.Table, before_commit=None, create_only: bool = False) -> None:
+    """Append ``table`` as one Parquet file and one commit; ``before_commit`` between the two."""
+    from deltalake import DeltaTable, Schema
+    from deltalake.transaction import AddAction, create_table_with_add_actions
+    from runtime.connectors.delta import _stats
+    os.makedirs(path, exist_ok=True)
+    actions = []
+    if table.num_rows:
+        name = f"part-{uuid.uuid4().hex}.parquet"
+        pq.write_table(table, os.path.join(path, name))
+        actions.append(AddAction(name, os.path.getsize(os.path.join(path, name)), {}, int(time.time() * 1000),
+                                 True, _stats(table)))
+    if before_commit is not None:
+        before_commit()
+    if not DeltaTable.is_deltatable(path):
+        try:
+            create_table_with_add_actions(path, Schema.from_arrow(table.schema), actions, mode="error")
+            return
+        except Exception:
+            if not DeltaTable.is_deltatable(path):
+                raise
+    if create_only:
+        return
+    dt = DeltaTable(path)
+    dt.create_write_transaction(actions, "append", table.schema)
+
+
+def _merged_schema(schemas: list) -> pa.Schema:
+    fields: dict = {}
+    for s in schemas:
+        for f in s:
+            if f.name in fields and not fields[f.name].type.equals(f.type):
+                raise CheckpointException(
+                    f"state column {f.name} has type {fields[f.name].type} in one snapshot file and {f.type} "
+                    f"in another: give the state a declared type (or a new name) that all subtasks agree on")
+            fields.setdefault(f.name, f.with_nullable(True))
+    return pa.schema(list(fields.values()) + [pa.field("checkpoint_id", pa.int64())])
+
+
+def _table_schema(dt) -> pa.Schema:
+    return pa.schema(dt.schema().to_arrow())
+
+
+def _evolve(dt, schema: pa.Schema, what: str) -> None:
+    """Add the columns a new state brings; a state whose stored type changed is refused."""
+    from deltalake import Field, Schema
+    current = _table_schema(dt)
+    missing = []
+    for f in schema:
+        if f.name not in current.names:
+            missing.append(f)
+        elif not _compatible(current.field(f.name).type, f.type):
+            raise CheckpointException(
+                f"{what}: column {f.name} is stored as {current.field(f.name).type}, now written as "
+                f"{f.type}. A state's type cannot change in place (Flink's StateMigrationException): "
+                f"keep the declared type, or give the state a new name.")
+    if missing:
+        dt.alter.add_columns(list(Schema.from_arrow(pa.schema(missing)).fields))
+
+
+def _compatible(stored: pa.DataType, written: pa.DataType) -> bool:
+    norm = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary(), pa.string_view(): pa.string(),
+            pa.binary_view(): pa.binary()}
+    return norm.get(stored, stored) == norm.get(written, written) or str(stored) == str(written)
