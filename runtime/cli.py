@@ -1,15 +1,22 @@
 """The ``sluice`` command line.
 
     sluice plan JOB.py [--format stream|job|execution|slots] [-- JOB ARGS]
-    sluice run JOB.py [--master URL] [--warehouse DIR] [--max-epochs N] [-- JOB ARGS]
+    sluice run JOB.py [--master URL] [--warehouse DIR] [--max-epochs N] [--restore-from latest|N|PATH] [-- JOB ARGS]
+    sluice restore JOB.py [--checkpoint N | --savepoint PATH] [--parallelism P] [-- JOB ARGS]
+    sluice checkpoints JOB.py [-- JOB ARGS]
+    sluice savepoint JOB.py [--checkpoint N] [--target DIR] [-- JOB ARGS]
+    sluice state JOB.py --operator UID [--checkpoint N | --savepoint PATH] [-- JOB ARGS]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import time
 from typing import Optional, Sequence
 
+from runtime.checkpoint.storage import CheckpointException
 from runtime.client import JobScriptError, compile_job, run_job
 from runtime.graph.stream_graph import StreamGraphError
 from runtime.scheduler.slots import NoResourceAvailableException, TaskManager, compute_slot_plan
@@ -34,13 +41,19 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from runtime.checkpoint.storage import CheckpointException, JobAlreadyRunningException
     from runtime.execution.executor import JobExecutionException
+    restore_from = getattr(args, "restore_from", None)
+    if args.command == "restore":
+        restore_from = args.savepoint or (str(args.checkpoint) if args.checkpoint is not None else "latest")
     try:
-        result = run_job(args.job, args.job_args, master=args.master, warehouse=args.warehouse,
-                         max_epochs=args.max_epochs, epoch_interval_ms=args.epoch_interval,
-                         max_records_per_split=args.max_records_per_split)
-    except (JobExecutionException, NoResourceAvailableException) as e:
-        print(f"sluice run: {e}", file=sys.stderr)
+        result = run_job(args.job, args.job_args, parallelism=args.parallelism, master=args.master,
+                         warehouse=args.warehouse, max_epochs=args.max_epochs, epoch_interval_ms=args.epoch_interval,
+                         max_records_per_split=args.max_records_per_split, restore_from=restore_from,
+                         allow_non_restored_state=args.allow_non_restored_state or None)
+    except (JobExecutionException, NoResourceAvailableException, CheckpointException,
+            JobAlreadyRunningException) as e:
+        print(f"sluice {args.command}: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("sluice run: cancelled", file=sys.stderr)
@@ -48,6 +61,83 @@ def _run(args: argparse.Namespace) -> int:
     print(f"Job '{result.job_name}' ({result.job_id}) finished: {len(result.epochs)} epoch(s) in "
           f"{result.net_runtime_ms / 1000:.1f} s, run {result.run_id}", file=sys.stderr)
     return 0
+
+
+def _storage(args: argparse.Namespace):
+    """The checkpoint storage of the job script's job (compiled, not run)."""
+    from runtime.checkpoint.storage import CheckpointStorage
+    from runtime.execution.executor import slug
+    from runtime.execution.options import ExecutionOptions
+    graph = compile_job(args.job, args.job_args).stream_graph
+    options = ExecutionOptions.from_configuration(dict(graph.settings.configuration))
+    return CheckpointStorage(os.path.join(args.warehouse or options.warehouse, slug(graph.job_name)))
+
+
+def _checkpoints(args: argparse.Namespace) -> int:
+    storage = _storage(args)
+    history = storage.history()
+    if not history:
+        print(f"No checkpoints under {storage.job_dir}.")
+        return 0
+    print(f"{'id':>5}  {'epoch':>6}  {'kind':<10}  {'status':<9}  {'completed':<19}  {'duration':>9}  "
+          f"{'size':>10}  {'rows':>9}  details")
+    for r in history:
+        done = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.completed_at)) if r.completed_at else ""
+        details = r.failure or r.external_path or ""
+        print(f"{r.checkpoint_id:>5}  {r.epoch:>6}  {r.kind:<10}  {r.status:<9}  {done:<19}  {r.duration_ms:>7} ms  "
+              f"{_size(r.state_bytes):>10}  {r.state_rows:>9}  {details}")
+    return 0
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def _savepoint(args: argparse.Namespace) -> int:
+    from runtime.checkpoint.savepoint import take_savepoint
+    path = take_savepoint(_storage(args), args.target, args.checkpoint)
+    print(f"Savepoint completed. Path: {path}")
+    print(f"Restore with: sluice restore {args.job} --savepoint {path}")
+    return 0
+
+
+def _state(args: argparse.Namespace) -> int:
+    from runtime.checkpoint.savepoint import read_state
+    rows = read_state(_storage(args), args.operator, args.savepoint or args.checkpoint)
+    columns = ["kind", "state", "key_group", "key", "namespace", "value", "subtask"]
+    if args.format == "json":
+        for r in rows:
+            print(json.dumps(r, default=repr))
+        return 0
+    shown = rows if args.limit is None else rows[:args.limit]
+    cells = [[("" if r[c] is None else str(r[c])) for c in columns] for r in shown]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+    if len(shown) < len(rows):
+        print(f"... {len(rows) - len(shown)} more rows (--limit)")
+    return 0
+
+
+def _job_argument(p: argparse.ArgumentParser, warehouse: bool = True) -> None:
+    p.add_argument("job", help="path of the job script, e.g. include/jobs/wordcount.py")
+    if warehouse:
+        p.add_argument("--warehouse", help="folder of the job's checkpoints and state (default: ./warehouse)")
+
+
+def _run_options(p: argparse.ArgumentParser) -> None:
+    _job_argument(p)
+    p.add_argument("--master", help="Spark master URL (default: local[*], or SLUICE_SPARK_MASTER)")
+    p.add_argument("--max-epochs", type=int, help="stop an unbounded job after N epochs")
+    p.add_argument("--epoch-interval", type=int, help="milliseconds an unbounded epoch collects input")
+    p.add_argument("--max-records-per-split", type=int, help="cut bounded input into epochs of N records per split")
+    p.add_argument("--parallelism", "-p", type=int, help="default parallelism of operators the job leaves unset")
+    p.add_argument("--allow-non-restored-state", action="store_true",
+                   help="skip checkpointed state that no operator of the job claims (by uid)")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -63,13 +153,32 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                       help="for --format slots (default: this machine's cores)")
     plan.set_defaults(func=_plan)
     run = sub.add_parser("run", help="run a job script on Spark, epoch by epoch")
-    run.add_argument("job", help="path of the job script, e.g. include/jobs/wordcount.py")
-    run.add_argument("--master", help="Spark master URL (default: local[*], or SLUICE_SPARK_MASTER)")
-    run.add_argument("--warehouse", help="folder for state and run files (default: ./warehouse)")
-    run.add_argument("--max-epochs", type=int, help="stop an unbounded job after N epochs")
-    run.add_argument("--epoch-interval", type=int, help="milliseconds an unbounded epoch collects input")
-    run.add_argument("--max-records-per-split", type=int, help="cut bounded input into epochs of N records per split")
+    _run_options(run)
+    run.add_argument("--restore-from", help="start from a checkpoint: latest, a checkpoint id, or a savepoint path")
     run.set_defaults(func=_run)
+    restore = sub.add_parser("restore", help="run a job from its latest checkpoint, a given one, or a savepoint")
+    _run_options(restore)
+    which = restore.add_mutually_exclusive_group()
+    which.add_argument("--checkpoint", type=int, help="checkpoint id (default: the latest completed)")
+    which.add_argument("--savepoint", help="savepoint folder")
+    restore.set_defaults(func=_run)
+    checkpoints = sub.add_parser("checkpoints", help="list a job's checkpoints and savepoints")
+    _job_argument(checkpoints)
+    checkpoints.set_defaults(func=_checkpoints)
+    savepoint = sub.add_parser("savepoint", help="copy a completed checkpoint into a self-contained savepoint")
+    _job_argument(savepoint)
+    savepoint.add_argument("--checkpoint", type=int, help="checkpoint id (default: the latest completed)")
+    savepoint.add_argument("--target", help="folder of the savepoint (default: <job>/savepoints/...)")
+    savepoint.set_defaults(func=_savepoint)
+    state = sub.add_parser("state", help="print one operator's state in a checkpoint")
+    _job_argument(state)
+    state.add_argument("--operator", required=True, help="the operator's uid")
+    which = state.add_mutually_exclusive_group()
+    which.add_argument("--checkpoint", type=int, help="checkpoint id (default: the latest completed)")
+    which.add_argument("--savepoint", help="savepoint folder")
+    state.add_argument("--format", choices=("table", "json"), default="table")
+    state.add_argument("--limit", type=int, default=50, help="rows to print as a table (default 50)")
+    state.set_defaults(func=_state)
     # Everything after "--" belongs to the job script.
     argv = list(sys.argv[1:] if argv is None else argv)
     job_args = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -77,7 +186,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args.job_args = job_args
     try:
         return args.func(args)
-    except (JobScriptError, StreamGraphError, NoResourceAvailableException, ValueError, TypeError) as e:
+    except (JobScriptError, StreamGraphError, NoResourceAvailableException, CheckpointException,
+            ValueError, TypeError) as e:
         print(f"sluice {args.command}: {e}", file=sys.stderr)
         return 1
 

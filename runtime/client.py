@@ -64,8 +64,9 @@ def load_stream_graph(path: str, args: Sequence[str] = ()) -> StreamGraph:
         "end with env.execute('job name'), as in PyFlink.")
 
 
-def run_job(path: str, args: Sequence[str] = (), **overrides):
-    """Run the job script at ``path`` on Spark; ``overrides`` replace ExecutionOptions fields.
+def run_job(path: str, args: Sequence[str] = (), parallelism: Optional[int] = None, **overrides):
+    """Run the job script at ``path`` on Spark; ``overrides`` replace ExecutionOptions fields,
+    ``parallelism`` is the default parallelism of operators the job does not set (``-p``).
 
     Returns the JobExecutionResult of the script's (last) ``execute()``.
     """
@@ -82,6 +83,7 @@ def run_job(path: str, args: Sequence[str] = (), **overrides):
         return results[-1]
 
     token = see._pipeline_executor.set(execute)
+    conf_token = see.client_configuration.set({"parallelism.default": parallelism} if parallelism else {})
     saved_argv = sys.argv
     sys.argv = [path, *args]
     try:
@@ -89,6 +91,7 @@ def run_job(path: str, args: Sequence[str] = (), **overrides):
     finally:
         sys.argv = saved_argv
         see._pipeline_executor.reset(token)
+        see.client_configuration.reset(conf_token)
     if not results:
         raise JobScriptError(
             f"The job script {path} finished without calling execute(): build the pipeline and "

@@ -15,7 +15,7 @@ import os
 import time
 from typing import Optional
 
-from runtime.checkpoint.state_table import SOURCE_STATE, SPLIT, snapshot_to_table, write_state_file
+from runtime.checkpoint.state_table import SOURCE_STATE, SPLIT, snapshot_to_table, state_table_name, write_state_file
 from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, DISCARDED, FAILED, CheckpointRecord, CheckpointStorage
 from runtime.execution.faults import fault_point
 from runtime.graph.job_graph import JobGraph
@@ -67,20 +67,23 @@ class CheckpointCoordinator:
         by_operator: dict[str, list] = {}
         for f in list(state_files) + sources:
             by_operator.setdefault(f.operator_id, []).append(f)
+        nodes = {n.operator_id: (v, n) for v in self.job_graph.vertices for n in v.operators}
         versions = {}
-        for uid, files in by_operator.items():
-            versions[f"state/{uid}"] = self.storage.commit_state(uid, checkpoint_id, files)
+        for op_id, files in by_operator.items():
+            table = state_table_name(nodes[op_id][1])
+            versions[f"state/{table}"] = self.storage.commit_state(table, checkpoint_id, files)
         fault_point("after-state-commit", epoch)
         versions.update(commit_sinks(checkpoint_id))
         fault_point("after-sink-commit", epoch)
-        nodes = {n.operator_id: (v, n) for v in self.job_graph.vertices for n in v.operators}
         source_ids = {f.path for f in sources}
         operators = []
-        for uid, files in by_operator.items():
-            v, n = nodes[uid]
-            root = os.path.abspath(self.storage.state_table_path(uid))
+        for op_id, files in by_operator.items():
+            v, n = nodes[op_id]
+            table = state_table_name(n)
+            root = os.path.abspath(self.storage.state_table_path(table))
             operators.append({
-                "uid": uid, "name": n.operator_name, "vertex": v.name, "parallelism": v.parallelism,
+                "operator_id": op_id, "uid": n.uid, "table": table, "name": n.operator_name,
+                "vertex": v.name, "parallelism": v.parallelism,
                 "max_parallelism": v.max_parallelism, "keyed": bool(n.is_keyed),
                 "files": [{"path": os.path.relpath(f.path, root), "size": f.size, "rows": f.rows,
                            "subtask": f.subtask, "key_group_min": f.key_group_min,
@@ -92,7 +95,8 @@ class CheckpointCoordinator:
             duration_ms=int((now - started) * 1000),
             state_bytes=sum(f.size for fs in by_operator.values() for f in fs),
             state_rows=sum(f.rows for fs in by_operator.values() for f in fs),
-            source_offsets={self._uid(vid): e.snapshot() for vid, e in enumerators.items()},
+            source_offsets={state_table_name(self.job_graph.vertex(vid).head): e.snapshot()
+                            for vid, e in enumerators.items()},
             watermarks=watermarks, operators=operators, table_versions=versions,
             started_at=started, completed_at=now)
         self.storage.record([record], before_commit=lambda: fault_point("during-checkpoint-record", epoch))
@@ -107,19 +111,16 @@ class CheckpointCoordinator:
                                               started_at=started, completed_at=time.time())])
         self.failures += 1
 
-    def _uid(self, vertex_id: int) -> str:
-        return self.job_graph.vertex(vertex_id).head.operator_id
-
     def _write_source_state(self, checkpoint_id: int, enumerators: dict) -> list:
         """The sources' split positions as list state (SourceReaderState) of the source operator."""
         files = []
         for vid, enumerator in enumerators.items():
-            uid = self._uid(vid)
+            head = self.job_graph.vertex(vid).head
             positions = sorted(enumerator.snapshot().items())
-            table = snapshot_to_table({"operator_state": {SOURCE_STATE: (SPLIT, positions)}}, -1, uid)
+            table = snapshot_to_table({"operator_state": {SOURCE_STATE: (SPLIT, positions)}}, -1, head.operator_name)
             if table is not None:
-                directory = self.storage.checkpoint_dir(checkpoint_id).format(operator_id=uid)
-                files.append(write_state_file(table, directory, uid, -1))
+                directory = self.storage.checkpoint_dir(checkpoint_id).format(table=state_table_name(head))
+                files.append(write_state_file(table, directory, head.operator_id, -1))
         return files
 
     def _retain(self) -> None:
@@ -133,6 +134,5 @@ class CheckpointCoordinator:
                                               operators=r.operators, started_at=r.started_at,
                                               completed_at=r.completed_at) for r in doomed])
         ids = [r.checkpoint_id for r in doomed]
-        uids = {op["uid"] for r in doomed for op in r.operators}
-        for uid in uids:
-            self.storage.discard_state(uid, ids)
+        for table in {op["table"] for r in doomed for op in r.operators}:
+            self.storage.discard_state(table, ids)

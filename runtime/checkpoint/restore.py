@@ -29,12 +29,9 @@ class RestorePoint:
     record: CheckpointRecord
     root: str                   # the folder holding state/<uid>/ (the job's, or a savepoint's)
 
-    def file_path(self, uid: str, rel: str) -> str:
-        return os.path.join(self.root, "state", uid, rel)
-
     def files(self) -> list[dict]:
-        """Every state file of the checkpoint, with its operator uid and absolute path."""
-        return [{**f, "operator_id": op["uid"], "path": self.file_path(op["uid"], f["path"])}
+        """Every state file of the checkpoint, with its operator id and absolute path."""
+        return [{**f, "operator_id": op["operator_id"], "path": os.path.join(self.root, "state", op["table"], f["path"])}
                 for op in self.record.operators for f in op.get("files", ())]
 
 
@@ -102,20 +99,20 @@ def check_compatibility(point: RestorePoint, job_graph: JobGraph, allow_non_rest
     what = (f"savepoint {point.root}" if point.record.kind == SAVEPOINT
             else f"checkpoint {point.record.checkpoint_id}")
     for op in point.record.operators:
-        found = nodes.get(op["uid"])
+        found = nodes.get(op["operator_id"])
         if found is None:
             if allow_non_restored_state:
                 continue
             raise CheckpointException(
                 f"Failed to rollback to {what}. Cannot map checkpoint/savepoint state for operator "
-                f"{op['uid']} ({op.get('name')}) to the new program, because the operator is not available "
+                f"{op['uid'] or op['operator_id']} ({op.get('name')}) to the new program, because the operator is not available "
                 f"in the new program. Give the operator its old uid, or set allow_non_restored_state "
                 f"(sluice restore --allow-non-restored-state) to skip this state.")
         v, _ = found
         if op.get("keyed") and op["max_parallelism"] != v.max_parallelism:
             raise CheckpointException(
                 f"Failed to rollback to {what}: the maximum parallelism ({op['max_parallelism']}) with which "
-                f"the state of {v.name} (uid {op['uid']}) was checkpointed and its current maximum "
+                f"the state of {v.name} (uid {op['uid'] or op['operator_id']}) was checkpointed and its current maximum "
                 f"parallelism ({v.max_parallelism}) differ. Key groups cannot be re-split: set "
                 f"max parallelism back to {op['max_parallelism']} (set_max_parallelism).")
 

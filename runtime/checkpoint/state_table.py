@@ -57,6 +57,11 @@ class StateSerializationException(TypeError):
     """A state value does not fit the type its descriptor declares."""
 
 
+def state_table_name(node) -> str:
+    """The folder of an operator's state table: its uid when it has one, else its operator id."""
+    return re.sub(r"[^0-9A-Za-z_.-]", "-", node.uid) if node.uid else node.operator_id
+
+
 def value_column(state_name: str) -> str:
     return "value_" + re.sub(r"[^0-9A-Za-z_]", "_", state_name)
 

@@ -127,12 +127,12 @@ class CheckpointStorage:
         self.checkpoints_path = os.path.join(job_dir, "checkpoints")
         self._epoch_log = None      # the DeltaTable this run appends to (fencing, see claim())
 
-    def state_table_path(self, operator_id: str) -> str:
-        return os.path.join(self.job_dir, "state", operator_id)
+    def state_table_path(self, table: str) -> str:
+        return os.path.join(self.job_dir, "state", table)
 
     def checkpoint_dir(self, checkpoint_id: int) -> str:
-        """Where tasks write a checkpoint's state files: ``{operator_id}`` is filled per operator."""
-        return os.path.join(self.job_dir, "state", "{operator_id}", f"checkpoint_id={checkpoint_id}")
+        """Where tasks write a checkpoint's state files: ``{table}`` is filled per operator."""
+        return os.path.join(self.job_dir, "state", "{table}", f"checkpoint_id={checkpoint_id}")
 
     # ---- the checkpoints table ----------------------------------------------------------
 
@@ -164,7 +164,7 @@ class CheckpointStorage:
 
     # ---- state tables -------------------------------------------------------------------
 
-    def commit_state(self, operator_id: str, checkpoint_id: int, files: list) -> int:
+    def commit_state(self, table: str, checkpoint_id: int, files: list) -> int:
         """Commit a checkpoint's state files of one operator; returns the table version.
 
         Files of an earlier attempt at the same checkpoint id (a crash before its record) are
@@ -172,7 +172,7 @@ class CheckpointStorage:
         """
         from deltalake import DeltaTable, Schema
         from deltalake.transaction import AddAction, create_table_with_add_actions
-        path = self.state_table_path(operator_id)
+        path = self.state_table_path(table)
         root = os.path.abspath(path)
         schema = _merged_schema([f.schema for f in files])
         actions = [AddAction(os.path.relpath(f.path, root), f.size, {"checkpoint_id": str(checkpoint_id)},
@@ -182,15 +182,15 @@ class CheckpointStorage:
                                           partition_by=["checkpoint_id"])
             return DeltaTable(path).version()
         dt = DeltaTable(path)
-        _evolve(dt, schema, f"state of operator {operator_id}")
+        _evolve(dt, schema, f"state table {path}")
         if any(p.get("checkpoint_id") == str(checkpoint_id) for p in dt.partitions()):
             dt.delete(f"checkpoint_id = {int(checkpoint_id)}")
         dt.create_write_transaction(actions, "append", _table_schema(dt), partition_by=["checkpoint_id"])
         return dt.version()
 
-    def discard_state(self, operator_id: str, checkpoint_ids: list[int]) -> None:
+    def discard_state(self, table: str, checkpoint_ids: list[int]) -> None:
         from deltalake import DeltaTable
-        path = self.state_table_path(operator_id)
+        path = self.state_table_path(table)
         if not DeltaTable.is_deltatable(path) or not checkpoint_ids:
             return
         dt = DeltaTable(path)

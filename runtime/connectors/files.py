@@ -44,14 +44,19 @@ class FileEnumerator(SplitEnumerator):
 
     def plan_epoch(self, epoch):
         self._discover()
-        self.input_ends_with_plan = self.source.monitor_interval_ms is None
         plan: dict[int, list] = {s: [] for s in range(self.parallelism)}
+        limit = self.max_records_per_split
         for index, path in enumerate(self.files):
             size = os.path.getsize(path)
             self.sizes[path] = size
-            state = self.positions.get(path, {})
+            state = dict(self.positions.get(path, {}))
+            if limit is not None:
+                state["max_lines"] = limit      # the reader stops after this many lines: same on replay
             if state.get("offset", 0) < size:
                 plan[index % self.parallelism].append(SplitRead(path, state.get("offset", 0), size, state))
+        planned = any(plan.values())
+        # With a line limit the input ends with the first epoch that finds nothing left.
+        self.input_ends_with_plan = self.source.monitor_interval_ms is None and (limit is None or not planned)
         return {s: tuple(reads) for s, reads in plan.items()}
 
     @property
@@ -71,6 +76,15 @@ class FileReader(SourceReader):
         end = len(data)
         if not final:
             end = data.rfind(b"\n") + 1     # leave a partial last line for the next epoch
+        limit = split.state.get("max_lines")
+        if limit is not None:
+            cut = -1
+            for _ in range(limit):
+                cut = data.find(b"\n", cut + 1, end)
+                if cut < 0:
+                    break
+            if cut >= 0:
+                end = cut + 1
         text = data[:end].decode(self.source.stream_format.charset_name)
         lines = text.split("\n")
         if lines and lines[-1] == "":

@@ -36,6 +36,12 @@ _pipeline_executor: contextvars.ContextVar[Optional[Callable]] = contextvars.Con
     "sluice_pipeline_executor", default=None)
 
 
+# Settings the client passes to the job's environments, below the job's own (Flink's
+# -p / -D on `flink run`): e.g. {"parallelism.default": "4"} from `sluice restore --parallelism`.
+client_configuration: contextvars.ContextVar[dict] = contextvars.ContextVar("sluice_client_configuration",
+                                                                          default={})
+
+
 def _default_executor():
     try:
         from runtime.execution.executor import execute_stream_graph
@@ -51,7 +57,11 @@ class StreamExecutionEnvironment:
     """Builds a job's transformations and runs it (``execute``)."""
 
     def __init__(self, configuration: Optional[Configuration] = None):
-        self._configuration = Configuration(configuration) if configuration else Configuration()
+        self._configuration = Configuration()
+        for key, value in client_configuration.get().items():
+            self._configuration.set_string(key, str(value))
+        for key, value in (configuration.to_dict() if configuration else {}).items():
+            self._configuration.set_string(key, value)
         self._parallelism = self._configuration.get_integer("parallelism.default", 1)
         self._max_parallelism = self._configuration.get_integer("pipeline.max-parallelism", -1)
         self._chaining_enabled = True

@@ -193,7 +193,7 @@ class JobRunner:
         record = point.record
         known = {n.operator_id for v in self.job_graph.vertices for n in v.operators}
         files = [f for f in point.files() if f["operator_id"] in known and not f.get("source_state")]
-        parallelism = {op["uid"]: op["parallelism"] for op in record.operators}
+        parallelism = {op["operator_id"]: op["parallelism"] for op in record.operators}
         self.restored = assign_state(files, parallelism, self.job_graph)
         positions = source_positions(point)
         for vid, enumerator in self.enumerators.items():
@@ -291,7 +291,7 @@ class JobRunner:
         if checkpoint_id is not None:
             snapshot_dir = self.storage.checkpoint_dir(checkpoint_id)
         elif not end_of_input:
-            snapshot_dir = os.path.join(self.run_dir, "state", f"epoch-{epoch:06d}", "{operator_id}")
+            snapshot_dir = os.path.join(self.run_dir, "state", f"epoch-{epoch:06d}", "{table}")
         else:
             snapshot_dir = None     # the last epoch of a bounded job: its state is not needed
         tdds = {}

@@ -217,7 +217,10 @@ class TaskOperator:
     # ---- state -------------------------------------------------------------------------
 
     def snapshot(self) -> dict:
-        # The watermark is kept so a record late in the last epoch is still late in the next.
+        # Stateless operators have nothing to keep: their watermark is re-derived from their
+        # inputs. A keyed operator keeps it, so a record late in one epoch is late in the next.
+        if self.backend is None:
+            return {}
         snapshot = {"watermark": self.current_watermark}
         if self.backend is not None:
             snapshot["keyed"] = list(self.backend.snapshot())
@@ -566,7 +569,7 @@ class TimestampsAndWatermarksOperator(TaskOperator):
             self.output.emit_watermark(watermark)
 
     def snapshot(self):
-        return {**super().snapshot(), "generator": getattr(self.generator, "max_timestamp", None)}
+        return {"watermark": self.current_watermark, "generator": getattr(self.generator, "max_timestamp", None)}
 
     def restore(self, snapshot):
         super().restore(snapshot)

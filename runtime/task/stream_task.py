@@ -273,13 +273,13 @@ class StreamTask:
             op.restore(snapshot)
 
     def _snapshot(self, ack: Acknowledgement) -> None:
-        from runtime.checkpoint.state_table import snapshot_to_table, write_state_file
+        from runtime.checkpoint.state_table import snapshot_to_table, state_table_name, write_state_file
         if not self.tdd.snapshot_dir:
             return
         for op in self._all_operators():
             table = snapshot_to_table(op.snapshot(), self.tdd.subtask_index, f"{op.name} {self.ctx.subtask_label}")
             if table is not None:
-                directory = self.tdd.snapshot_dir.format(operator_id=op.node.operator_id)
+                directory = self.tdd.snapshot_dir.format(table=state_table_name(op.node))
                 ack.state_files.append(write_state_file(table, directory, op.node.operator_id,
                                                         self.tdd.subtask_index))
 

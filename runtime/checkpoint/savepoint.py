@@ -1,0 +1,108 @@
+"""Savepoints and reading state (Flink's savepoints and State Processor API).
+
+A savepoint is a self-contained copy of a completed checkpoint: ``_metadata.json`` (the
+checkpoint record) and ``state/<table>/``, each a Delta table of its own, so it survives
+checkpoint retention and can be moved, read or restored anywhere. Reading a checkpoint's
+state gives its rows with keys, namespaces and values decoded.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import time
+from typing import Optional
+
+from runtime.checkpoint.restore import METADATA, RestorePoint, choose, load_savepoint
+from runtime.checkpoint.state_table import (
+    OPERATOR_PREFIX, TIMER_PREFIX, read_state_file, state_types, value_column, _decode_keys, _decode_typed)
+from runtime.checkpoint.storage import SAVEPOINT, CheckpointException, CheckpointStorage
+
+
+def take_savepoint(storage: CheckpointStorage, target: Optional[str] = None,
+                   checkpoint: Optional[int] = None) -> str:
+    """Copy a completed checkpoint (the latest, or ``checkpoint``) into ``target``; returns it."""
+    from deltalake import DeltaTable, Schema
+    from deltalake.transaction import AddAction, create_table_with_add_actions
+    point = choose(storage, checkpoint if checkpoint is not None else "latest")
+    if point is None:
+        raise CheckpointException(f"{storage.job_dir}: no completed checkpoint to take a savepoint from; "
+                                  f"run the job with checkpointing enabled first")
+    record = point.record
+    target = target or os.path.join(storage.job_dir, "savepoints",
+                                    f"savepoint-{record.checkpoint_id}-{time.strftime('%Y%m%dT%H%M%S')}")
+    if os.path.exists(os.path.join(target, METADATA)):
+        raise CheckpointException(f"{target} already holds a savepoint: choose another --target")
+    for op in record.operators:
+        source_table = DeltaTable(storage.state_table_path(op["table"]))
+        schema = source_table.schema()
+        table_dir = os.path.join(target, "state", op["table"])
+        actions = []
+        for f in op["files"]:
+            dest = os.path.join(table_dir, f["path"])
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copyfile(os.path.join(storage.state_table_path(op["table"]), f["path"]), dest)
+            actions.append(AddAction(f["path"], os.path.getsize(dest),
+                                     {"checkpoint_id": str(record.checkpoint_id)}, int(time.time() * 1000), True,
+                                     json.dumps({"numRecords": f["rows"]})))
+        create_table_with_add_actions(table_dir, Schema.from_arrow(schema.to_arrow()), actions, mode="error",
+                                      partition_by=["checkpoint_id"])
+    saved = dataclasses.replace(record, kind=SAVEPOINT, external_path=os.path.abspath(target))
+    with open(os.path.join(target, METADATA + ".inprogress"), "w") as f:
+        json.dump(dataclasses.asdict(saved), f, indent=1, default=str)
+    os.replace(os.path.join(target, METADATA + ".inprogress"), os.path.join(target, METADATA))
+    storage.record([saved])
+    return os.path.abspath(target)
+
+
+def read_state(storage: CheckpointStorage, operator: str, checkpoint: Optional[str] = None) -> list[dict]:
+    """The rows of one operator's state in a checkpoint (latest by default) or savepoint path.
+
+    ``operator`` is the operator's uid (or its state table's name, or its operator id).
+    """
+    point: RestorePoint = (load_savepoint(checkpoint) if checkpoint and not str(checkpoint).isdigit()
+                           else choose(storage, checkpoint or "latest"))
+    if point is None:
+        raise CheckpointException(f"{storage.job_dir}: no completed checkpoint")
+    ops = [op for op in point.record.operators if operator in (op.get("uid"), op["table"], op["operator_id"])]
+    if not ops:
+        known = ", ".join(sorted(op.get("uid") or op["table"] for op in point.record.operators))
+        raise CheckpointException(f"checkpoint {point.record.checkpoint_id} has no state of operator "
+                                  f"{operator!r}; operators with state: {known}")
+    rows = []
+    for f in (f for f in point.files() if f["operator_id"] == ops[0]["operator_id"]):
+        table = read_state_file(f["path"])
+        types = state_types(table)
+        keys = _decode_keys(table)
+        values = _values(table, types)
+        for i, r in enumerate(table.select(["subtask", "key_group", "state_name", "namespace", "timestamp"])
+                              .to_pylist()):
+            name = r["state_name"]
+            kind = ("timer" if name.startswith(TIMER_PREFIX) else
+                    "operator" if r["key_group"] is None else "keyed")
+            if name.startswith(OPERATOR_PREFIX):
+                name = name[len(OPERATOR_PREFIX):]
+            rows.append({"kind": kind, "state": name, "key_group": r["key_group"], "key": keys[i],
+                         "namespace": r["namespace"],
+                         "value": r["timestamp"] if kind == "timer" else values[i],
+                         "subtask": r["subtask"]})
+    return rows
+
+
+def _values(table, types: dict) -> list:
+    import pickle
+    import pyarrow.compute as pc
+    out = [None] * table.num_rows
+    names = table.column("state_name")
+    for name in names.unique().to_pylist():
+        idx = pc.indices_nonzero(pc.equal(names, name)).to_pylist()
+        part = table.take(idx)
+        column = value_column(name)
+        if name in types and column in part.column_names:
+            decoded = _decode_typed(part.column(column), types[name])
+        else:
+            decoded = [None if b is None else pickle.loads(b) for b in part.column("value").to_pylist()]
+        for i, v in zip(idx, decoded):
+            out[i] = v
+    return out

@@ -1,0 +1,65 @@
+"""A checkpointed job for the checkpoint tests: word events "word timestamp" from text files,
+counted per word in 10-second event-time windows (window state, timers) into one Delta table,
+and as a running count in typed keyed state into another, with a checkpoint every epoch.
+
+    sluice run tests/jobs/checkpointed_counts.py -- --input DIR --windows T1 --running T2
+"""
+import argparse
+
+from runtime.common import Duration, Row, Time, Types, WatermarkStrategy
+from runtime.datastream import KeyedProcessFunction, StreamExecutionEnvironment, TumblingEventTimeWindows
+from runtime.datastream.connectors.delta import DeltaSink
+from runtime.datastream.state import ValueStateDescriptor
+
+EVENT = Types.ROW_NAMED(["word", "ts", "count"], [Types.STRING(), Types.LONG(), Types.LONG()])
+RUNNING = Types.ROW_NAMED(["word", "count"], [Types.STRING(), Types.LONG()])
+
+
+class RunningCount(KeyedProcessFunction):
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+
+    def process_element(self, value, ctx):
+        count = (self.count.value() or 0) + 1
+        self.count.update(count)
+        yield Row(word=value.word, count=count)
+
+
+def parse(line: str) -> Row:
+    word, ts = line.split()
+    return Row(word=word, ts=int(ts), count=1)
+
+
+def build(env, input_path, windows_table, running_table, parallelism, window_uid="window-counts"):
+    events = (env.read_text_file(input_path)
+              .map(parse, output_type=EVENT).uid("parse")
+              .assign_timestamps_and_watermarks(
+                  WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(2))
+                  .with_timestamp_assigner(lambda e, _: e.ts)).uid("timestamps"))
+    keyed = events.key_by(lambda e: e.word, key_type=Types.STRING())
+    (keyed.window(TumblingEventTimeWindows.of(Time.seconds(10))).sum("count")
+     .set_parallelism(parallelism).uid(window_uid)
+     .sink_to(DeltaSink.for_row_data(windows_table)).uid("windows-sink"))
+    (keyed.process(RunningCount(), output_type=RUNNING).set_parallelism(parallelism).uid("running-count")
+     .sink_to(DeltaSink.for_row_data(running_table)).uid("running-sink"))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--input", required=True)
+    parser.add_argument("--windows", required=True, help="Delta table of the window counts")
+    parser.add_argument("--running", required=True, help="Delta table of the running counts")
+    parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("--window-uid", default="window-counts")
+    parser.add_argument("--max-parallelism", type=int)
+    args = parser.parse_args(argv)
+    env = StreamExecutionEnvironment.get_execution_environment()
+    if args.max_parallelism:
+        env.set_max_parallelism(args.max_parallelism)
+    env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
+    build(env, args.input, args.windows, args.running, args.parallelism, args.window_uid)
+    env.execute("checkpointed counts")
+
+
+if __name__ == "__main__":
+    main()

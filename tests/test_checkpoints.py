@@ -1,0 +1,195 @@
+"""Checkpoints in Delta: restore, rescale, exactly-once sinks, retention, savepoints, bad state.
+
+Every test runs tests/jobs/checkpointed_counts.py on the shared Spark session and checks the
+sink tables against answers computed here from the input.
+"""
+import collections
+import os
+import time
+
+import pytest
+from deltalake import DeltaTable
+
+from checkpoint_harness import (
+    JOB, LINES_PER_EPOCH, expected_running, expected_windows, job_args, table_rows, write_input)
+from runtime.checkpoint.savepoint import read_state, take_savepoint
+from runtime.checkpoint.storage import (
+    COMPLETED, DISCARDED, CheckpointException, CheckpointStorage, JobAlreadyRunningException)
+from runtime.client import run_job
+
+
+def run(tmp_path, *extra, **options):
+    options.setdefault("max_records_per_split", LINES_PER_EPOCH)
+    return run_job(JOB, job_args(tmp_path, *extra), warehouse=str(tmp_path / "warehouse"),
+                   master="local[2]", quiet=True, **options)
+
+
+def storage(tmp_path) -> CheckpointStorage:
+    return CheckpointStorage(str(tmp_path / "warehouse" / "checkpointed-counts"))
+
+
+def assert_exactly_once(tmp_path, events):
+    assert table_rows(tmp_path / "windows") == expected_windows(events)
+    assert table_rows(tmp_path / "running") == expected_running(events)
+
+
+@pytest.mark.parametrize("before, after", [(2, 3), (2, 1)])
+def test_a_stopped_job_restores_its_latest_checkpoint_at_another_parallelism(spark, tmp_path, before, after):
+    events = write_input(tmp_path / "in", seed=before * 10 + after)
+    first = run(tmp_path, "--parallelism", str(before), max_epochs=2)
+    assert [e.checkpoint_id for e in first.epochs] == [1, 2]
+    store = storage(tmp_path)
+    assert [(r.checkpoint_id, r.epoch, r.status) for r in store.completed()] == [(1, 0, COMPLETED), (2, 1, COMPLETED)]
+    # The sinks hold exactly what the checkpoints committed so far: nothing of epoch 2 onwards.
+    assert table_rows(tmp_path / "running") == expected_running(_first_lines(tmp_path / "in", 2 * LINES_PER_EPOCH))
+    second = run(tmp_path, "--parallelism", str(after), restore_from="latest")
+    assert second.restored_from == 2
+    assert second.epochs[0].epoch == 2 and second.epochs[0].checkpoint_id == 3
+    assert_exactly_once(tmp_path, events)
+    record = store.completed()[-1]
+    by_table = {op["table"]: op for op in record.operators}
+    assert by_table["running-count"]["parallelism"] == after
+    assert by_table["window-counts"]["max_parallelism"] == 128
+
+
+def _first_lines(folder, n):
+    events = []
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name)) as f:
+            for line in list(f)[:n]:
+                word, ts = line.split()
+                events.append((word, int(ts)))
+    return events
+
+
+def test_state_tables_are_plain_delta_tables_with_typed_values(spark, tmp_path):
+    events = write_input(tmp_path / "in", seed=7)
+    run(tmp_path, max_epochs=2)
+    state = tmp_path / "warehouse" / "checkpointed-counts" / "state"
+    running = DeltaTable(str(state / "running-count")).to_pyarrow_table()
+    assert running.schema.field("value_count").type == "int64"       # ValueStateDescriptor(..., LONG)
+    assert running.schema.field("key").type == "string"
+    latest = running.filter(running.column("checkpoint_id").to_numpy() == 2)
+    counts = {r["key"]: r["value_count"] for r in latest.to_pylist() if r["state_name"] == "count"}
+    seen = _first_lines(tmp_path / "in", 2 * LINES_PER_EPOCH)
+    assert counts == dict(collections.Counter(w for w, _ in seen))
+    windows = DeltaTable(str(state / "window-counts")).to_pyarrow_table().to_pylist()
+    contents = [r for r in windows if r["state_name"] == "window-contents" and r["checkpoint_id"] == 2]
+    assert contents and all(r["value_window_contents"]["word"] == r["key"] for r in contents)
+    assert all(r["namespace"].startswith("TimeWindow(") for r in contents)
+    timers = [r for r in windows if r["state_name"] == "_timer_state/event" and r["checkpoint_id"] == 2]
+    assert {(r["key"], r["timestamp"]) for r in timers} == \
+        {(r["key"], int(r["namespace"].split(", ")[1][:-1]) - 1) for r in contents}
+    # The state processor reads the same, decoded.
+    rows = read_state(storage(tmp_path), "running-count")
+    assert {r["key"]: r["value"] for r in rows if r["state"] == "count"} == counts
+    assert events
+
+
+def test_retention_keeps_the_last_checkpoints_and_their_files_only(spark, tmp_path):
+    write_input(tmp_path / "in", seed=3)
+    run(tmp_path)
+    store = storage(tmp_path)
+    history = store.history()
+    completed = [r.checkpoint_id for r in history if r.status == COMPLETED]
+    assert len(history) == 5 and completed == [3, 4, 5]
+    assert [r.checkpoint_id for r in history if r.status == DISCARDED] == [1, 2]
+    table = tmp_path / "warehouse" / "checkpointed-counts" / "state" / "running-count"
+    assert sorted(p["checkpoint_id"] for p in DeltaTable(str(table)).partitions()) == ["3", "4", "5"]
+    assert sorted(d for d in os.listdir(table) if d.startswith("checkpoint_id=")) == \
+        ["checkpoint_id=3", "checkpoint_id=4", "checkpoint_id=5"]
+
+
+def test_a_corrupt_state_file_falls_back_to_the_previous_checkpoint(spark, tmp_path, capfd):
+    events = write_input(tmp_path / "in", seed=11)
+    run(tmp_path, max_epochs=3)
+    store = storage(tmp_path)
+    latest = store.completed()[-1]
+    victim = next(f for op in latest.operators if op["table"] == "running-count" for f in op["files"])
+    path = tmp_path / "warehouse" / "checkpointed-counts" / "state" / "running-count" / victim["path"]
+    path.write_bytes(b"not parquet")
+    result = run(tmp_path, restore_from="latest")
+    err = capfd.readouterr().err
+    assert f"checkpoint {latest.checkpoint_id}: state file {path} is corrupt" in err
+    assert f"falling back to checkpoint {latest.checkpoint_id - 1}" in err
+    assert result.restored_from == latest.checkpoint_id - 1
+    # The epoch after the fallback checkpoint replays from its logged plan, with its old
+    # checkpoint id: its sink commit is a no-op, so nothing is written twice.
+    assert_exactly_once(tmp_path, events)
+
+
+def test_a_missing_checkpoint_id_or_failed_checkpoint_is_a_clear_error(spark, tmp_path):
+    write_input(tmp_path / "in", seed=5)
+    run(tmp_path, max_epochs=1)
+    with pytest.raises(CheckpointException, match=r"there is no checkpoint 9 \(completed: 1\)"):
+        run(tmp_path, restore_from="9")
+
+
+def test_state_of_a_removed_operator_fails_the_restore_unless_allowed(spark, tmp_path):
+    events = write_input(tmp_path / "in", seed=13)
+    run(tmp_path, max_epochs=2)
+    with pytest.raises(CheckpointException, match="Cannot map checkpoint/savepoint state for operator window-counts"):
+        run(tmp_path, "--window-uid", "renamed", restore_from="latest")
+    result = run(tmp_path, "--window-uid", "renamed", restore_from="latest", allow_non_restored_state=True)
+    assert result.restored_from == 2
+    # The running count kept its state; the renamed window started empty.
+    assert table_rows(tmp_path / "running") == expected_running(events)
+
+
+def test_a_changed_max_parallelism_is_refused(spark, tmp_path):
+    write_input(tmp_path / "in", seed=17)
+    run(tmp_path, max_epochs=1)
+    with pytest.raises(CheckpointException, match=r"maximum parallelism \(128\).*\(64\) differ"):
+        run(tmp_path, "--max-parallelism", "64", restore_from="latest")
+
+
+def test_a_savepoint_outlives_retention_and_restores_anywhere(spark, tmp_path):
+    events = write_input(tmp_path / "in", seed=19)
+    run(tmp_path, max_epochs=2)
+    store = storage(tmp_path)
+    savepoint = take_savepoint(store, str(tmp_path / "savepoint"))
+    assert os.path.isfile(os.path.join(savepoint, "_metadata.json"))
+    assert DeltaTable(os.path.join(savepoint, "state", "running-count")).version() == 0
+    # Later checkpoints discard checkpoint 2; the savepoint keeps its own copy.
+    run(tmp_path, restore_from="latest")
+    assert 2 not in [r.checkpoint_id for r in store.completed()]
+    # A new job folder (another warehouse) restores from the savepoint path.
+    other = tmp_path / "other"
+    args = ["--input", str(tmp_path / "in"), "--windows", str(other / "windows"), "--running", str(other / "running")]
+    result = run_job(JOB, args, warehouse=str(other / "warehouse"), master="local[2]", quiet=True,
+                     max_records_per_split=LINES_PER_EPOCH, restore_from=savepoint)
+    assert result.restored_from == 2 and result.epochs[0].epoch == 2
+    # Its sinks only hold what came after the savepoint.
+    after = _first_lines(tmp_path / "in", 10 ** 6)
+    assert sum(table_rows(other / "running").values()) == len(after) - 2 * 2 * LINES_PER_EPOCH
+    assert events
+
+
+def test_a_second_run_of_a_running_job_is_refused(spark, tmp_path):
+    write_input(tmp_path / "in", seed=23)
+    store = storage(tmp_path)
+    store.claim("other-run", None, lease_timeout_s=600)        # alive: this very process
+    with pytest.raises(JobAlreadyRunningException, match="already running: run other-run"):
+        run(tmp_path)
+    assert not os.path.exists(tmp_path / "windows")
+    store.release("other-run", "FINISHED")
+    result = run(tmp_path)
+    assert result.epochs[-1].watermark > 0
+
+
+def test_a_run_on_another_host_holds_the_job_until_its_lease_expires(spark, tmp_path):
+    import socket
+    write_input(tmp_path / "in", seed=29)
+    store = storage(tmp_path)
+    store.claim("remote", None, lease_timeout_s=600)
+    # Pretend the claim came from another host: liveness is then judged by the lease.
+    real = socket.gethostname
+    socket.gethostname = lambda: "elsewhere"
+    try:
+        with pytest.raises(JobAlreadyRunningException):
+            run(tmp_path, lease_timeout_s=600)
+        time.sleep(0.2)
+        result = run(tmp_path, lease_timeout_s=0.1)
+    finally:
+        socket.gethostname = real
+    assert result.epochs
