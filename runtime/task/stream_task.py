@@ -18,6 +18,7 @@ from typing import Any, Iterable, Iterator, Optional
 
 from runtime.checkpoint.state_table import OPERATOR_PREFIX
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
+from runtime.execution.faults import fault_point
 from runtime.graph.execution_graph import consumed_partitions
 from runtime.graph.job_graph import JobGraph, JobVertex
 from runtime.task.operators import (
@@ -230,6 +231,7 @@ class StreamTask:
                     op.advance_processing_time(MAX_WATERMARK)
             for op in self._all_operators():
                 op.close()
+            fault_point("mid-epoch", self.tdd.epoch)
             self._snapshot(ack)
         except UserCodeException as e:
             ack.failure = str(e)

@@ -1,0 +1,91 @@
+"""Kill the job at each point of an epoch and its checkpoint, restore, and check that the
+sinks and the final state equal those of a run without failures: nothing lost, nothing twice.
+
+The job runs in a subprocess (`sluice run`); when it reaches the chosen point it stops there
+(runtime.execution.faults) and the test kills its whole process group with SIGKILL. A chain
+kills one run after another at several points, each run restoring the latest checkpoint;
+the last run completes in this process. SLUICE_FAULT_SEEDS=N runs N chains (default 2).
+"""
+import collections
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from checkpoint_harness import (
+    JOB, LINES_PER_EPOCH, expected_running, expected_windows, job_args, table_rows, write_input)
+from runtime.checkpoint.savepoint import read_state
+from runtime.checkpoint.storage import CheckpointStorage
+from runtime.client import run_job
+from runtime.execution.faults import POINTS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEEDS = int(os.environ.get("SLUICE_FAULT_SEEDS", "2"))
+
+
+def schedule(seed: int) -> list[tuple[str, int]]:
+    """Every kill point once, at non-decreasing epochs of the 4 data epochs (0..3)."""
+    r = random.Random(seed)
+    points = list(POINTS)
+    r.shuffle(points)
+    epochs = sorted(r.randint(0, 3) for _ in points)
+    return list(zip(points, epochs))
+
+
+def kill_at(tmp_path, point: str, epoch: int, restore: bool) -> str:
+    marker = tmp_path / f"halted-{point}-{epoch}"
+    env = {**os.environ, "SLUICE_HALT_AT": f"{point}:{epoch}", "SLUICE_HALT_MARKER": str(marker),
+           "PYTHONPATH": ROOT}
+    cmd = [sys.executable, "-m", "runtime.cli", "run", JOB, "--warehouse", str(tmp_path / "warehouse"),
+           "--master", "local[1]", "--max-records-per-split", str(LINES_PER_EPOCH)]
+    if restore:
+        cmd += ["--restore-from", "latest"]
+    with open(tmp_path / f"log-{point}-{epoch}.txt", "w") as log:
+        proc = subprocess.Popen(cmd + ["--", *job_args(tmp_path)], env=env, cwd=ROOT, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.time() + 240
+        while not marker.exists() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        halted = marker.exists()
+        os.killpg(proc.pid, signal.SIGKILL)         # the driver, its JVM and their children
+        if halted:
+            pid = int(marker.read_text().split(":")[2])
+            try:
+                os.kill(pid, signal.SIGKILL)        # a halted Spark worker has its own group
+            except ProcessLookupError:
+                pass
+        proc.wait()
+    assert halted or proc.returncode == 0, (tmp_path / f"log-{point}-{epoch}.txt").read_text()[-3000:]
+    return "killed" if halted else "finished"
+
+
+def chain(tmp_path, seed: int) -> list[str]:
+    outcomes = []
+    for i, (point, epoch) in enumerate(schedule(seed)):
+        outcomes.append(f"{point}@{epoch}: {kill_at(tmp_path, point, epoch, restore=i > 0)}")
+    return outcomes
+
+
+def test_killed_runs_restore_to_the_same_sinks_and_state(spark, tmp_path):
+    folders = [tmp_path / f"seed-{s}" for s in range(SEEDS)]
+    inputs = [write_input(folder / "in", seed=100 + s) for s, folder in enumerate(folders)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = list(pool.map(chain, folders, range(SEEDS)))
+    for folder, events, outcome in zip(folders, inputs, outcomes):
+        assert sum("killed" in o for o in outcome) >= 3, outcome
+        result = run_job(JOB, job_args(folder), warehouse=str(folder / "warehouse"), master="local[2]", quiet=True,
+                         max_records_per_split=LINES_PER_EPOCH, restore_from="latest")
+        assert result.epochs[-1].watermark > 10 ** 12          # ran to the end of the input
+        assert table_rows(folder / "windows") == expected_windows(events), outcome
+        assert table_rows(folder / "running") == expected_running(events), outcome
+        # The final checkpoint's state: every word's total count, once.
+        store = CheckpointStorage(str(folder / "warehouse" / "checkpointed-counts"))
+        state = {r["key"]: r["value"] for r in read_state(store, "running-count") if r["state"] == "count"}
+        assert state == dict(collections.Counter(w for w, _ in events))
+        statuses = collections.Counter(r.status for r in store.history())
+        assert statuses["COMPLETED"] == 3           # retained; older ones DISCARDED
