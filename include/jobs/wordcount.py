@@ -39,6 +39,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
+    env.enable_checkpointing(5000)      # and always at the end of a bounded input
     build(env, args.input, args.host, args.port, args.window_parallelism)
     env.execute("Socket Window WordCount")
 

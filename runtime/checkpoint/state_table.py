@@ -253,7 +253,8 @@ class StateFile:
 def write_state_file(table: pa.Table, directory: str, operator_id: str, subtask: int) -> StateFile:
     from runtime.connectors.delta import _stats
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"part-{subtask:05d}-{uuid.uuid4().hex}.parquet")
+    label = f"{subtask:05d}" if subtask >= 0 else "enumerator"     # -1: written by the driver
+    path = os.path.join(directory, f"part-{label}-{uuid.uuid4().hex}.parquet")
     tmp = path + ".inprogress"
     pq.write_table(table, tmp, compression="zstd")
     os.replace(tmp, path)       # never a half-written file under the final name

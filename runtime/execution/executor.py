@@ -382,8 +382,10 @@ class JobRunner:
         if checkpoint_id is not None:
             watermarks = {self.job_graph.vertex(a.job_vertex_id).head.operator_id: a.watermark for a in acks}
             try:
-                checkpoint = self.coordinator.complete(checkpoint_id, epoch, started, state_files, self.enumerators,
-                                                       watermarks, self._commit_sinks)
+                # The checkpoint starts when the tasks' snapshots do (their barrier is the epoch's end).
+                snapshot_started = commit_started - max((a.snapshot_ms for a in acks), default=0) / 1000
+                checkpoint = self.coordinator.complete(checkpoint_id, epoch, snapshot_started, state_files,
+                                                       self.enumerators, watermarks, self._commit_sinks)
             except Exception as e:
                 self.coordinator.fail(checkpoint_id, epoch, started, f"{type(e).__name__}: {e}")
                 raise JobExecutionException(

@@ -75,6 +75,7 @@ class Acknowledgement:
     watermark: int = MIN_WATERMARK
     split_states: dict = field(default_factory=dict)
     state_files: list = field(default_factory=list)     # StateFiles written by the snapshot
+    snapshot_ms: float = 0.0
     print_lines: list = field(default_factory=list)
     collected: dict = field(default_factory=dict)
     sink_files: dict = field(default_factory=dict)
@@ -278,12 +279,14 @@ class StreamTask:
         from runtime.checkpoint.state_table import snapshot_to_table, state_table_name, write_state_file
         if not self.tdd.snapshot_dir:
             return
+        started = time.time()
         for op in self._all_operators():
             table = snapshot_to_table(op.snapshot(), self.tdd.subtask_index, f"{op.name} {self.ctx.subtask_label}")
             if table is not None:
                 directory = self.tdd.snapshot_dir.format(table=state_table_name(op.node))
                 ack.state_files.append(write_state_file(table, directory, op.node.operator_id,
                                                         self.tdd.subtask_index))
+        ack.snapshot_ms = (time.time() - started) * 1000
 
     # ---- sources -----------------------------------------------------------------------
 
