@@ -122,8 +122,15 @@ def _keys(keys: list) -> tuple[pa.Array, pa.Array]:
     return pa.array(readable, pa.string()), pa.array(exact, pa.binary())
 
 
+def _pylist(column) -> list:
+    """Python values of a column; through NumPy when it has no nulls (10x faster than to_pylist)."""
+    if column.null_count:
+        return column.to_pylist()
+    return column.to_numpy(zero_copy_only=False).tolist()
+
+
 def _decode_keys(table: pa.Table) -> list:
-    keys = table.column("key").to_pylist()
+    keys = _pylist(table.column("key"))
     if table.column("key_bytes").null_count == table.num_rows:
         return keys
     return [k if b is None else pickle.loads(b) for k, b in zip(keys, table.column("key_bytes").to_pylist())]
@@ -296,9 +303,32 @@ def state_types(table: pa.Table) -> dict:
     return pickle.loads(base64.b64decode(meta)) if meta else {}
 
 
+class KeyedRows:
+    """Restored keyed state, column-wise per state: iterates as (key_group, name, namespace,
+    key, value) rows; the heap backend loads ``chunks`` without building the rows."""
+
+    def __init__(self):
+        self.chunks: list[tuple] = []       # (name, key_groups, namespaces, keys, values)
+
+    def __iter__(self):
+        for name, kgs, nss, keys, values in self.chunks:
+            for kg, ns, key, value in zip(kgs, nss, keys, values):
+                yield kg, name, ns, key, value
+
+    def __len__(self):
+        return sum(len(c[1]) for c in self.chunks)
+
+
+def _decode_namespaces(column) -> list:
+    if column.null_count == len(column):
+        return [None] * len(column)
+    cache: dict = {}
+    return [cache[t] if t in cache else cache.setdefault(t, decode_namespace(t)) for t in column.to_pylist()]
+
+
 def table_to_snapshot(tables: Iterable[pa.Table]) -> dict:
     """Keyed rows and timers of state tables, and operator state as {name: [(subtask, value)]}."""
-    keyed, timers, operator_state = [], [], {}
+    keyed, timers, operator_state = KeyedRows(), [], {}
     for table in tables:
         types = state_types(table)
         names = table.column("state_name")
@@ -308,7 +338,7 @@ def table_to_snapshot(tables: Iterable[pa.Table]) -> dict:
             if name.startswith(TIMER_PREFIX):
                 domain = name[len(TIMER_PREFIX):]
                 keys = _decode_keys(part)
-                nss = [decode_namespace(t) for t in part.column("namespace").to_pylist()]
+                nss = _decode_namespaces(part.column("namespace"))
                 timers.extend(zip(part.column("key_group").to_pylist(), [domain] * part.num_rows,
                                   part.column("timestamp").to_pylist(), keys, nss))
             elif part.column("key_group").null_count == part.num_rows:
@@ -320,9 +350,6 @@ def table_to_snapshot(tables: Iterable[pa.Table]) -> dict:
                     values = _decode_typed(part.column(column), types[name])
                 else:
                     values = [pickle.loads(b) for b in part.column("value").to_pylist()]
-                ns_cache: dict = {}
-                nss = [ns_cache[t] if t in ns_cache else ns_cache.setdefault(t, decode_namespace(t))
-                       for t in part.column("namespace").to_pylist()]
-                keyed.extend(zip(part.column("key_group").to_pylist(), [name] * part.num_rows, nss,
-                                 _decode_keys(part), values))
+                keyed.chunks.append((name, _pylist(part.column("key_group")),
+                                     _decode_namespaces(part.column("namespace")), _decode_keys(part), values))
     return {"keyed": keyed, "timers": timers, "operator_state": operator_state}

@@ -208,6 +208,12 @@ class HeapKeyedStateBackend:
 
     def restore(self, rows: Iterable[tuple]) -> None:
         """Take the rows of this backend's key-group range (others belong to other subtasks)."""
+        chunks = getattr(rows, "chunks", None)
+        if chunks is not None:
+            # Restored from state files, which were read for this range only: load column-wise.
+            for name, _, nss, keys, values in chunks:
+                self.tables.setdefault(name, {}).update(zip(zip(keys, nss), values))
+            return
         kgr = self.key_group_range
         for key_group, name, ns, key, value in rows:
             if kgr.contains(key_group):
