@@ -168,7 +168,7 @@ def test_a_savepoint_outlives_retention_and_restores_anywhere(spark, tmp_path):
 def test_a_second_run_of_a_running_job_is_refused(spark, tmp_path):
     write_input(tmp_path / "in", seed=23)
     store = storage(tmp_path)
-    store.claim("other-run", None, lease_timeout_s=600)        # alive: this very process
+    store.claim("other-run", lease_timeout_s=600)        # alive: this very process
     with pytest.raises(JobAlreadyRunningException, match="already running: run other-run"):
         run(tmp_path)
     assert not os.path.exists(tmp_path / "windows")
@@ -181,7 +181,7 @@ def test_a_run_on_another_host_holds_the_job_until_its_lease_expires(spark, tmp_
     import socket
     write_input(tmp_path / "in", seed=29)
     store = storage(tmp_path)
-    store.claim("remote", None, lease_timeout_s=600)
+    store.claim("remote", lease_timeout_s=600)
     # Pretend the claim came from another host: liveness is then judged by the lease.
     real = socket.gethostname
     socket.gethostname = lambda: "elsewhere"

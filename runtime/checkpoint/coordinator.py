@@ -29,12 +29,10 @@ class CheckpointCoordinator:
         self.interval_ms = config.get("interval_ms", -1)
         self.interval_epochs = config.get("interval_epochs")
         self.max_retained = config.get("max_retained", 3)
-        self.tolerable_failures = config.get("tolerable_failures", 0)
         self.enabled = self.interval_ms > 0 or self.interval_epochs is not None
         self.next_id = storage.max_checkpoint_id() + 1
         self.last_epoch: Optional[int] = None           # epoch of the last checkpoint
         self.last_time = time.time()
-        self.failures = 0
 
     def restored(self, record: CheckpointRecord) -> None:
         self.last_epoch = record.epoch
@@ -100,7 +98,7 @@ class CheckpointCoordinator:
             watermarks=watermarks, operators=operators, table_versions=versions,
             started_at=started, completed_at=now)
         self.storage.record([record], before_commit=lambda: fault_point("during-checkpoint-record", epoch))
-        self.last_epoch, self.last_time, self.failures = epoch, now, 0
+        self.last_epoch, self.last_time = epoch, now
         self._retain()
         return record
 
@@ -109,7 +107,6 @@ class CheckpointCoordinator:
         self.storage.record([CheckpointRecord(checkpoint_id, epoch, CHECKPOINT, FAILED, self.run_id,
                                               duration_ms=int((time.time() - started) * 1000), failure=reason,
                                               started_at=started, completed_at=time.time())])
-        self.failures += 1
 
     def _write_source_state(self, checkpoint_id: int, enumerators: dict) -> list:
         """The sources' split positions as list state (SourceReaderState) of the source operator."""

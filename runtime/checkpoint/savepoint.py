@@ -14,9 +14,11 @@ import shutil
 import time
 from typing import Optional
 
+import pyarrow.compute as pc
+
 from runtime.checkpoint.restore import METADATA, RestorePoint, choose, load_savepoint
 from runtime.checkpoint.state_table import (
-    OPERATOR_PREFIX, TIMER_PREFIX, read_state_file, state_types, value_column, _decode_keys, _decode_typed)
+    OPERATOR_PREFIX, TIMER_PREFIX, decode_keys, decode_values, read_state_file, state_types)
 from runtime.checkpoint.storage import SAVEPOINT, CheckpointException, CheckpointStorage
 
 
@@ -74,7 +76,7 @@ def read_state(storage: CheckpointStorage, operator: str, checkpoint: Optional[s
     for f in (f for f in point.files() if f["operator_id"] == ops[0]["operator_id"]):
         table = read_state_file(f["path"])
         types = state_types(table)
-        keys = _decode_keys(table)
+        keys = decode_keys(table)
         values = _values(table, types)
         for i, r in enumerate(table.select(["subtask", "key_group", "state_name", "namespace", "timestamp"])
                               .to_pylist()):
@@ -91,18 +93,11 @@ def read_state(storage: CheckpointStorage, operator: str, checkpoint: Optional[s
 
 
 def _values(table, types: dict) -> list:
-    import pickle
-    import pyarrow.compute as pc
+    """Each row's value, in row order (rows of different states interleave in a file)."""
     out = [None] * table.num_rows
     names = table.column("state_name")
     for name in names.unique().to_pylist():
-        idx = pc.indices_nonzero(pc.equal(names, name)).to_pylist()
-        part = table.take(idx)
-        column = value_column(name)
-        if name in types and column in part.column_names:
-            decoded = _decode_typed(part.column(column), types[name])
-        else:
-            decoded = [None if b is None else pickle.loads(b) for b in part.column("value").to_pylist()]
-        for i, v in zip(idx, decoded):
+        idx = pc.indices_nonzero(pc.equal(names, name))
+        for i, v in zip(idx.to_pylist(), decode_values(table.take(idx), name, types)):
             out[i] = v
     return out

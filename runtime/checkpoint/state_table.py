@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from runtime.common.typeinfo import PickledBytesTypeInfo, TypeInformation, arrow_to_records, records_to_arrow
@@ -129,7 +130,7 @@ def _pylist(column) -> list:
     return column.to_numpy(zero_copy_only=False).tolist()
 
 
-def _decode_keys(table: pa.Table) -> list:
+def decode_keys(table: pa.Table) -> list:
     keys = _pylist(table.column("key"))
     if table.column("key_bytes").null_count == table.num_rows:
         return keys
@@ -187,6 +188,12 @@ def _part(n: int, subtask: int, state_name: str, columns: dict) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
+def _key_columns(key_groups, namespaces, keys) -> dict:
+    key, key_bytes = _keys(list(keys))
+    return {"key_group": pa.array(key_groups, pa.int32()), "namespace": _namespaces(list(namespaces)),
+            "key": key, "key_bytes": key_bytes}
+
+
 def snapshot_to_table(snapshot: dict, subtask: int, operator: str) -> Optional[pa.Table]:
     """An operator's snapshot (``TaskOperator.snapshot()``) as rows of its state table."""
     types: dict = snapshot.get("types", {})
@@ -197,9 +204,7 @@ def snapshot_to_table(snapshot: dict, subtask: int, operator: str) -> Optional[p
         by_state.setdefault(row[1], []).append(row)
     for name, rows in by_state.items():
         kgs, _, nss, keys, values = zip(*rows)
-        key, key_bytes = _keys(list(keys))
-        columns = {"key_group": pa.array(kgs, pa.int32()), "namespace": _namespaces(list(nss)),
-                   "key": key, "key_bytes": key_bytes}
+        columns = _key_columns(kgs, nss, keys)
         type_info = types.get(name)
         typed = None
         if _declared(type_info):
@@ -221,10 +226,8 @@ def snapshot_to_table(snapshot: dict, subtask: int, operator: str) -> Optional[p
         by_domain.setdefault(row[1], []).append(row)
     for domain, rows in by_domain.items():
         kgs, _, timestamps, keys, nss = zip(*rows)
-        key, key_bytes = _keys(list(keys))
         parts.append(_part(len(rows), subtask, TIMER_PREFIX + domain, {
-            "key_group": pa.array(kgs, pa.int32()), "namespace": _namespaces(list(nss)),
-            "key": key, "key_bytes": key_bytes, "timestamp": pa.array(timestamps, pa.int64())}))
+            **_key_columns(kgs, nss, keys), "timestamp": pa.array(timestamps, pa.int64())}))
     for name, value in snapshot.items():
         if name in ("keyed", "timers", "types", "operator_state"):
             continue
@@ -268,7 +271,6 @@ def write_state_file(table: pa.Table, directory: str, operator_id: str, subtask:
     kg = table.column("key_group")
     lo = hi = None
     if kg.null_count < len(kg):
-        import pyarrow.compute as pc
         mm = pc.min_max(kg)
         lo, hi = mm["min"].as_py(), mm["max"].as_py()
     return StateFile(operator_id, subtask, path, os.path.getsize(path), table.num_rows, lo, hi,
@@ -290,7 +292,6 @@ def read_state_file(path: str, key_group_range=None) -> pa.Table:
     except (OSError, pa.ArrowException) as e:
         raise CorruptStateException(f"state file {path} is corrupt: {e}") from e
     if key_group_range is not None:
-        import pyarrow.compute as pc
         kg = table.column("key_group")
         keep = pc.or_(pc.is_null(kg), pc.and_(pc.greater_equal(kg, key_group_range.start_key_group),
                                               pc.less_equal(kg, key_group_range.end_key_group)))
@@ -326,6 +327,14 @@ def _decode_namespaces(column) -> list:
     return [cache[t] if t in cache else cache.setdefault(t, decode_namespace(t)) for t in column.to_pylist()]
 
 
+def decode_values(part: pa.Table, state_name: str, types: dict) -> list:
+    """The values of one state's rows: typed from its column when declared, else unpickled."""
+    column = value_column(state_name)
+    if state_name in types and column in part.column_names:
+        return _decode_typed(part.column(column), types[state_name])
+    return [None if b is None else pickle.loads(b) for b in part.column("value").to_pylist()]
+
+
 def table_to_snapshot(tables: Iterable[pa.Table]) -> dict:
     """Keyed rows and timers of state tables, and operator state as {name: [(subtask, value)]}."""
     keyed, timers, operator_state = KeyedRows(), [], {}
@@ -333,23 +342,18 @@ def table_to_snapshot(tables: Iterable[pa.Table]) -> dict:
         types = state_types(table)
         names = table.column("state_name")
         for name in names.unique().to_pylist():
-            import pyarrow.compute as pc
             part = table.filter(pc.equal(names, name))
             if name.startswith(TIMER_PREFIX):
                 domain = name[len(TIMER_PREFIX):]
-                keys = _decode_keys(part)
+                keys = decode_keys(part)
                 nss = _decode_namespaces(part.column("namespace"))
                 timers.extend(zip(part.column("key_group").to_pylist(), [domain] * part.num_rows,
                                   part.column("timestamp").to_pylist(), keys, nss))
             elif part.column("key_group").null_count == part.num_rows:
-                values = [pickle.loads(b) for b in part.column("value").to_pylist()]
-                operator_state.setdefault(name, []).extend(zip(part.column("subtask").to_pylist(), values))
+                operator_state.setdefault(name, []).extend(
+                    zip(part.column("subtask").to_pylist(), decode_values(part, name, types)))
             else:
-                column = value_column(name)
-                if name in types and column in part.column_names:
-                    values = _decode_typed(part.column(column), types[name])
-                else:
-                    values = [pickle.loads(b) for b in part.column("value").to_pylist()]
                 keyed.chunks.append((name, _pylist(part.column("key_group")),
-                                     _decode_namespaces(part.column("namespace")), _decode_keys(part), values))
+                                     _decode_namespaces(part.column("namespace")), decode_keys(part),
+                                     decode_values(part, name, types)))
     return {"keyed": keyed, "timers": timers, "operator_state": operator_state}

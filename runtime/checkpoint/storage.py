@@ -48,7 +48,7 @@ EPOCH_LOG_SCHEMA = pa.schema([
     ("processing_time", pa.int64()), ("input_watermark", pa.int64()), ("end_of_input", pa.bool_()),
     ("splits", pa.string()),                                 # readable: source uid -> [split, start, end]
     ("plan", pa.binary()),                                   # the exact plan, for a replay
-    ("restored_from", pa.int64()), ("host", pa.string()), ("pid", pa.int64()), ("logged_at", _TS),
+    ("host", pa.string()), ("pid", pa.int64()), ("logged_at", _TS),
 ])
 
 
@@ -60,15 +60,11 @@ class CheckpointException(RuntimeError):
     """A checkpoint could not be read or restored; names the checkpoint and the file."""
 
 
-def _now():
-    return pa.scalar(int(time.time() * 1_000_000), _TS)
-
-
 def _table(schema: pa.Schema, rows: list[dict]) -> pa.Table:
     return pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
 
 
-def _read(path: str, what: str) -> pa.Table:
+def _read(path: str) -> Optional[pa.Table]:
     from deltalake import DeltaTable
     if not DeltaTable.is_deltatable(path):
         return None
@@ -138,7 +134,7 @@ class CheckpointStorage:
 
     def history(self) -> list[CheckpointRecord]:
         """Every checkpoint in its latest state, by id (savepoints as separate entries)."""
-        table = _read(self.checkpoints_path, "checkpoints")
+        table = _read(self.checkpoints_path)
         if table is None:
             return []
         latest: dict = {}
@@ -157,7 +153,7 @@ class CheckpointStorage:
 
     def max_checkpoint_id(self) -> int:
         ids = [r.checkpoint_id for r in self.history()]
-        log = _read(self.epoch_log_path, "epoch log")
+        log = _read(self.epoch_log_path)
         if log is not None:
             ids.extend(i for i in log.column("checkpoint_id").to_pylist() if i is not None)
         return max(ids, default=0)
@@ -203,7 +199,7 @@ class CheckpointStorage:
 
     # ---- the epoch log ------------------------------------------------------------------
 
-    def claim(self, run_id: str, restored_from: Optional[int], lease_timeout_s: float) -> None:
+    def claim(self, run_id: str, lease_timeout_s: float) -> None:
         """Register this run as the job's only writer, or refuse if another run holds the job.
 
         The run's row is committed at the exact version after what it read (Delta's optimistic
@@ -223,15 +219,14 @@ class CheckpointStorage:
                         raise
             self._epoch_log = DeltaTable(self.epoch_log_path)
             try:
-                self._log([{"run_id": run_id, "kind": "run", "status": "RUNNING",
-                            "restored_from": restored_from}], )
+                self._log([{"run_id": run_id, "kind": "run", "status": "RUNNING"}])
                 return
             except _Fenced:
                 continue
         raise JobAlreadyRunningException(f"{self.job_dir}: another run claimed the job while this one started")
 
     def running_holder(self, lease_timeout_s: float) -> Optional[dict]:
-        log = _read(self.epoch_log_path, "epoch log")
+        log = _read(self.epoch_log_path)
         if log is None:
             return None
         runs: dict = {}
@@ -272,7 +267,7 @@ class CheckpointStorage:
         Only entries logged after the epoch that took the checkpoint count (its lineage); of
         an epoch planned several times the latest plan wins, and a gap ends the replay.
         """
-        log = _read(self.epoch_log_path, "epoch log")
+        log = _read(self.epoch_log_path)
         if log is None:
             return []
         rows = log.sort_by([("logged_at", "ascending")]).to_pylist()
@@ -300,7 +295,7 @@ class CheckpointStorage:
             write_deltalake(self._epoch_log, table, mode="append",
                             commit_properties=CommitProperties(max_commit_retries=0))
         except Exception as e:
-            if "CommitFailed" in type(e).__name__ or "version" in str(e).lower() or "commit" in str(e).lower():
+            if type(e).__name__ == "CommitFailedError":     # another writer took the version
                 raise _Fenced(str(e)) from e
             raise
 

@@ -218,7 +218,7 @@ class JobRunner:
         started = time.time()
         result = JobExecutionResult(self.job_graph.job_id, self.job_graph.job_name, self.run_id, 0.0, [],
                                     self.execution_graph, self.slot_plan)
-        self.storage.claim(self.run_id, None, self.options.lease_timeout_s)
+        self.storage.claim(self.run_id, self.options.lease_timeout_s)
         status = "FAILED"
         broadcast = None
         try:
