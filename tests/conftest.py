@@ -10,6 +10,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+import airflow_env  # noqa: E402  (tests/ is on sys.path: rootdir conftest)
+
+airflow_env.configure()     # before anything imports airflow
+
 
 @pytest.fixture(scope="session")
 def spark():
@@ -27,3 +31,10 @@ def env():
     e = StreamExecutionEnvironment.get_execution_environment()
     e.set_parallelism(1)
     return e
+
+
+@pytest.fixture(scope="session")
+def airflow_db():
+    """A migrated Airflow metadata database (SQLite) in this run's AIRFLOW_HOME."""
+    airflow_env.migrate()
+    return os.environ["AIRFLOW_HOME"]

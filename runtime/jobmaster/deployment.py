@@ -1,0 +1,85 @@
+"""How a job is deployed: declared in the job module next to its pipeline.
+
+    from runtime.jobmaster import JobDeployment
+    DEPLOYMENT = JobDeployment(schedule="@hourly", args=("--input", "include/data"))
+
+The control plane builds one Airflow DAG per job module from this (``dags/sluice_jobs.py``);
+the module is imported, never run as ``__main__``, so declaring it costs nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Optional, Union
+
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+JOBS_FOLDER = os.path.join(PROJECT_ROOT, "include", "jobs")
+
+
+@dataclass(frozen=True)
+class JobDeployment:
+    schedule: Union[str, timedelta, None] = None    # cron, preset ("@hourly"), timedelta, or None: manual only
+    args: tuple = ()                                 # the job script's arguments (paths relative to the project)
+    parallelism: Optional[int] = None                # default parallelism of operators the job leaves unset
+    max_epochs: Optional[int] = None                 # an unbounded job stops after this many epochs per run
+    description: str = ""
+    tags: tuple = ()
+    owner: str = "sluice"
+
+    def __post_init__(self):
+        if self.parallelism is not None and self.parallelism < 1:
+            raise ValueError(f"JobDeployment.parallelism must be at least 1, got {self.parallelism}")
+        if self.max_epochs is not None and self.max_epochs < 1:
+            raise ValueError(f"JobDeployment.max_epochs must be at least 1, got {self.max_epochs}")
+        object.__setattr__(self, "args", tuple(str(a) for a in self.args))
+        object.__setattr__(self, "tags", tuple(self.tags))
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str                       # the DAG id: the module's file name
+    path: str                       # the job script
+    deployment: JobDeployment = field(default_factory=JobDeployment)
+    doc: str = ""                   # the module's docstring
+
+    @property
+    def args(self) -> tuple:
+        return self.deployment.args
+
+
+def load_job_spec(path: str) -> JobSpec:
+    """Import a job module (not as ``__main__``) and read its DEPLOYMENT."""
+    path = os.path.abspath(path)
+    name = re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+    digest = hashlib.sha1(path.encode()).hexdigest()[:8]
+    spec = importlib.util.spec_from_file_location(f"sluice_job_{name}_{digest}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path} is not a Python job module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    deployment = getattr(module, "DEPLOYMENT", None) or JobDeployment()
+    if not isinstance(deployment, JobDeployment):
+        raise TypeError(f"{path}: DEPLOYMENT must be a runtime.jobmaster.JobDeployment, "
+                        f"got {type(deployment).__name__}")
+    return JobSpec(name, path, deployment, (module.__doc__ or "").strip())
+
+
+def discover_jobs(folder: str = JOBS_FOLDER) -> tuple[JobSpec, ...]:
+    """Every job module in ``folder`` (files starting with ``_`` are helpers, not jobs)."""
+    if not os.path.isdir(folder):
+        return ()
+    return tuple(load_job_spec(os.path.join(folder, f)) for f in sorted(os.listdir(folder))
+                 if f.endswith(".py") and not f.startswith("_"))
+
+
+def resolve_args(args: tuple) -> list[str]:
+    """Relative paths in a deployment's arguments are relative to the project, not the cwd."""
+    out = []
+    for a in args:
+        candidate = os.path.join(PROJECT_ROOT, a)
+        out.append(candidate if not os.path.isabs(a) and not a.startswith("-") and os.path.exists(candidate) else a)
+    return out

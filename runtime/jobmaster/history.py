@@ -1,0 +1,101 @@
+"""The execution history of a job: one Delta table, ``<warehouse>/<job>/executions/``.
+
+One row per change of a run's state (append-only; a run's state is its last row): runs
+from the CLI and from Airflow alike, with the Airflow run and attempt that started them,
+the checkpoint they restored, their failure, and the restart strategy's decision. The web
+view and the restart strategies read it; anyone can (it is a plain Delta table).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Optional
+
+import pyarrow as pa
+
+RUNNING, FINISHED, FAILED, CANCELED = "RUNNING", "FINISHED", "FAILED", "CANCELED"
+
+_TS = pa.timestamp("us", tz="UTC")
+
+EXECUTIONS_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("job_name", pa.string()),
+    ("dag_run_id", pa.string()), ("attempt", pa.int64()),         # Airflow's run and try number
+    ("state", pa.string()), ("started_at", _TS), ("ended_at", _TS),
+    ("restored_from", pa.int64()), ("last_checkpoint", pa.int64()),
+    ("epochs", pa.int64()), ("records_in", pa.int64()),
+    ("parallelism", pa.string()),                                  # JSON: vertex name -> parallelism
+    ("failure", pa.string()), ("failed_tasks", pa.string()),       # JSON: ["Name (i/p)", ...]
+    ("restart", pa.string()), ("backoff_ms", pa.int64()),          # the restart strategy's decision
+    ("host", pa.string()), ("pid", pa.int64()), ("recorded_at", _TS),
+])
+
+
+@dataclass(frozen=True)
+class ExecutionRecord:
+    run_id: str
+    job_name: str
+    state: str
+    started_at: float
+    dag_run_id: str = ""
+    attempt: int = 1
+    ended_at: Optional[float] = None
+    restored_from: Optional[int] = None
+    last_checkpoint: Optional[int] = None
+    epochs: int = 0
+    records_in: int = 0
+    parallelism: dict = field(default_factory=dict)
+    failure: Optional[str] = None
+    failed_tasks: tuple = ()
+    restart: Optional[str] = None
+    backoff_ms: Optional[int] = None
+    recorded_at: Optional[float] = None
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "failed_tasks": list(self.failed_tasks)}
+
+
+def _us(t: Optional[float]) -> Optional[int]:
+    return None if t is None else int(t * 1_000_000)
+
+
+def _s(t) -> Optional[float]:
+    return None if t is None else t.timestamp()
+
+
+class ExecutionHistory:
+    def __init__(self, job_dir: str):
+        self.path = os.path.join(job_dir, "executions")
+
+    def record(self, record: ExecutionRecord) -> ExecutionRecord:
+        from runtime.checkpoint.storage import _append, _table
+        now = time.time()
+        row = {**asdict(record), "started_at": _us(record.started_at), "ended_at": _us(record.ended_at),
+               "parallelism": json.dumps(record.parallelism), "failed_tasks": json.dumps(list(record.failed_tasks)),
+               "host": socket.gethostname(), "pid": os.getpid(), "recorded_at": _us(now)}
+        _append(self.path, _table(EXECUTIONS_SCHEMA, [row]))
+        return replace(record, recorded_at=now)
+
+    def _rows(self) -> list[dict]:
+        from runtime.checkpoint.storage import _read
+        table = _read(self.path)
+        return [] if table is None else table.sort_by([("recorded_at", "ascending")]).to_pylist()
+
+    def executions(self) -> list[ExecutionRecord]:
+        """Every run, its latest state, newest first."""
+        latest: dict = {}
+        for row in self._rows():
+            latest[row["run_id"]] = row
+        records = [ExecutionRecord(
+            r["run_id"], r["job_name"], r["state"], _s(r["started_at"]), r["dag_run_id"] or "", r["attempt"] or 1,
+            _s(r["ended_at"]), r["restored_from"], r["last_checkpoint"], r["epochs"] or 0, r["records_in"] or 0,
+            json.loads(r["parallelism"] or "{}"), r["failure"], tuple(json.loads(r["failed_tasks"] or "[]")),
+            r["restart"], r["backoff_ms"], _s(r["recorded_at"])) for r in latest.values()]
+        return sorted(records, key=lambda r: (r.started_at or 0, r.recorded_at or 0), reverse=True)
+
+    def attempts(self, dag_run_id: str) -> list[ExecutionRecord]:
+        """The attempts of one Airflow run, oldest first: what a restart strategy decides on."""
+        return sorted((r for r in self.executions() if dag_run_id and r.dag_run_id == dag_run_id),
+                      key=lambda r: (r.attempt, r.started_at or 0))
