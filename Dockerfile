@@ -2,10 +2,12 @@
 FROM apache/airflow:3.3.2-python3.11
 
 USER root
+# JAVA_HOME through a link without the architecture, so the image builds on amd64 and arm64 alike.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
- && rm -rf /var/lib/apt/lists/*
-ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64
+ && rm -rf /var/lib/apt/lists/* \
+ && ln -s "/usr/lib/jvm/java-17-openjdk-$(dpkg --print-architecture)" /usr/lib/jvm/java-17
+ENV JAVA_HOME=/usr/lib/jvm/java-17
 
 USER airflow
 WORKDIR /usr/local/airflow
@@ -16,6 +18,8 @@ RUN pip install --no-cache-dir -e .
 COPY --chown=airflow:root dags ./dags
 COPY --chown=airflow:root plugins ./plugins
 COPY --chown=airflow:root include ./include
+# Not loaded at start: `astro dev start` loads it itself; on a plain Airflow run
+# `sluice airflow-settings` once `airflow db migrate` has created the database.
 COPY --chown=airflow:root airflow_settings.yaml ./
 ENV AIRFLOW__CORE__DAGS_FOLDER=/usr/local/airflow/dags \
     AIRFLOW__CORE__PLUGINS_FOLDER=/usr/local/airflow/plugins \

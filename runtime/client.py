@@ -40,28 +40,38 @@ class CompiledJob:
     execution_graph: ExecutionGraph
 
 
-def load_stream_graph(path: str, args: Sequence[str] = ()) -> StreamGraph:
-    """Run the job script at ``path`` until its ``execute()`` and return its StreamGraph."""
+def _run_script(path: str, args: Sequence[str], executor, parallelism: Optional[int]) -> None:
+    """Run the job script with ``executor`` as what its ``execute()`` calls."""
     if not os.path.isfile(path):
         raise JobScriptError(f"Job script not found: {path}. Pass the path of a .py file, "
                              "e.g. include/jobs/wordcount.py.")
-
-    def capture(graph: StreamGraph):
-        raise _ProgramAbort(graph)
-
-    token = see._pipeline_executor.set(capture)
+    token = see._pipeline_executor.set(executor)
+    conf_token = see.client_configuration.set({"parallelism.default": parallelism} if parallelism else {})
     saved_argv = sys.argv
     sys.argv = [path, *args]
     try:
         runpy.run_path(path, run_name="__main__")
-    except _ProgramAbort as abort:
-        return abort.graph
     finally:
         sys.argv = saved_argv
         see._pipeline_executor.reset(token)
-    raise JobScriptError(
-        f"The job script {path} finished without calling execute(): build the pipeline and "
-        "end with env.execute('job name'), as in PyFlink.")
+        see.client_configuration.reset(conf_token)
+
+
+def _no_execute(path: str) -> JobScriptError:
+    return JobScriptError(f"The job script {path} finished without calling execute(): build the pipeline "
+                          "and end with env.execute('job name'), as in PyFlink.")
+
+
+def load_stream_graph(path: str, args: Sequence[str] = (), parallelism: Optional[int] = None) -> StreamGraph:
+    """Run the job script at ``path`` until its ``execute()`` and return its StreamGraph."""
+    def capture(graph: StreamGraph):
+        raise _ProgramAbort(graph)
+
+    try:
+        _run_script(path, args, capture, parallelism)
+    except _ProgramAbort as abort:
+        return abort.graph
+    raise _no_execute(path)
 
 
 def run_job(path: str, args: Sequence[str] = (), parallelism: Optional[int] = None, **overrides):
@@ -72,9 +82,6 @@ def run_job(path: str, args: Sequence[str] = (), parallelism: Optional[int] = No
     """
     from runtime.execution.executor import execute_stream_graph
     from runtime.execution.options import ExecutionOptions
-    if not os.path.isfile(path):
-        raise JobScriptError(f"Job script not found: {path}. Pass the path of a .py file, "
-                             "e.g. include/jobs/wordcount.py.")
     results = []
 
     def execute(graph: StreamGraph):
@@ -82,24 +89,13 @@ def run_job(path: str, args: Sequence[str] = (), parallelism: Optional[int] = No
         results.append(execute_stream_graph(graph, options.with_overrides(**overrides)))
         return results[-1]
 
-    token = see._pipeline_executor.set(execute)
-    conf_token = see.client_configuration.set({"parallelism.default": parallelism} if parallelism else {})
-    saved_argv = sys.argv
-    sys.argv = [path, *args]
-    try:
-        runpy.run_path(path, run_name="__main__")
-    finally:
-        sys.argv = saved_argv
-        see._pipeline_executor.reset(token)
-        see.client_configuration.reset(conf_token)
+    _run_script(path, args, execute, parallelism)
     if not results:
-        raise JobScriptError(
-            f"The job script {path} finished without calling execute(): build the pipeline and "
-            "end with env.execute('job name'), as in PyFlink.")
+        raise _no_execute(path)
     return results[-1]
 
 
-def compile_job(path: str, args: Sequence[str] = ()) -> CompiledJob:
-    stream_graph = load_stream_graph(path, args)
+def compile_job(path: str, args: Sequence[str] = (), parallelism: Optional[int] = None) -> CompiledJob:
+    stream_graph = load_stream_graph(path, args, parallelism)
     job_graph = create_job_graph(stream_graph)
     return CompiledJob(stream_graph, job_graph, build_execution_graph(job_graph))

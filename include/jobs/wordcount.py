@@ -10,6 +10,12 @@ import argparse
 
 from runtime.common import Row, Time, Types
 from runtime.datastream import StreamExecutionEnvironment, TumblingProcessingTimeWindows
+from runtime.jobmaster import JobDeployment
+
+# Its Airflow DAG ("wordcount"): manual runs, on the sample text (a folder: new files that
+# land there are read by the next run, from the last checkpoint on).
+DEPLOYMENT = JobDeployment(schedule=None, args=("--input", "include/data"),
+                           description="The seeds' windowed WordCount on the sample text")
 
 WORD_COUNT = Types.ROW_NAMED(["word", "count"], [Types.STRING(), Types.LONG()])
 

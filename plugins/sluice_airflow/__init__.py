@@ -10,11 +10,14 @@ SLOTS_POOL = "spark_slots"
 
 
 def warehouse_root() -> str:
-    """The warehouse: the ``sluice_warehouse`` Airflow variable, else SLUICE_WAREHOUSE, else ./warehouse."""
+    """The warehouse: the ``sluice_warehouse`` Airflow variable (a relative path is relative to
+    the project), else SLUICE_WAREHOUSE, else the project's ./warehouse."""
     from airflow.sdk import Variable
     from runtime.execution.options import DEFAULT_WAREHOUSE
+    from runtime.jobmaster.deployment import PROJECT_ROOT
     default = os.environ.get("SLUICE_WAREHOUSE") or DEFAULT_WAREHOUSE
     try:
-        return Variable.get(WAREHOUSE_VARIABLE, default=default)
+        value = Variable.get(WAREHOUSE_VARIABLE, default=default)
     except Exception:       # no metadata database reachable (e.g. parsing outside Airflow)
-        return default
+        value = default
+    return os.path.join(PROJECT_ROOT, value)

@@ -8,6 +8,7 @@ records, state snapshot handles and the sources' new positions.
 """
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import re
@@ -15,7 +16,7 @@ import shutil
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from runtime.checkpoint.coordinator import CheckpointCoordinator
@@ -24,6 +25,7 @@ from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.connectors import create_enumerator
 from runtime.connectors.base import EnumeratorContext
 from runtime.execution.options import ExecutionOptions
+from runtime.jobmaster.history import FAILED, RUNNING, ExecutionHistory, ExecutionRecord
 from runtime.graph.execution_graph import ExecutionGraph, build_execution_graph
 from runtime.graph.execution_state import ExecutionState
 from runtime.graph.job_graph import JobGraph, create_job_graph
@@ -44,7 +46,15 @@ class _AckAccumulatorParam:
 
 
 class JobExecutionException(RuntimeError):
-    """The job failed; the message names the operator, subtask and record when user code failed."""
+    """The job failed; the message names the operator, subtask and record when user code failed.
+
+    ``failed_tasks`` are the (vertex id, subtask) that failed, when known; ``restart`` is the
+    restart strategy's decision on this failure (set by the run that failed)."""
+
+    def __init__(self, message: str, failed_tasks: tuple = ()):
+        super().__init__(message)
+        self.failed_tasks = tuple(failed_tasks)
+        self.restart = None
 
 
 @dataclass
@@ -142,6 +152,9 @@ class JobRunner:
         self.options = options
         self.job_graph = create_job_graph(stream_graph)
         self.execution_graph = build_execution_graph(self.job_graph)
+        if options.subtask_attempts:
+            attempts = {tuple(int(x) for x in k.split("/")): n for k, n in json.loads(options.subtask_attempts).items()}
+            self.execution_graph = self.execution_graph.with_attempt_numbers(attempts)
         self.spark = spark or get_spark_session(options.master, f"sluice: {stream_graph.job_name}")
         self.sc = self.spark.sparkContext
         # Fails with Flink's NoResourceAvailableException when the cluster has too few slots.
@@ -221,9 +234,13 @@ class JobRunner:
         self.storage.claim(self.run_id, self.options.lease_timeout_s)
         status = "FAILED"
         broadcast = None
+        execution = self._record_execution(ExecutionRecord(
+            self.run_id, self.job_graph.job_name, RUNNING, started, self.options.dag_run_id or "",
+            self.options.attempt, parallelism={v.name: v.parallelism for v in self.job_graph.vertices}))
         try:
             self._restore()
             result.restored_from = self.restored_from
+            execution = replace(execution, restored_from=self.restored_from)
             broadcast = self.sc.broadcast(_dumps(self.job_graph))
             self._transition_all(ExecutionState.SCHEDULED)
             self._transition_all(ExecutionState.DEPLOYING)
@@ -253,6 +270,7 @@ class JobRunner:
             raise
         except Exception as e:
             self._transition_all(ExecutionState.FAILED, str(e))
+            self._failed(execution, result, e)
             raise
         finally:
             if broadcast is not None:
@@ -263,7 +281,39 @@ class JobRunner:
             shutil.rmtree(self.run_dir, ignore_errors=True)
             result.execution_graph = self.execution_graph
             result.net_runtime_ms = (time.time() - started) * 1000
+            if status != "FAILED":
+                self._record_execution(self._progress(execution, result, status))
         return result
+
+    # ---- the execution history -----------------------------------------------------------
+
+    def _record_execution(self, record: ExecutionRecord) -> ExecutionRecord:
+        return ExecutionHistory(self.job_dir).record(record)
+
+    def _progress(self, execution: ExecutionRecord, result: JobExecutionResult, state: str, **more) -> ExecutionRecord:
+        last = max((e.checkpoint_id for e in result.epochs if e.checkpoint_id), default=None)
+        return replace(execution, state=state, ended_at=time.time(), epochs=len(result.epochs),
+                       records_in=sum(e.records_in for e in result.epochs), last_checkpoint=last, **more)
+
+    def _failed(self, execution: ExecutionRecord, result: JobExecutionResult, error: Exception) -> None:
+        """Record the failure with the restart strategy's decision on it, also set as
+        ``error.restart`` (Flink's JobMaster asks its RestartBackoffTimeStrategy; here the
+        history of this Airflow run is the strategy's memory)."""
+        from runtime.scheduler.restart import decide, effective_configuration
+        settings = self.stream_graph.settings
+        config = effective_configuration(settings.restart_strategy, dict(settings.configuration),
+                                         self.coordinator.enabled)
+        now = time.time()
+        earlier = ExecutionHistory(self.job_dir).attempts(self.options.dag_run_id) if self.options.dag_run_id else []
+        times = [int((r.ended_at or r.recorded_at or now) * 1000) for r in earlier
+                 if r.state == FAILED and r.run_id != self.run_id]
+        decision = decide(config, times + [int(now * 1000)])
+        error.restart = decision
+        names = [self.execution_graph.vertex(v, s).task_name_with_subtask_index
+                 for v, s in getattr(error, "failed_tasks", ())]
+        self._record_execution(self._progress(
+            execution, result, FAILED, failure=f"{type(error).__name__}: {error}"[:4000], failed_tasks=tuple(names),
+            restart=decision.describe(), backoff_ms=decision.backoff_ms))
 
     def _plan(self, epoch: int) -> tuple[dict, bool, Optional[int]]:
         """The epoch's deployment descriptors, logged first; replays take the logged plan."""
@@ -339,22 +389,26 @@ class JobRunner:
             for r in rdds.values():
                 if r.is_cached:
                     r.unpersist(blocking=False)
-        # A recomputed task (a retry, a cache miss) acknowledges twice, with the same content.
+        # A recomputed task (a retry, a cache miss) acknowledges twice, with the same content,
+        # unless one of the computations failed: then the epoch failed.
         raw = {}
         for payload in list(acks_accumulator.value) + collected:
             ack = pickle.loads(payload)
-            raw[(ack.job_vertex_id, ack.subtask_index)] = ack
+            key = (ack.job_vertex_id, ack.subtask_index)
+            if key not in raw or ack.failure:
+                raw[key] = ack
         acks = [raw[k] for k in sorted(raw)]
         if os.environ.get("SLUICE_DEBUG"):
             for a in acks:
                 print(f"  task {a.job_vertex_id}/{a.subtask_index}: +{(a.started_at - started) * 1000:.0f} ms, "
                       f"{a.duration_ms:.0f} ms, {a.records_in} in", file=sys.stderr)
             print(f"  acks in driver at +{(time.time() - started) * 1000:.0f} ms", file=sys.stderr)
-        failures = [a.failure for a in acks if a.failure]
-        if failures:
+        failed = [a for a in acks if a.failure]
+        if failed:
             if checkpoint_id is not None:
-                self.coordinator.fail(checkpoint_id, epoch, started, failures[0].split("\n", 1)[0])
-            raise JobExecutionException(f"Job '{self.job_graph.job_name}' failed in epoch {epoch}: {failures[0]}")
+                self.coordinator.fail(checkpoint_id, epoch, started, failed[0].failure.split("\n", 1)[0])
+            raise JobExecutionException(f"Job '{self.job_graph.job_name}' failed in epoch {epoch}: {failed[0].failure}",
+                                        tuple((a.job_vertex_id, a.subtask_index) for a in failed))
         if epoch == self.first_epoch:
             self._transition_all(ExecutionState.RUNNING)
         order = {v.id: i for i, v in enumerate(self.job_graph.vertices)}

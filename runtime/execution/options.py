@@ -37,6 +37,11 @@ class ExecutionOptions:
     restore_from: Optional[str] = None      # "latest", a checkpoint id, or a savepoint path
     allow_non_restored_state: bool = False  # skip checkpointed state no operator claims
     lease_timeout_s: float = 600.0          # a run on another host is presumed dead after this
+    # Set by the control plane: which Airflow run and try this is, and the subtasks' attempt
+    # numbers after earlier failures (JSON {"vertex/subtask": n}), for the execution history.
+    dag_run_id: Optional[str] = None
+    attempt: int = 1
+    subtask_attempts: Optional[str] = None
 
     KEYS = {
         "sluice.spark.master": ("master", str, "SLUICE_SPARK_MASTER"),
@@ -50,6 +55,9 @@ class ExecutionOptions:
         "execution.savepoint.path": ("restore_from", str, "SLUICE_RESTORE_FROM"),
         "execution.savepoint.ignore-unclaimed-state": ("allow_non_restored_state", _boolean, None),
         "sluice.lease-timeout": ("lease_timeout_s", float, None),
+        "sluice.airflow.dag-run-id": ("dag_run_id", str, "SLUICE_DAG_RUN_ID"),
+        "sluice.airflow.attempt": ("attempt", int, "SLUICE_ATTEMPT"),
+        "sluice.subtask-attempts": ("subtask_attempts", str, "SLUICE_SUBTASK_ATTEMPTS"),
     }
 
     @staticmethod
@@ -69,7 +77,7 @@ class ExecutionOptions:
         return options
 
     def validate(self) -> None:
-        for name in ("epoch_interval_ms", "batch_size", "clock_step_ms"):
+        for name in ("epoch_interval_ms", "batch_size", "clock_step_ms", "attempt"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         for name in ("max_epochs", "max_records_per_split"):

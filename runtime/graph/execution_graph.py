@@ -180,6 +180,16 @@ class ExecutionGraph:
                 graph = graph._replace_vertex(ev.reset_for_new_execution())
         return graph
 
+    def with_attempt_numbers(self, attempts: dict) -> "ExecutionGraph":
+        """Start subtasks at the given attempt numbers ((vertex id, subtask) -> n): a restarted
+        job's subtasks carry on counting from the attempts before the restart."""
+        graph = self
+        for (vid, s), n in attempts.items():
+            ev = graph.vertex(vid, s)
+            graph = graph._replace_vertex(replace(ev, current_execution=replace(ev.current_execution,
+                                                                                attempt_number=n)))
+        return graph
+
 
 def consumed_partitions(edge: JobEdge, producer_parallelism: int, consumer_parallelism: int,
                         consumer_index: int) -> tuple[int, ...]:

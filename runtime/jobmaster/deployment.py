@@ -18,6 +18,11 @@ from typing import Optional, Union
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JOBS_FOLDER = os.path.join(PROJECT_ROOT, "include", "jobs")
+JOBS_FOLDER_ENV = "SLUICE_JOBS_FOLDER"      # another folder of job modules (tests, other projects)
+
+
+def jobs_folder() -> str:
+    return os.environ.get(JOBS_FOLDER_ENV) or JOBS_FOLDER
 
 
 @dataclass(frozen=True)
@@ -68,18 +73,29 @@ def load_job_spec(path: str) -> JobSpec:
     return JobSpec(name, path, deployment, (module.__doc__ or "").strip())
 
 
-def discover_jobs(folder: str = JOBS_FOLDER) -> tuple[JobSpec, ...]:
-    """Every job module in ``folder`` (files starting with ``_`` are helpers, not jobs)."""
+def discover_jobs(folder: Optional[str] = None) -> tuple[JobSpec, ...]:
+    """Every job module in ``folder`` (default: SLUICE_JOBS_FOLDER, else include/jobs; files
+    starting with ``_`` are helpers, not jobs)."""
+    folder = folder or jobs_folder()
     if not os.path.isdir(folder):
         return ()
     return tuple(load_job_spec(os.path.join(folder, f)) for f in sorted(os.listdir(folder))
                  if f.endswith(".py") and not f.startswith("_"))
 
 
+def find_job(name_or_path: str) -> JobSpec:
+    """A job by its DAG id (the module's name in the jobs folder) or by its path."""
+    if name_or_path.endswith(".py"):
+        return load_job_spec(name_or_path)
+    path = os.path.join(jobs_folder(), f"{name_or_path}.py")
+    if not os.path.isfile(path):
+        known = ", ".join(s.name for s in discover_jobs()) or "none"
+        raise FileNotFoundError(f"No job '{name_or_path}' in {jobs_folder()} (jobs: {known}).")
+    return load_job_spec(path)
+
+
 def resolve_args(args: tuple) -> list[str]:
-    """Relative paths in a deployment's arguments are relative to the project, not the cwd."""
-    out = []
-    for a in args:
-        candidate = os.path.join(PROJECT_ROOT, a)
-        out.append(candidate if not os.path.isabs(a) and not a.startswith("-") and os.path.exists(candidate) else a)
-    return out
+    """Relative paths in a deployment's arguments (a value with a "/" that is not an option) are
+    relative to the project, not to wherever the worker runs."""
+    return [os.path.join(PROJECT_ROOT, a) if "/" in a and not os.path.isabs(a) and not a.startswith("-")
+            and "://" not in a else a for a in args]

@@ -250,18 +250,15 @@ class TaskOperator:
             self.fail(e, record)
 
     def each(self, f: Callable, *columns: list) -> list:
-        """``f`` applied to each record (``map(f, *columns)``); a failure names the record."""
+        """``f`` applied to each record (``map(f, *columns)``); a failure names the record.
+
+        Each record is seen once: ``extend`` keeps what ``f`` returned before it failed, which
+        tells the failed record without calling ``f`` again (user functions may have effects)."""
+        out: list = []
         try:
-            return list(map(f, *columns))
-        except Exception:
-            pass
-        args = None
-        out = []
-        try:
-            for args in zip(*columns):
-                out.append(f(*args))
+            out.extend(map(f, *columns))
         except Exception as e:
-            self.fail(e, args[0] if args else None)
+            self.fail(e, columns[0][len(out)] if columns and len(out) < len(columns[0]) else None)
         return out
 
     def fail(self, error: BaseException, record) -> None:

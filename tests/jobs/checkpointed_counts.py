@@ -5,6 +5,7 @@ and as a running count in typed keyed state into another, with a checkpoint ever
     sluice run tests/jobs/checkpointed_counts.py -- --input DIR --windows T1 --running T2
 """
 import argparse
+import os
 
 from runtime.common import Duration, Row, Time, Types, WatermarkStrategy
 from runtime.datastream import KeyedProcessFunction, StreamExecutionEnvironment, TumblingEventTimeWindows
@@ -30,9 +31,26 @@ def parse(line: str) -> Row:
     return Row(word=word, ts=int(ts), count=1)
 
 
-def build(env, input_path, windows_table, running_table, parallelism, window_uid="window-counts"):
-    events = (env.read_text_file(input_path)
-              .map(parse, output_type=EVENT).uid("parse")
+class FailAt:
+    """Fails on the first event at or after ``ts`` (an epoch in the middle of the input): every
+    time, or only once when ``marker`` is given (the marker file remembers it failed)."""
+
+    def __init__(self, ts: int, marker=None):
+        self.ts, self.marker = ts, marker
+
+    def __call__(self, event):
+        if event.ts >= self.ts and not (self.marker and os.path.exists(self.marker)):
+            if self.marker:
+                open(self.marker, "w").close()
+            raise RuntimeError(f"injected failure at event {event}")
+        return event
+
+
+def build(env, input_path, windows_table, running_table, parallelism, window_uid="window-counts", fail=None):
+    events = env.read_text_file(input_path).map(parse, output_type=EVENT).uid("parse")
+    if fail is not None:
+        events = events.map(fail, output_type=EVENT).uid("fail")
+    events = (events
               .assign_timestamps_and_watermarks(
                   WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(2))
                   .with_timestamp_assigner(lambda e, _: e.ts)).uid("timestamps"))

@@ -1,0 +1,233 @@
+"""Operators of the job DAGs: each step is a call into ``runtime.jobmaster.steps``.
+
+SluiceJobOperator is the deploy-and-run step. It is a SparkSubmitOperator: when the
+``spark_default`` connection names a cluster master (or sets ``"sluice-deploy":
+"spark-submit"`` in its extra) it submits ``sluice run`` with spark-submit; with a local
+master it runs the same runtime code in the worker's process. Either way a failure is
+handed to the job's restart strategy, whose decision the execution history records:
+restart means an Airflow retry (the task's tries are the job's attempts), giving up means
+the task fails without retrying, so the DAG run fails.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any, Optional
+
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.sdk import BaseOperator
+
+from runtime.jobmaster import find_job
+from runtime.jobmaster.steps import (
+    RUN_PARAMETERS,
+    RunRequest,
+    RunRequestError,
+    allocate_slots_step,
+    compile_step,
+    execution_graph_step,
+    finish_step,
+    last_attempt,
+    outcome,
+    resolve_restore_point,
+    restart_backoff_remaining,
+    run_options,
+    run_step,
+    request_json,
+    savepoint_step,
+    slots_for,
+)
+from runtime.checkpoint.storage import CheckpointException
+from runtime.scheduler.slots import NoResourceAvailableException
+from sluice_airflow import SLOTS_POOL, warehouse_root
+from sluice_airflow.policy import RESERVATION_KEY
+
+# Airflow's count of retries only caps the restarts; the job's restart strategy decides.
+RESTART_RETRY_CAP = 100
+IN_PROCESS, SPARK_SUBMIT = "in-process", "spark-submit"
+
+
+def run_request(context, spec) -> RunRequest:
+    """The run's parameters: the manual-run form (params), else the job's deployment defaults."""
+    params = context.get("params") or {}
+    try:
+        return RunRequest.from_conf({k: params.get(k) for k in RUN_PARAMETERS}, spec)
+    except RunRequestError as e:
+        raise AirflowFailException(str(e)) from None
+
+
+class SluiceStepOperator(BaseOperator):
+    """One control-plane step of a job: compile, execution_graph, allocate_slots, deploy,
+    check_restore_point, savepoint or finish. ``job`` is the job's name or its path."""
+
+    template_fields = ("job",)
+    ui_color = "#d6eaf8"
+    STEPS = ("compile", "execution_graph", "allocate_slots", "deploy", "check_restore_point", "savepoint",
+             "finish")
+
+    def __init__(self, *, job: str, step: str, conn_id: str = "spark_default", **kwargs):
+        if step not in self.STEPS:
+            raise ValueError(f"unknown step {step!r}: one of {', '.join(self.STEPS)}")
+        super().__init__(**kwargs)
+        self.job, self.step, self.conn_id = job, step, conn_id
+
+    def execute(self, context) -> Any:
+        try:
+            spec = find_job(self.job)
+        except FileNotFoundError as e:
+            raise AirflowFailException(str(e)) from None
+        return getattr(self, f"_{self.step}")(context, spec, run_request(context, spec))
+
+    def _compile(self, context, spec, request) -> dict:
+        return compile_step(spec, request)
+
+    def _execution_graph(self, context, spec, request) -> dict:
+        return execution_graph_step(spec, request)
+
+    def _allocate_slots(self, context, spec, request) -> dict:
+        """The slot plan over the run task's reservation. The reservation policy sized it for this
+        run and recorded the pool's size: a job needing more slots than the pool has fails here,
+        with Flink's message, instead of waiting for slots forever."""
+        run_task = context["dag"].get_task("run")
+        reservation = (context["dag_run"].conf or {}).get(RESERVATION_KEY)
+        if reservation is None:
+            self.log.warning("No slot reservation recorded for this run: the reservation policy "
+                             "(plugins/airflow_local_settings.py) is not installed; using the DAG's "
+                             "default of %s slot(s) in pool %s.", run_task.pool_slots, run_task.pool)
+            reservation = {"pool": run_task.pool, "pool_slots": run_task.pool_slots, "pool_size": None}
+        pool, size = reservation["pool"], reservation["pool_size"]
+        try:
+            plan = allocate_slots_step(spec, request, pool, size if size is not None else reservation["pool_slots"])
+        except NoResourceAvailableException as e:
+            raise AirflowFailException(f"{e} The Airflow pool '{pool}' stands for the cluster's slots and has "
+                                       f"{size}: raise its slots (airflow_settings.yaml, then "
+                                       f"`sluice airflow-settings`) if the cluster has more.") from None
+        plan["pool"], plan["pool_slots"] = pool, reservation["pool_slots"]
+        self.log.info("Reserved %s of the %s slot(s) of pool %s; the job needs %s.",
+                      reservation["pool_slots"], size, pool, plan["slots_required"])
+        return plan
+
+    def _check_restore_point(self, context, spec, request) -> dict:
+        try:
+            checked = resolve_restore_point(spec, request, warehouse_root())
+        except CheckpointException as e:
+            raise AirflowFailException(f"Cannot restore job {spec.name}: {e}") from None
+        point = checked["restore_point"]
+        checked["conf"] = {**request_json(request), "restore_from": str(request.restore_from)}
+        self.log.info("Job %s starts %s.", spec.name,
+                      f"from {'checkpoint' if isinstance(point, int) else 'savepoint'} {point}"
+                      if point is not None else "without state (nothing to restore)")
+        return checked
+
+    def _deploy(self, context, spec, request) -> dict:
+        master, mode = deployment_target(self.conn_id)
+        deployed = {**self._check_restore_point(context, spec, request), "master": master, "mode": mode}
+        self.log.info("Deploying %s %s on Spark %s.", spec.name,
+                      "in this process" if mode == IN_PROCESS else "with spark-submit", master)
+        return deployed
+
+    def _savepoint(self, context, spec, request) -> str:
+        params = context.get("params") or {}
+        try:
+            path = savepoint_step(spec, warehouse_root(), params.get("checkpoint"), params.get("target") or None)
+        except CheckpointException as e:
+            raise AirflowFailException(f"Cannot take a savepoint of job {spec.name}: {e}") from None
+        self.log.info("Savepoint completed. Path: %s (restore it with restore_from=%s)", path, path)
+        return path
+
+    def _finish(self, context, spec, request) -> dict:
+        result = finish_step(warehouse_root(), context["ti"].xcom_pull(task_ids="run"))
+        self.log.info("Job %s %s: %s epoch(s), %s record(s) in; latest checkpoint %s in %s; sinks: %s",
+                      result["job"], result["state"], result["epochs"], result["records_in"],
+                      result["checkpoint_id"], result["checkpoints"], ", ".join(result["sinks"]) or "none")
+        return result
+
+
+class SluiceJobOperator(SparkSubmitOperator):
+    """Deploy and run a job's epochs; its tries are the job's restart attempts."""
+
+    template_fields = (*SparkSubmitOperator.template_fields, "job", "slot_profile")
+    ui_color = "#aed6f1"
+
+    def __init__(self, *, job: str, slot_profile: list, conn_id: str = "spark_default", **kwargs):
+        import runtime.cli
+        kwargs.setdefault("pool", SLOTS_POOL)
+        kwargs.setdefault("pool_slots", max(1, slots_for(slot_profile, None)))
+        kwargs.setdefault("retries", RESTART_RETRY_CAP)
+        kwargs.setdefault("retry_delay", timedelta(0))     # the strategy's backoff is waited in execute()
+        super().__init__(application=runtime.cli.__file__, conn_id=conn_id, name="sluice", **kwargs)
+        self.job = job
+        self.slot_profile = slot_profile        # read by the reservation policy (policy.py)
+
+    def execute(self, context) -> dict:
+        spec = find_job(self.job)
+        deployed = context["ti"].xcom_pull(task_ids="deploy")
+        request = run_request(context, spec)
+        if deployed["restore_point"] is not None:      # what the deploy step resolved "latest" to
+            request = replace(request, restore_from=str(deployed["restore_point"]))
+        warehouse, master, job_name = warehouse_root(), deployed["master"], deployed["job_name"]
+        dag_run_id, attempt = context["run_id"], context["ti"].try_number
+        wait = restart_backoff_remaining(warehouse, job_name, dag_run_id)
+        if wait > 0:
+            self.log.info("Restart attempt %s: waiting %.1f s, the restart strategy's backoff.", attempt, wait)
+            time.sleep(wait)
+        if deployed["mode"] == IN_PROCESS:
+            try:
+                return run_step(spec, request, warehouse, master, dag_run_id, attempt)
+            except Exception as e:
+                decision = getattr(e, "restart", None)
+                self._give_up_or_retry(e, decision.restart if decision else False,
+                                       decision.describe() if decision else None)
+        return self._submit(context, spec, request, warehouse, master, dag_run_id, attempt, job_name)
+
+    def _submit(self, context, spec, request, warehouse, master, dag_run_id, attempt, job_name) -> dict:
+        options = run_options(spec, request, warehouse, master, dag_run_id, attempt)
+        args = ["run", spec.path, "--warehouse", warehouse, "--master", master]
+        if options["restore_from"]:
+            args += ["--restore-from", str(options["restore_from"])]
+        if request.parallelism:
+            args += ["--parallelism", str(request.parallelism)]
+        if request.max_epochs:
+            args += ["--max-epochs", str(request.max_epochs)]
+        from runtime.jobmaster.deployment import resolve_args
+        self.application_args = [*args, "--", *resolve_args(spec.args)]
+        self.env_vars = {**(self.env_vars or {}), "SLUICE_DAG_RUN_ID": dag_run_id, "SLUICE_ATTEMPT": str(attempt),
+                         "SLUICE_SUBTASK_ATTEMPTS": options["subtask_attempts"],
+                         "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+        if shutil.which("spark-submit") is None:     # the project's environment has it next to python
+            os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+        self.log.info("Submitting %s to %s with spark-submit (attempt %s)", spec.name, master, attempt)
+        try:
+            super().execute(context)
+        except Exception as e:
+            record = last_attempt(warehouse, job_name, dag_run_id, attempt)
+            decision = record.restart if record is not None else None
+            self._give_up_or_retry(e, bool(decision) and decision.startswith("restarting"), decision)
+        return outcome(warehouse, job_name, dag_run_id=dag_run_id)
+
+    @staticmethod
+    def _give_up_or_retry(error: Exception, restart: bool, decision: Optional[str]) -> None:
+        """An Airflow retry when the restart strategy restarts, a failure without retry otherwise."""
+        if restart and not isinstance(error, (AirflowFailException, RunRequestError)):
+            raise AirflowException(f"{error}\n{decision}") from error
+        why = decision or "the job failed before it started, so there is nothing to restart"
+        raise AirflowFailException(f"{error}\n{why}") from error
+
+
+def deployment_target(conn_id: str) -> tuple[str, str]:
+    """The Spark master named by the connection (resolved as the Spark provider does), and how to
+    deploy there: in this process for a local master, spark-submit for a cluster, or as the
+    connection's ``sluice-deploy`` extra says."""
+    from airflow.sdk import Connection
+    master = SparkSubmitHook(conn_id=conn_id)._resolve_connection()["master"]
+    extra = Connection.get(conn_id).extra_dejson
+    mode = extra.get("sluice-deploy") or (IN_PROCESS if master.startswith("local") else SPARK_SUBMIT)
+    if mode not in (IN_PROCESS, SPARK_SUBMIT):
+        raise AirflowFailException(f"Connection {conn_id}: extra sluice-deploy={mode!r}; use "
+                                   f"'{IN_PROCESS}' or '{SPARK_SUBMIT}'.")
+    return master, mode

@@ -1,0 +1,201 @@
+"""The Sluice web view, mounted by the ``sluice`` plugin in Airflow's API server at /sluice:
+
+    GET  /                            the jobs: latest checkpoint, latest execution
+    GET  /jobs/{name}                 a job: its JobGraph drawn, checkpoints, executions
+    POST /jobs/{name}/restore         trigger the job's DAG with conf {"restore_from": id | "latest"}
+    GET  /api/jobs[/{name}[/checkpoints|/executions|/graph]]    the same as JSON
+
+``name`` is the job module's name, which is also its DAG id; the tables are read from the
+warehouse ``sluice_airflow.warehouse_root()`` names (the API server reads the
+``sluice_warehouse`` variable from the metadata database). Authentication is Airflow's
+own: every route depends on ``GetUserDep``, which reads the JWT from an
+``Authorization: Bearer`` header or from the ``_token`` cookie Airflow's UI sets at login.
+Without one the JSON API answers 401 and pages redirect to the auth manager's login page,
+which comes back here. A user sees the jobs whose DAG they may read, and restores the
+jobs whose DAG they may run. The restore form is a cookie-authenticated POST, so a POST
+whose Origin is another site is refused (browsers send Origin with every form POST).
+"""
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from typing import Optional
+from urllib.parse import quote, urlsplit
+
+from fastapi import FastAPI, Form, HTTPException, Request, status
+from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from airflow.api.common.trigger_dag import trigger_dag
+from airflow.api_fastapi.app import API_ROOT_PATH, get_auth_manager
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+from airflow.api_fastapi.core_api.security import GetUserDep
+from airflow.exceptions import DagNotFound, DagRunAlreadyExists
+from airflow.utils.types import DagRunTriggeredByType
+from runtime.graph.plan_svg import job_graph_svg
+from runtime.jobmaster import overview
+from runtime.jobmaster.deployment import jobs_folder
+from sluice_airflow import warehouse_root
+
+LATEST = "latest"
+
+
+def _may(user, dag_id: str, method: str = "GET", entity: Optional[DagAccessEntity] = None) -> bool:
+    return get_auth_manager().is_authorized_dag(method=method, access_entity=entity,
+                                                details=DagDetails(id=dag_id), user=user)
+
+
+def _jobs(user, warehouse: str) -> list[overview.JobOverview]:
+    return [job for job in overview.list_jobs(warehouse) if _may(user, job.name)]
+
+
+def _job(name: str, user) -> overview.JobOverview:
+    job = overview.find_job(name, warehouse_root())
+    if job is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND,
+                            f"No job '{name}': there is no job module {name}.py in {jobs_folder()}.")
+    if not _may(user, name):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, f"User '{user.get_name()}' may not read the DAG '{name}'.")
+    return job
+
+
+# ---- the JSON API -------------------------------------------------------------------------
+
+api = FastAPI(title="Sluice API", description="Sluice jobs, their graphs, checkpoints and executions.")
+
+
+@api.get("/jobs")
+def api_jobs(user: GetUserDep) -> list[dict]:
+    return [overview.job_summary(job) for job in _jobs(user, warehouse_root())]
+
+
+@api.get("/jobs/{name}")
+def api_job(name: str, user: GetUserDep) -> dict:
+    return overview.job_details(_job(name, user))
+
+
+@api.get("/jobs/{name}/checkpoints")
+def api_checkpoints(name: str, user: GetUserDep) -> list[dict]:
+    return [overview.checkpoint_json(r) for r in _job(name, user).checkpoints]
+
+
+@api.get("/jobs/{name}/executions")
+def api_executions(name: str, user: GetUserDep) -> list[dict]:
+    return [overview.execution_json(r) for r in _job(name, user).executions]
+
+
+@api.get("/jobs/{name}/graph")
+def api_graph(name: str, user: GetUserDep) -> dict:
+    job = _job(name, user)
+    if job.compiled is None:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, job.error)
+    return overview.graph_json(job)
+
+
+# ---- the pages ----------------------------------------------------------------------------
+
+app = FastAPI(title="Sluice", docs_url=None, redoc_url=None, openapi_url=None)
+app.mount("/api", api)      # a sub-app of its own: its errors stay JSON
+
+templates = Jinja2Templates(directory=os.path.join(os.path.dirname(__file__), "templates"))
+
+
+def _time(seconds: Optional[float]) -> str:
+    """UTC, as the column headers say."""
+    return "" if seconds is None else datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _duration(ms: Optional[float]) -> str:
+    if ms is None:
+        return ""
+    return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
+
+
+def _size(n: Optional[float]) -> str:
+    if n is None:
+        return ""
+    if n < 1024:
+        return f"{n:.0f} B"
+    for unit in ("KiB", "MiB", "GiB"):
+        n /= 1024
+        if n < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}"
+
+
+templates.env.filters.update(time=_time, duration=_duration, size=_size)
+
+
+def _airflow_url(*parts: str) -> str:
+    """A page of Airflow's own UI, e.g. ("dags", dag_id, "runs", run_id)."""
+    return API_ROOT_PATH + "/".join(quote(p, safe="") for p in parts)
+
+
+def _render(request: Request, template: str, status_code: int = 200, **context) -> HTMLResponse:
+    return templates.TemplateResponse(request, template, {
+        "base": request.scope.get("root_path", ""), "airflow_url": _airflow_url, **context}, status_code=status_code)
+
+
+def _here(request: Request) -> str:
+    query = f"?{request.url.query}" if request.url.query else ""
+    return quote(request.url.path) + query
+
+
+@app.exception_handler(StarletteHTTPException)
+async def _error_page(request: Request, error: StarletteHTTPException):
+    if error.status_code == status.HTTP_401_UNAUTHORIZED:       # not logged in: log in, then come back
+        next_url = _here(request) if request.method == "GET" else request.scope.get("root_path", "") + "/"
+        return RedirectResponse(get_auth_manager().get_url_login(next_url=next_url), status.HTTP_303_SEE_OTHER)
+    return _render(request, "error.html", error.status_code, code=error.status_code, message=error.detail,
+                   login_url=get_auth_manager().get_url_login(next_url=_here(request)))
+
+
+@app.get("/", response_class=HTMLResponse)
+def jobs_page(request: Request, user: GetUserDep):
+    root = warehouse_root()
+    return _render(request, "jobs.html", user=user, jobs=[overview.job_summary(job) for job in _jobs(user, root)],
+                   jobs_folder=jobs_folder(), warehouse=root)
+
+
+@app.get("/jobs/{name}", response_class=HTMLResponse)
+def job_page(request: Request, name: str, user: GetUserDep):
+    job = _job(name, user)
+    graph = Markup(job_graph_svg(job.compiled.job_graph)) if job.compiled else None    # names escaped inside
+    return _render(request, "job.html", user=user, job=overview.job_details(job), graph=graph,
+                   may_restore=_may(user, name, "POST", DagAccessEntity.RUN))
+
+
+@app.post("/jobs/{name}/restore")
+def restore(request: Request, name: str, user: GetUserDep, checkpoint: str = Form(...)):
+    """Start a run of the job's DAG that restores ``checkpoint`` (an id, or "latest")."""
+    origin = request.headers.get("origin")
+    if origin and urlsplit(origin).netloc != request.url.netloc:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, f"A restore cannot be posted from another site ({origin}).")
+    restore_from = _restore_point(_job(name, user), checkpoint)
+    if not _may(user, name, "POST", DagAccessEntity.RUN):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, f"User '{user.get_name()}' may not trigger the DAG '{name}'.")
+    try:
+        run = trigger_dag(name, triggered_by=DagRunTriggeredByType.UI, triggering_user_name=user.get_name(),
+                          conf={"restore_from": restore_from})
+    except DagNotFound:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, (
+            f"Airflow has no DAG '{name}' to run the restore: the DAG processor has not parsed the job's DAG "
+            "yet, or its file failed to import. Start it (`airflow dag-processor`, or once: `airflow dags "
+            "reserialize`), check Import Errors in Airflow's UI, and restore again.")) from None
+    except (DagRunAlreadyExists, ValueError) as e:
+        raise HTTPException(status.HTTP_409_CONFLICT, f"The DAG '{name}' cannot be triggered: {e}") from None
+    return RedirectResponse(_airflow_url("dags", name, "runs", run.run_id), status.HTTP_303_SEE_OTHER)
+
+
+def _restore_point(job: overview.JobOverview, checkpoint: str) -> str:
+    """``checkpoint`` if it names a completed checkpoint of the job (or "latest" and there is one)."""
+    restorable = [r.checkpoint_id for r in job.checkpoints if overview.is_restorable(r)]
+    if checkpoint.strip().lower() == LATEST and restorable:
+        return LATEST
+    if checkpoint.strip().isdigit() and int(checkpoint) in restorable:
+        return str(int(checkpoint))
+    raise HTTPException(status.HTTP_400_BAD_REQUEST, (
+        f"Job '{job.name}' cannot restore checkpoint '{checkpoint}': its completed checkpoints are "
+        f"{', '.join(map(str, restorable))}." if restorable else
+        f"Job '{job.name}' has no completed checkpoint to restore."))

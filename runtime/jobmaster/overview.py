@@ -1,0 +1,144 @@
+"""What the web view shows of each job, as JSON-able dicts: its deployment, its JobGraph,
+its checkpoints and its executions (Flink's REST API /jobs/overview, /jobs/:id,
+/jobs/:id/checkpoints in spirit).
+
+Read-only: job modules are discovered in the jobs folder (``include/jobs``, or
+SLUICE_JOBS_FOLDER) and compiled with their deployment's arguments (no Spark), and a job's
+tables are read under ``<warehouse>/<slug of the name given to env.execute()>/``. Nothing
+here imports Airflow.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import asdict, dataclass
+from functools import cached_property, lru_cache
+from typing import Optional
+
+from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, CheckpointRecord, CheckpointStorage
+from runtime.client import CompiledJob, compile_job
+from runtime.execution.executor import slug
+from runtime.jobmaster.deployment import JobSpec, discover_jobs, resolve_args
+from runtime.jobmaster.history import ExecutionHistory, ExecutionRecord
+
+
+@dataclass(frozen=True)
+class JobOverview:
+    spec: JobSpec
+    compiled: Optional[CompiledJob]     # None when the job module failed to compile
+    job_dir: Optional[str]              # its tables in the warehouse (needs the compiled job name)
+    error: Optional[str] = None         # why it did not compile
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def job_name(self) -> Optional[str]:
+        return self.compiled.job_graph.job_name if self.compiled else None
+
+    # Read once per JobOverview: an overview lives for one request.
+    @cached_property
+    def checkpoints(self) -> list[CheckpointRecord]:
+        return CheckpointStorage(self.job_dir).history() if self.job_dir else []
+
+    @cached_property
+    def executions(self) -> list[ExecutionRecord]:
+        return ExecutionHistory(self.job_dir).executions() if self.job_dir else []
+
+
+def list_jobs(warehouse: str, folder: Optional[str] = None) -> list[JobOverview]:
+    return [_overview(spec, warehouse) for spec in discover_jobs(folder)]
+
+
+def find_job(name: str, warehouse: str, folder: Optional[str] = None) -> Optional[JobOverview]:
+    spec = next((s for s in discover_jobs(folder) if s.name == name), None)
+    return _overview(spec, warehouse) if spec else None
+
+
+def _overview(spec: JobSpec, warehouse: str) -> JobOverview:
+    compiled, error = _compile(spec.path, os.path.getmtime(spec.path), spec.args, spec.deployment.parallelism)
+    job_dir = os.path.join(warehouse, slug(compiled.job_graph.job_name)) if compiled else None
+    return JobOverview(spec, compiled, job_dir, error)
+
+
+_compile_lock = threading.Lock()     # compiling sets sys.argv: one job at a time
+
+
+@lru_cache(maxsize=64)
+def _compile(path: str, mtime: float, args: tuple,
+             parallelism: Optional[int]) -> tuple[Optional[CompiledJob], Optional[str]]:
+    """The compiled job, or why it does not compile: once per version of the module (``mtime`` is in the key)."""
+    with _compile_lock:
+        try:
+            return compile_job(path, resolve_args(args), parallelism), None
+        except SystemExit as e:        # argparse exits on bad arguments, having printed why to stderr
+            return None, (f"{path} exited with status {e.code} while compiling with arguments {list(args)}: "
+                          "check its DEPLOYMENT.args.")
+        except Exception as e:
+            return None, f"{path} does not compile: {type(e).__name__}: {e}"
+
+
+# ---- JSON ---------------------------------------------------------------------------------
+
+def is_restorable(record: CheckpointRecord) -> bool:
+    """Only completed checkpoints keep their files (savepoints are restored by path, not by id)."""
+    return record.status == COMPLETED and record.kind == CHECKPOINT
+
+
+def checkpoint_json(record: CheckpointRecord) -> dict:
+    return {**asdict(record), "restorable": is_restorable(record)}
+
+
+def execution_json(record: ExecutionRecord) -> dict:
+    return record.to_json()
+
+
+def latest_completed(checkpoints: list[CheckpointRecord]) -> Optional[CheckpointRecord]:
+    """The checkpoint ``restore_from=latest`` restores."""
+    return next((r for r in reversed(checkpoints) if is_restorable(r)), None)
+
+
+def graph_json(job: JobOverview) -> Optional[dict]:
+    """The JobGraph: vertices (operator chains) and the edges between them."""
+    if job.compiled is None:
+        return None
+    graph = job.compiled.job_graph
+    return {
+        "job_id": graph.job_id,
+        "job_name": graph.job_name,
+        "vertices": [{
+            "id": v.vertex_id, "name": v.name, "parallelism": v.parallelism,
+            "max_parallelism": v.max_parallelism, "slot_sharing_group": v.slot_sharing_group,
+            "operators": [{"name": op.operator_name, "uid": op.uid, "kind": op.kind} for op in v.operators],
+        } for v in graph.vertices],
+        "edges": [{
+            "source": graph.vertex(e.source_vertex).vertex_id, "target": graph.vertex(e.target_vertex).vertex_id,
+            "ship_strategy": e.ship_strategy, "distribution_pattern": e.distribution_pattern.value,
+        } for e in graph.edges],
+    }
+
+
+def job_summary(job: JobOverview) -> dict:
+    """A row of the jobs list: the job, its latest completed checkpoint and its latest execution."""
+    deployment = job.spec.deployment
+    latest_checkpoint = latest_completed(job.checkpoints)
+    return {
+        "name": job.name,
+        "job_name": job.job_name,
+        "path": job.spec.path,
+        "doc": job.spec.doc,
+        # a timedelta schedule is shown as "1:00:00"
+        "deployment": {**asdict(deployment),
+                       "schedule": None if deployment.schedule is None else str(deployment.schedule)},
+        "job_dir": job.job_dir,
+        "error": job.error,
+        "latest_checkpoint": checkpoint_json(latest_checkpoint) if latest_checkpoint else None,
+        "latest_execution": execution_json(job.executions[0]) if job.executions else None,
+    }
+
+
+def job_details(job: JobOverview) -> dict:
+    return {**job_summary(job), "graph": graph_json(job),
+            "checkpoints": [checkpoint_json(r) for r in job.checkpoints],
+            "executions": [execution_json(r) for r in job.executions]}

@@ -1,0 +1,268 @@
+"""The steps of a job run, as the control plane's tasks call them (Flink's Dispatcher and
+JobMaster, one function per step). Each takes and returns small JSON-able values, so an
+orchestrator can pass them between tasks; data never travels through them.
+
+    compile_step        StreamGraph -> JobGraph: the plan
+    execution_graph_step the ExecutionGraph: subtasks, key groups, pipelined regions
+    allocate_slots_step the slot plan against the slots reserved for the run
+    run_step            epochs on Spark, each ending in a checkpoint; restarts restore the latest
+    finish_step         the run's outcome: checkpoints, sinks
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+from runtime.client import CompiledJob, compile_job
+from runtime.execution.executor import slug
+from runtime.graph.execution_graph import ExecutionGraph
+from runtime.jobmaster.deployment import JobSpec, resolve_args
+from runtime.jobmaster.history import FAILED, ExecutionHistory, ExecutionRecord
+from runtime.scheduler.failover import FAILOVER_STRATEGY_KEY, REGION, pipelined_regions, tasks_to_restart
+from runtime.scheduler.restart import effective_configuration
+from runtime.scheduler.slots import TaskManager, compute_slot_plan, slots_required_per_group
+
+
+RUN_PARAMETERS = ("restore_from", "parallelism", "max_epochs", "allow_non_restored_state")
+
+
+class RunRequestError(ValueError):
+    """A run's parameters are wrong; the message names the parameter and the fix."""
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What one run of a job asks for: the manual-run form's parameters, or the defaults."""
+    restore_from: str = "latest"        # "latest", "none", a checkpoint id, or a savepoint path
+    parallelism: Optional[int] = None   # default parallelism of operators the job leaves unset
+    max_epochs: Optional[int] = None    # stop an unbounded job after this many epochs
+    allow_non_restored_state: bool = False   # skip checkpointed state no operator claims (by uid)
+
+    @staticmethod
+    def from_conf(conf: Optional[dict], spec: JobSpec) -> "RunRequest":
+        conf = dict(conf or {})
+        unknown = set(conf) - set(RUN_PARAMETERS)
+        if unknown:
+            raise RunRequestError(f"Unknown run parameter(s) {sorted(unknown)} for job {spec.name}: "
+                                  f"use {', '.join(RUN_PARAMETERS)}.")
+        restore = conf.get("restore_from")
+        restore = "latest" if restore in (None, "") else str(restore).strip()
+        if not (restore in ("latest", "none") or restore.isdigit() or os.path.isabs(restore)):
+            raise RunRequestError(f"restore_from={restore!r} for job {spec.name}: use 'latest', 'none' (a fresh "
+                                  "start), a checkpoint id (see its checkpoints), or the absolute path of a savepoint.")
+        return RunRequest(restore, _positive(conf.get("parallelism"), "parallelism", spec.deployment.parallelism),
+                          _positive(conf.get("max_epochs"), "max_epochs", spec.deployment.max_epochs),
+                          bool(conf.get("allow_non_restored_state")))
+
+
+def _positive(value, name: str, default: Optional[int]) -> Optional[int]:
+    if value in (None, ""):
+        return default
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = 0
+    if number < 1 or str(number) != str(value).strip():
+        raise RunRequestError(f"{name}={value!r}: must be a whole number of at least 1 (or empty for the default).")
+    return number
+
+
+def _compile(spec: JobSpec, request: RunRequest) -> CompiledJob:
+    return compile_job(spec.path, resolve_args(spec.args), request.parallelism)
+
+
+def job_dir(warehouse: str, job_name: str) -> str:
+    return os.path.join(warehouse, slug(job_name))
+
+
+# ---- compile -----------------------------------------------------------------------------
+
+def compile_step(spec: JobSpec, request: RunRequest) -> dict:
+    job = _compile(spec, request)
+    settings = job.stream_graph.settings
+    conf = dict(settings.configuration)
+    checkpointing = dict(settings.checkpoint_config)
+    return {
+        "job_name": job.job_graph.job_name,
+        "job_id": job.job_graph.job_id,
+        "vertices": [{"id": v.id, "name": v.name, "parallelism": v.parallelism,
+                      "max_parallelism": v.max_parallelism, "slot_sharing_group": v.slot_sharing_group,
+                      "operators": [n.operator_name for n in v.operators]} for v in job.job_graph.vertices],
+        "edges": [{"source": e.source_vertex, "target": e.target_vertex, "ship_strategy": e.ship_strategy}
+                  for v in job.job_graph.vertices for e in job.job_graph.outputs_of(v.id)],
+        "checkpointing": checkpointing,
+        "restart_strategy": str(effective_configuration(settings.restart_strategy, conf,
+                                                        _checkpointing_enabled(checkpointing))),
+        "failover_strategy": conf.get(FAILOVER_STRATEGY_KEY, REGION),
+    }
+
+
+def _checkpointing_enabled(checkpoint_config: dict) -> bool:
+    return (checkpoint_config.get("interval_ms") or 0) > 0 or checkpoint_config.get("interval_epochs") is not None
+
+
+# ---- the execution graph -----------------------------------------------------------------
+
+def execution_graph_step(spec: JobSpec, request: RunRequest) -> dict:
+    graph = _compile(spec, request).execution_graph
+    names = {(ev.job_vertex_id, ev.subtask_index): ev.task_name_with_subtask_index
+             for ev in graph.all_execution_vertices}
+    return {
+        "subtasks": len(names),
+        "vertices": [{"name": v.name, "parallelism": v.parallelism,
+                      "key_groups": [[ev.key_group_range.start_key_group, ev.key_group_range.end_key_group]
+                                     for ev in v.task_vertices if ev.key_group_range]}
+                     for v in graph.job_vertices],
+        "pipelined_regions": [sorted(names[s] for s in region) for region in pipelined_regions(graph)],
+    }
+
+
+# ---- slots -------------------------------------------------------------------------------
+
+def slot_profile(spec: JobSpec) -> list:
+    """Per slot sharing group: [group, the highest parallelism set on its operators, whether
+    some operator takes the default parallelism]. Enough to tell the slots a run needs at
+    any default parallelism without compiling the job again (the reservation policy uses it)."""
+    job = _compile(spec, RunRequest(parallelism=spec.deployment.parallelism))
+    groups: dict = {}
+    for node in job.stream_graph.nodes:
+        fixed, uses_default = groups.get(node.slot_sharing_group, (0, False))
+        if node.parallelism_configured:
+            groups[node.slot_sharing_group] = (max(fixed, node.parallelism), uses_default)
+        else:
+            groups[node.slot_sharing_group] = (fixed, True)
+    default = job.stream_graph.settings.default_parallelism
+    return [[g, fixed, uses_default, default] for g, (fixed, uses_default) in groups.items()]
+
+
+def slots_for(profile: list, parallelism: Optional[int]) -> int:
+    """The slots a run needs at ``parallelism`` (None: the job's own default)."""
+    return sum(max(fixed, (parallelism or default) if uses_default else 0)
+               for _, fixed, uses_default, default in profile)
+
+
+def allocate_slots_step(spec: JobSpec, request: RunRequest, pool: str, pool_slots: int) -> dict:
+    """The slot plan over the ``pool_slots`` slots reserved for this run in ``pool``; fails with
+    Flink's NoResourceAvailableException (slots required vs allocated) when they are too few."""
+    graph = _compile(spec, request).execution_graph
+    plan = compute_slot_plan(graph, (TaskManager(f"pool:{pool}", "airflow", pool_slots),))
+    return json.loads(plan.to_json())
+
+
+def slots_required(spec: JobSpec, request: RunRequest) -> int:
+    return sum(slots_required_per_group(_compile(spec, request).execution_graph).values())
+
+
+# ---- deploy --------------------------------------------------------------------------------
+
+def resolve_restore_point(spec: JobSpec, request: RunRequest, warehouse: str) -> dict:
+    """The restore point the run will start from, checked now against the job (uids, max
+    parallelism), so a wrong checkpoint id or savepoint fails before anything is deployed, as
+    a Flink submission does, instead of becoming a restart."""
+    from runtime.checkpoint.restore import check_compatibility, choose
+    from runtime.checkpoint.storage import SAVEPOINT, CheckpointStorage
+    job = _compile(spec, request)
+    directory = job_dir(warehouse, job.job_graph.job_name)
+    point = None
+    if request.restore_from != "none":
+        chosen = choose(CheckpointStorage(directory), request.restore_from)
+        if chosen is not None:
+            check_compatibility(chosen, job.job_graph, request.allow_non_restored_state)
+            point = chosen.root if chosen.record.kind == SAVEPOINT else chosen.record.checkpoint_id
+    return {"job_name": job.job_graph.job_name, "job_dir": directory, "restore_from": request.restore_from,
+            "restore_point": point}
+
+
+def savepoint_step(spec: JobSpec, warehouse: str, checkpoint: Optional[int], target: Optional[str]) -> str:
+    """A self-contained savepoint of a completed checkpoint (default: the latest)."""
+    from runtime.checkpoint.savepoint import take_savepoint
+    from runtime.checkpoint.storage import CheckpointStorage
+    job = _compile(spec, RunRequest(parallelism=spec.deployment.parallelism))
+    return take_savepoint(CheckpointStorage(job_dir(warehouse, job.job_graph.job_name)), target, checkpoint)
+
+
+# ---- run -----------------------------------------------------------------------------------
+
+def restart_backoff_remaining(warehouse: str, job_name: str, dag_run_id: str) -> float:
+    """Seconds still to wait before this run's next attempt, by the restart strategy's last decision."""
+    attempts = ExecutionHistory(job_dir(warehouse, job_name)).attempts(dag_run_id)
+    if not attempts or attempts[-1].state != FAILED or not attempts[-1].backoff_ms:
+        return 0.0
+    last = attempts[-1]
+    return max(0.0, (last.ended_at or last.recorded_at or 0) + last.backoff_ms / 1000 - time.time())
+
+
+def subtask_attempts(graph: ExecutionGraph, failover_strategy: str, attempts: list[ExecutionRecord]) -> dict:
+    """Each subtask's attempt number after the earlier failures of this run: a failure gives a
+    new attempt to the subtasks the failover strategy restarts ("vertex/subtask" -> n)."""
+    by_name = {ev.task_name_with_subtask_index: (ev.job_vertex_id, ev.subtask_index)
+               for ev in graph.all_execution_vertices}
+    counts: dict = {}
+    for record in attempts:
+        if record.state == FAILED:
+            failed = [by_name[n] for n in record.failed_tasks if n in by_name]
+            for vid, s in tasks_to_restart(graph, failover_strategy, failed):
+                counts[f"{vid}/{s}"] = counts.get(f"{vid}/{s}", 0) + 1
+    return counts
+
+
+def run_options(spec: JobSpec, request: RunRequest, warehouse: str, master: str, dag_run_id: str,
+                attempt: int) -> dict:
+    """ExecutionOptions overrides of one attempt. The first attempt restores what the run asked
+    for; every restart restores the latest completed checkpoint (Flink's failover)."""
+    job = _compile(spec, request)
+    earlier = ExecutionHistory(job_dir(warehouse, job.job_graph.job_name)).attempts(dag_run_id)
+    failover = dict(job.stream_graph.settings.configuration).get(FAILOVER_STRATEGY_KEY, REGION)
+    restore = request.restore_from if attempt <= 1 or not any(r.state == FAILED for r in earlier) else "latest"
+    return {"warehouse": warehouse, "master": master, "max_epochs": request.max_epochs,
+            "restore_from": None if restore == "none" else restore, "dag_run_id": dag_run_id, "attempt": attempt,
+            "allow_non_restored_state": request.allow_non_restored_state or None,
+            "subtask_attempts": json.dumps(subtask_attempts(job.execution_graph, failover, earlier)) or None}
+
+
+def run_step(spec: JobSpec, request: RunRequest, warehouse: str, master: str, dag_run_id: str,
+             attempt: int) -> dict:
+    """Run the job in this process on Spark (``master``). A failure raises with ``.restart``,
+    the restart strategy's decision, set; the history keeps every attempt."""
+    from runtime.client import run_job
+    result = run_job(spec.path, resolve_args(spec.args), parallelism=request.parallelism,
+                     **run_options(spec, request, warehouse, master, dag_run_id, attempt))
+    return outcome(warehouse, result.job_name, result.run_id)
+
+
+def outcome(warehouse: str, job_name: str, run_id: Optional[str] = None, dag_run_id: Optional[str] = None) -> dict:
+    """A run's record in the history (by run id, or the last of an Airflow run) as JSON."""
+    history = ExecutionHistory(job_dir(warehouse, job_name))
+    records = [r for r in history.executions()
+               if (run_id and r.run_id == run_id) or (dag_run_id and r.dag_run_id == dag_run_id)]
+    if not records:
+        return {}
+    return {**records[0].to_json(), "job_dir": job_dir(warehouse, job_name)}
+
+
+def last_attempt(warehouse: str, job_name: str, dag_run_id: str, attempt: int) -> Optional[ExecutionRecord]:
+    found = [r for r in ExecutionHistory(job_dir(warehouse, job_name)).attempts(dag_run_id) if r.attempt == attempt]
+    return found[-1] if found else None
+
+
+# ---- finish --------------------------------------------------------------------------------
+
+def finish_step(warehouse: str, run: dict) -> dict:
+    """What the run left: its last checkpoint (and where the checkpoints are), its sinks' tables."""
+    from runtime.checkpoint.storage import CheckpointStorage
+    directory = run["job_dir"]
+    completed = CheckpointStorage(directory).completed()
+    latest = completed[-1] if completed else None
+    return {"job": run["job_name"], "state": run["state"], "run_id": run["run_id"], "epochs": run["epochs"],
+            "records_in": run["records_in"], "restored_from": run["restored_from"],
+            "checkpoint_id": latest.checkpoint_id if latest else None,
+            "checkpoints": os.path.join(directory, "checkpoints"),
+            "sinks": sorted(t for t in (latest.table_versions if latest else {})
+                            if os.path.isabs(t) and not t.startswith(directory + os.sep))}
+
+
+def request_json(request: RunRequest) -> dict:
+    return asdict(request)

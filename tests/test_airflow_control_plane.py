@@ -1,0 +1,215 @@
+"""The Airflow control plane end to end: real Airflow (metadata DB, DagBag, ``dag.test()``),
+real Spark (the run's one session, local[2]) and real Delta tables.
+
+Each test writes a job module into its own jobs folder (SLUICE_JOBS_FOLDER), so the project's
+dags/ builds a DAG for it; the sinks are checked against answers computed from the input.
+"""
+from __future__ import annotations
+
+import os
+import textwrap
+
+import pytest
+
+from checkpoint_harness import expected_running, expected_windows, table_rows, write_input
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TEST_JOBS = os.path.join(ROOT, "tests", "jobs")
+
+JOB_TEMPLATE = '''
+"""{doc}"""
+import sys
+sys.path.insert(0, {test_jobs!r})
+import checkpointed_counts as cc
+from runtime.common import Configuration, RestartStrategies
+from runtime.datastream import StreamExecutionEnvironment
+from runtime.jobmaster import JobDeployment
+
+DEPLOYMENT = JobDeployment(args=("--input", {input!r}))
+
+
+def main():
+    conf = Configuration()
+    conf.set_string("sluice.epoch.max-records-per-split", "40")     # 4 epochs of the input
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
+    env.set_restart_strategy({strategy})
+    cc.build(env, sys.argv[2], {windows!r}, {running!r}, 2, fail={fail})
+    env.execute({name!r})
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+@pytest.fixture
+def control_plane(airflow_db, spark, tmp_path, monkeypatch):
+    """A warehouse and jobs folder of this test's own; Airflow's spark_default and pool."""
+    from airflow.models import Connection, Pool, Variable
+    from airflow.utils.session import create_session
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    monkeypatch.setenv("SLUICE_JOBS_FOLDER", str(jobs))
+    Variable.set("sluice_warehouse", str(tmp_path / "warehouse"))
+    Pool.create_or_update_pool("spark_slots", 4, "Spark slots (tests)", include_deferred=False)
+    with create_session() as session:
+        session.query(Connection).filter(Connection.conn_id == "spark_default").delete()
+        session.add(Connection(conn_id="spark_default", conn_type="spark", host="local[2]"))
+    yield tmp_path
+    Variable.delete("sluice_warehouse")
+
+
+def write_job(tmp_path, name, strategy="RestartStrategies.no_restart()", fail="None") -> dict:
+    events = write_input(tmp_path / "in", seed=7)
+    paths = {"input": str(tmp_path / "in"), "windows": str(tmp_path / "windows"),
+             "running": str(tmp_path / "running")}
+    (tmp_path / "jobs" / f"{name}.py").write_text(JOB_TEMPLATE.format(
+        doc=f"{name}: counts for the control-plane tests", test_jobs=TEST_JOBS, strategy=strategy,
+        fail=fail, name=name, **paths))
+    return {"events": events, **paths}
+
+
+def dag_test(dag_id: str, conf=None):
+    from airflow.dag_processing.dagbag import DagBag
+    bag = DagBag(dag_folder=os.path.join(ROOT, "dags"))
+    assert not bag.import_errors, bag.import_errors
+    run = bag.dags[dag_id].test(run_conf=conf)
+    return run, {ti.task_id: ti for ti in run.get_task_instances()}
+
+
+def xcom(run, task_id: str, key: str = "return_value"):
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    with create_session() as session:
+        row = session.scalars(XComModel.get_many(run_id=run.run_id, dag_ids=run.dag_id, task_ids=task_id,
+                                                 key=key)).first()
+        return None if row is None else XComModel.deserialize_value(row)
+
+
+def executions(tmp_path, job_name):
+    from runtime.jobmaster.history import ExecutionHistory
+    from runtime.jobmaster.steps import job_dir
+    return ExecutionHistory(job_dir(str(tmp_path / "warehouse"), job_name)).executions()
+
+
+def checkpoints(tmp_path, job_name):
+    from runtime.checkpoint.storage import CheckpointStorage
+    from runtime.jobmaster.steps import job_dir
+    return CheckpointStorage(job_dir(str(tmp_path / "warehouse"), job_name)).completed()
+
+
+def test_dagbag_imports_a_dag_per_job_and_the_control_dags(control_plane):
+    from airflow.dag_processing.dagbag import DagBag
+    write_job(control_plane, "counts_a")
+    bag = DagBag(dag_folder=os.path.join(ROOT, "dags"))
+    assert bag.import_errors == {}
+    assert {"counts_a", "sluice_restart_from_checkpoint", "sluice_savepoint"} <= set(bag.dags)
+    dag = bag.dags["counts_a"]
+    assert [t.task_id for t in dag.topological_sort()] == [
+        "compile", "execution_graph", "allocate_slots", "deploy", "run", "finish"]
+    run = dag.get_task("run")
+    # Source chain (parallelism 1) and the keyed operators (2) share the default group: 2 slots.
+    assert (run.pool, run.pool_slots, run.slot_profile) == ("spark_slots", 2, [["default", 2, True, 1]])
+    schema = dag.params.dump()
+    assert schema["restore_from"] == "latest" and schema["parallelism"] is None
+    assert dag.params.get_param("parallelism").schema["minimum"] == 1
+
+
+def test_wordcount_dag_runs_end_to_end(control_plane):
+    from airflow.utils.state import DagRunState
+    from runtime.jobmaster.deployment import JOBS_FOLDER
+    os.environ["SLUICE_JOBS_FOLDER"] = JOBS_FOLDER          # the project's jobs (monkeypatch restores)
+    run, tis = dag_test("wordcount")
+    assert run.state == DagRunState.SUCCESS
+    assert all(ti.state == "success" for ti in tis.values())
+    finish = xcom(run, "finish")
+    assert finish["state"] == "FINISHED" and finish["checkpoint_id"] == 1
+    assert finish["records_in"] == sum(1 for _ in open(os.path.join(ROOT, "include", "data", "hamlet.txt")))
+    assert finish["checkpoints"].startswith(str(control_plane / "warehouse"))
+    plan = xcom(run, "allocate_slots")
+    assert plan["slots_required"] == 3 and plan["pool_slots"] == 3
+    [record] = executions(control_plane, "Socket Window WordCount")
+    assert (record.state, record.dag_run_id, record.attempt, record.last_checkpoint) == (
+        "FINISHED", run.run_id, 1, 1)
+
+
+def test_restart_from_checkpoint_resumes_and_each_result_is_written_once(control_plane):
+    from airflow.models import DagRun
+    from airflow.utils.state import DagRunState
+    job = write_job(control_plane, "counts_resume")
+    first, _ = dag_test("counts_resume")
+    assert first.state == DagRunState.SUCCESS
+    last = checkpoints(control_plane, "counts_resume")[-1]
+    more = write_input(control_plane / "more", seed=8, files=1)
+    os.rename(control_plane / "more" / "part-0.txt", control_plane / "in" / "part-9.txt")
+
+    conf = {"job": "counts_resume", "restore_from": str(last.checkpoint_id)}
+    restart, tis = dag_test("sluice_restart_from_checkpoint", conf)
+    assert restart.state == DagRunState.SUCCESS
+    assert xcom(restart, "check_restore_point")["restore_point"] == last.checkpoint_id
+    [triggered] = DagRun.find(dag_id="counts_resume", run_id=xcom(restart, "restart", "trigger_run_id"))
+    assert triggered.conf["restore_from"] == str(last.checkpoint_id) and triggered.conf["parallelism"] is None
+
+    resumed, _ = dag_test("counts_resume", {k: v for k, v in triggered.conf.items() if k != "slot_reservation"})
+    assert resumed.state == DagRunState.SUCCESS
+    history = executions(control_plane, "counts_resume")
+    assert history[0].restored_from == last.checkpoint_id and history[0].records_in == len(more)
+    # The running counts continue from the checkpoint: every count once over both inputs.
+    assert table_rows(job["running"]) == expected_running(job["events"] + more)
+    # The first run's bounded input ended with the final watermark: the new events are late.
+    assert table_rows(job["windows"]) == expected_windows(job["events"])
+
+
+def test_fixed_delay_restart_recovers_from_the_latest_checkpoint(control_plane):
+    from airflow.utils.state import DagRunState
+    job = write_job(control_plane, "counts_flaky", "RestartStrategies.fixed_delay_restart(2, 200)",
+                    f"cc.FailAt(25_000, {str(control_plane / 'failed-once')!r})")
+    run, tis = dag_test("counts_flaky")
+    assert run.state == DagRunState.SUCCESS
+    assert tis["run"].try_number == 2 and tis["finish"].state == "success"
+    second, first = executions(control_plane, "counts_flaky")
+    assert (first.state, first.attempt, second.state, second.attempt) == ("FAILED", 1, "FINISHED", 2)
+    assert "injected failure" in first.failure and first.failed_tasks
+    assert first.restart.startswith("restarting in 200 ms after failure 1")
+    assert first.last_checkpoint is not None and second.restored_from == first.last_checkpoint
+    assert table_rows(job["running"]) == expected_running(job["events"])
+    assert table_rows(job["windows"]) == expected_windows(job["events"])
+
+
+def test_failure_rate_gives_up_and_the_dag_run_fails(control_plane):
+    from airflow.utils.state import DagRunState
+    write_job(control_plane, "counts_broken", "RestartStrategies.failure_rate_restart(2, 60_000, 0)",
+              "cc.FailAt(25_000)")
+    run, tis = dag_test("counts_broken")
+    assert run.state == DagRunState.FAILED
+    assert (tis["run"].state, tis["run"].try_number, tis["finish"].state) == ("failed", 2, "upstream_failed")
+    second, first = executions(control_plane, "counts_broken")
+    assert first.restart.startswith("restarting") and first.attempt == 1
+    assert second.state == "FAILED" and second.attempt == 2
+    assert "the restart strategy gave up" in second.restart
+    assert "maximum of 2 failures within interval 60000 ms" in second.restart
+
+
+def test_run_reserves_its_slots_and_too_many_slots_fail_at_allocation(control_plane):
+    from airflow.utils.state import DagRunState
+    write_job(control_plane, "counts_slots")
+    run, tis = dag_test("counts_slots", {"parallelism": 3, "max_epochs": 1})
+    assert run.state == DagRunState.SUCCESS
+    assert tis["run"].pool_slots == 3 and run.conf["slot_reservation"]["pool_size"] == 4
+    assert xcom(run, "allocate_slots")["slots_required"] == 3
+
+    run, tis = dag_test("counts_slots", {"parallelism": 6, "restore_from": "none"})
+    assert run.state == DagRunState.FAILED
+    assert tis["allocate_slots"].state == "failed" and tis["run"].state == "upstream_failed"
+    assert tis["run"].pool_slots == 4          # capped at the pool: it could never wait forever
+    assert run.conf["slot_reservation"] == {"pool": "spark_slots", "pool_size": 4, "pool_slots": 4,
+                                            "slots_required": 6}
+
+
+def test_bad_run_parameters_and_unknown_checkpoints_fail_without_restarting(control_plane):
+    from airflow.utils.state import DagRunState
+    write_job(control_plane, "counts_bad", "RestartStrategies.fixed_delay_restart(3, 0)")
+    run, tis = dag_test("counts_bad", {"restore_from": "42"})
+    assert run.state == DagRunState.FAILED and tis["deploy"].state == "failed"
+    assert tis["deploy"].try_number == 1 and tis["run"].state == "upstream_failed"

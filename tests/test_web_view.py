@@ -1,0 +1,376 @@
+"""The Airflow web view, end to end: a real ``airflow api-server`` with the ``sluice`` plugin
+and the SimpleAuthManager, a warehouse written by real runs of
+tests/jobs/checkpointed_counts.py, and headless Chromium (Debian's chromium and
+chromedriver, driven by Selenium) logging in through Airflow's own login page.
+
+One api-server and one browser for the module; the first test sees the browser before it
+logs in, so the tests run in file order.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from checkpoint_harness import JOB, LINES_PER_EPOCH, job_args, write_input
+from runtime.client import run_job
+from runtime.jobmaster import overview
+from runtime.jobmaster.deployment import JOBS_FOLDER_ENV
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+ARTIFACTS = Path(__file__).parent / "artifacts"
+USER = "admin"
+JOB_NAME = "checkpointed_counts"        # the job module's name: its DAG id
+BROKEN_JOB = "counts_without_args"      # a module whose DEPLOYMENT forgets the job's arguments
+DAG_RUN_ID = "manual__web-view-test"
+
+# A job module as include/jobs holds them: the test job, with its deployment's arguments.
+JOB_MODULE = '''"""Word counts with a checkpoint per epoch (tests/jobs/checkpointed_counts.py)."""
+import runpy
+
+from runtime.jobmaster import JobDeployment
+
+DEPLOYMENT = JobDeployment(args={args!r})
+
+if __name__ == "__main__":
+    runpy.run_path({job!r}, run_name="__main__")
+'''
+
+# Stands in for the DAG dags/ builds for the job: a restore only needs the DAG id to exist.
+DAG_MODULE = f'''from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.sdk import DAG
+
+with DAG({JOB_NAME!r}, schedule=None):
+    EmptyOperator(task_id="run")
+'''
+
+
+@dataclass
+class Site:
+    url: str
+    root: Path
+    warehouse: Path
+    job: overview.JobOverview       # what the view should show, read here from the same tables
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None         # the test looks at the redirect itself
+
+
+_opener = urllib.request.build_opener(_NoRedirects)
+
+
+def _get(url: str, token: str | None = None, data: bytes | None = None, cookie: bool = False, headers=None):
+    """(status, body, headers) of a request, with the JWT as a bearer header or as the UI's cookie."""
+    request = urllib.request.Request(url, data=data, headers=headers or {})
+    if token:
+        request.add_header(*(("Cookie", f"_token={token}") if cookie else ("Authorization", f"Bearer {token}")))
+    try:
+        with _opener.open(request, timeout=30) as response:
+            return response.status, response.read().decode(), response.headers
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(), e.headers
+
+
+def _start_api_server(root: Path, warehouse: Path, jobs: Path) -> tuple[subprocess.Popen, str, Path]:
+    passwords = root / "passwords.json"
+    passwords.write_text(json.dumps({USER: secrets.token_urlsafe(12)}))
+    port = _free_port()
+    env = {**os.environ,
+           "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+           "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
+           # The sluice_warehouse variable, from the environment: whatever the shared
+           # metadata database holds, this server reads this test's warehouse.
+           "AIRFLOW_VAR_SLUICE_WAREHOUSE": str(warehouse),
+           JOBS_FOLDER_ENV: str(jobs)}
+    log = root / "api-server.log"
+    airflow = os.path.join(os.path.dirname(sys.executable), "airflow")
+    with open(log, "w") as out:     # a session of its own, so that its uvicorn workers stop with it
+        proc = subprocess.Popen([airflow, "api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    return proc, f"http://127.0.0.1:{port}", log
+
+
+def _wait_until_up(proc: subprocess.Popen, url: str, log: Path, timeout: float = 180) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"airflow api-server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            if _get(url + "/api/v2/monitor/health")[0] == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(1)
+    pytest.fail(f"airflow api-server did not answer within {timeout} s:\n{log.read_text()[-3000:]}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def site(spark, airflow_db, tmp_path_factory):
+    root = tmp_path_factory.mktemp("web-view")
+    warehouse, jobs = root / "warehouse", root / "jobs"
+    jobs.mkdir()
+    args = job_args(root, "--parallelism", "2")
+    (jobs / f"{JOB_NAME}.py").write_text(JOB_MODULE.format(args=tuple(args), job=JOB))
+    (jobs / f"{BROKEN_JOB}.py").write_text(JOB_MODULE.format(args=(), job=JOB))
+    write_input(root / "in", seed=11)
+    proc, url, log = _start_api_server(root, warehouse, jobs)     # boots while the job runs
+    try:
+        # A run stopped after 2 epochs, then one restoring its latest checkpoint to the end
+        # of the input: completed checkpoints, older ones discarded, two executions.
+        common = dict(warehouse=str(warehouse), master="local[2]", quiet=True, max_records_per_split=LINES_PER_EPOCH)
+        run_job(JOB, args, max_epochs=2, dag_run_id=DAG_RUN_ID, **common)
+        run_job(JOB, args, restore_from="latest", **common)
+        job = overview.find_job(JOB_NAME, str(warehouse), str(jobs))
+        _wait_until_up(proc, url, log)
+        yield Site(url, root, warehouse, job)
+    finally:
+        _stop(proc)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+        pytest.fail(f"{CHROMIUM} and {CHROMEDRIVER} are needed: run `bin/dev test`, which installs "
+                    "Debian's chromium and chromium-driver.")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--window-size=1400,1000",
+                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def _wait(driver, condition, what: str, timeout: float = 60):
+    try:
+        return WebDriverWait(driver, timeout).until(condition)
+    except TimeoutException:
+        raise AssertionError(f"timed out waiting for {what}; at {driver.current_url}:\n"
+                             f"{driver.find_element(By.TAG_NAME, 'body').text[:2000]}") from None
+
+
+@pytest.fixture(scope="module")
+def token(site, browser) -> str:
+    """Log in through Airflow's login page; the UI keeps the JWT in the ``_token`` cookie."""
+    password = json.loads((site.root / "passwords.json").read_text())[USER]
+    browser.get(f"{site.url}/auth/login/?next=/sluice/")
+    _wait(browser, lambda d: d.find_elements(By.NAME, "username"), "the login form")
+    browser.find_element(By.NAME, "username").send_keys(USER)
+    browser.find_element(By.NAME, "password").send_keys(password)
+    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    _wait(browser, lambda d: d.find_elements(By.ID, "jobs"), "the jobs page after logging in")
+    return browser.get_cookie("_token")["value"]
+
+
+def test_anonymous_users_are_refused(site, browser):
+    browser.get(f"{site.url}/sluice/jobs/{JOB_NAME}")
+    _wait(browser, lambda d: "/auth/login" in d.current_url, "the redirect to the login page")
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(browser.current_url).query)
+    assert query["next"] == [f"/sluice/jobs/{JOB_NAME}"]
+    for path in ("/sluice/api/jobs", f"/sluice/api/jobs/{JOB_NAME}/checkpoints"):
+        status, body, _ = _get(site.url + path)
+        assert (status, json.loads(body)) == (401, {"detail": "Not authenticated"})
+    status, _, headers = _get(f"{site.url}/sluice/jobs/{JOB_NAME}/restore", data=b"checkpoint=latest")
+    assert status == 303 and headers["Location"].startswith("/auth/login")
+    assert _get(site.url + "/sluice/api/jobs", "not-a-jwt")[0] == 403
+
+
+def test_jobs_page_lists_the_jobs_with_their_latest_checkpoint_and_execution(site, browser, token):
+    assert browser.current_url == f"{site.url}/sluice/"
+    rows = {r.get_attribute("data-job"): r.text for r in browser.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")}
+    assert set(rows) == {JOB_NAME, BROKEN_JOB}
+    latest = overview.latest_completed(site.job.checkpoints)
+    assert "checkpointed counts" in rows[JOB_NAME] and f"#{latest.checkpoint_id}" in rows[JOB_NAME]
+    assert site.job.executions[0].state == "FINISHED" and "FINISHED" in rows[JOB_NAME]
+    assert "exited with status 2" in rows[BROKEN_JOB] and "DEPLOYMENT.args" in rows[BROKEN_JOB]
+    assert str(site.warehouse) in browser.find_element(By.TAG_NAME, "main").text
+
+
+def test_job_page_draws_the_graph_and_lists_checkpoints_and_executions(site, browser, token):
+    browser.get(f"{site.url}/sluice/")
+    browser.find_element(By.LINK_TEXT, JOB_NAME).click()
+    _wait(browser, lambda d: d.find_elements(By.ID, "graph"), "the job page")
+    assert browser.find_element(By.ID, "job-name").text == JOB_NAME
+
+    graph = site.job.compiled.job_graph
+    vertices = browser.find_elements(By.CSS_SELECTOR, "#graph svg g.vertex")
+    assert [v.find_element(By.TAG_NAME, "title").get_attribute("textContent") for v in vertices] == \
+        [v.name for v in graph.vertices]
+    assert [int(v.get_attribute("data-parallelism")) for v in vertices] == [v.parallelism for v in graph.vertices]
+    assert "Parallelism: 2 (max 128)" in browser.find_element(By.ID, "graph").text
+    assert "Source: Custom File Source" in browser.find_element(By.ID, "graph").text
+    edges = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#graph svg g.edge")]
+    assert sorted(edges) == sorted(e.ship_strategy for e in graph.edges) == ["HASH", "HASH", "REBALANCE", "REBALANCE"]
+
+    shown = [(int(r.get_attribute("data-checkpoint-id")), r.get_attribute("data-status"))
+             for r in browser.find_elements(By.CSS_SELECTOR, "#checkpoints tbody tr")]
+    stored = [(r.checkpoint_id, r.status) for r in reversed(site.job.checkpoints)]
+    assert shown == stored and {"COMPLETED", "DISCARDED"} <= {s for _, s in stored}
+    buttons = browser.find_elements(By.CSS_SELECTOR, "#checkpoints form.restore")
+    assert len(buttons) == sum(overview.is_restorable(r) for r in site.job.checkpoints)
+
+    executions = browser.find_elements(By.CSS_SELECTOR, "#executions tbody tr")
+    assert [(e.get_attribute("data-run-id"), e.get_attribute("data-state")) for e in executions] == \
+        [(e.run_id, e.state) for e in site.job.executions]
+    first_run = site.job.executions[-1]
+    assert first_run.dag_run_id == DAG_RUN_ID and DAG_RUN_ID in executions[-1].text
+    assert site.job.executions[0].restored_from == first_run.last_checkpoint
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    screenshot = ARTIFACTS / "web_view_job.png"
+    browser.set_window_size(1400, browser.execute_script("return document.documentElement.scrollHeight") + 120)
+    browser.save_screenshot(str(screenshot))
+    browser.set_window_size(1400, 1000)
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 20_000
+
+
+def test_json_api_matches_the_tables(site, token):
+    def api(path):
+        status, body, _ = _get(f"{site.url}/sluice/api{path}", token)
+        assert status == 200, body
+        return json.loads(body)
+
+    def as_json(value):
+        return json.loads(json.dumps(value))
+
+    jobs = {j["name"]: j for j in api("/jobs")}
+    assert jobs[JOB_NAME]["job_name"] == "checkpointed counts"
+    latest = overview.latest_completed(site.job.checkpoints)
+    assert jobs[JOB_NAME]["latest_checkpoint"]["checkpoint_id"] == latest.checkpoint_id
+    assert jobs[BROKEN_JOB]["error"] and jobs[BROKEN_JOB]["job_dir"] is None
+    assert api(f"/jobs/{JOB_NAME}/checkpoints") == as_json([overview.checkpoint_json(r) for r in site.job.checkpoints])
+    assert api(f"/jobs/{JOB_NAME}/executions") == as_json([r.to_json() for r in site.job.executions])
+    assert api(f"/jobs/{JOB_NAME}/graph") == as_json(overview.graph_json(site.job))
+    assert api(f"/jobs/{JOB_NAME}") == as_json(overview.job_details(site.job))
+    status, body, _ = _get(f"{site.url}/sluice/api/jobs/nope", token)
+    assert status == 404 and "no job module nope.py" in json.loads(body)["detail"]
+
+
+@contextlib.contextmanager
+def _registered_dag(root: Path):
+    """What the DAG processor does with a DAG file: its DAG serialized into the metadata
+    database; removed afterwards, as the database is shared by the test run."""
+    from airflow.api.common.delete_dag import delete_dag
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
+    folder = root / "dags"
+    folder.mkdir()
+    (folder / f"{JOB_NAME}_dag.py").write_text(DAG_MODULE)
+    DagBundlesManager().sync_bundles_to_db()
+    bag = DagBag(dag_folder=str(folder), bundle_path=folder, bundle_name="dags-folder")
+    assert set(bag.dags) == {JOB_NAME}, bag.import_errors
+    sync_bag_to_db(bag, "dags-folder", None)
+    try:
+        yield
+    finally:
+        delete_dag(JOB_NAME)
+
+
+def test_restore_triggers_a_dag_run_of_the_job(site, browser, token):
+    restorable = [r.checkpoint_id for r in site.job.checkpoints if overview.is_restorable(r)]
+    discarded = next(r.checkpoint_id for r in site.job.checkpoints if r.status == "DISCARDED")
+
+    def click_restore(checkpoint_id):
+        browser.get(f"{site.url}/sluice/jobs/{JOB_NAME}")
+        row = browser.find_element(By.CSS_SELECTOR, f'#checkpoints tr[data-checkpoint-id="{checkpoint_id}"]')
+        row.find_element(By.TAG_NAME, "button").click()
+
+    # Before the DAG processor has seen the job's DAG: an error page naming the DAG and the fix.
+    click_restore(restorable[0])
+    _wait(browser, lambda d: d.find_elements(By.ID, "error"), "the error page")
+    message = browser.find_element(By.ID, "error").text
+    assert f"no DAG '{JOB_NAME}'" in message and "airflow dags reserialize" in message
+
+    # A discarded checkpoint has no files left: refused, naming the ones that can be restored.
+    restore = f"{site.url}/sluice/jobs/{JOB_NAME}/restore"
+    status, body, _ = _get(restore, token, f"checkpoint={discarded}".encode(), cookie=True)
+    assert status == 400 and f"completed checkpoints are {', '.join(map(str, restorable))}" in body
+    # A form posted from another site with the user's cookie: refused.
+    status, body, _ = _get(restore, token, b"checkpoint=latest", cookie=True, headers={"Origin": "http://elsewhere"})
+    assert status == 403 and "another site" in body
+
+    with _registered_dag(site.root):
+        click_restore(restorable[0])
+        _wait(browser, lambda d: f"/dags/{JOB_NAME}/runs/" in d.current_url, "Airflow's page of the new DAG run")
+        run_id = urllib.parse.unquote(browser.current_url.rsplit("/runs/", 1)[1])
+        status, body, _ = _get(f"{site.url}/api/v2/dags/{JOB_NAME}/dagRuns/{urllib.parse.quote(run_id)}", token)
+    assert status == 200, body
+    run = json.loads(body)
+    assert run["conf"] == {"restore_from": str(restorable[0])}
+    assert run["run_type"] == "manual" and run["triggered_by"] == "ui" and run["triggering_user_name"] == USER
+
+
+def test_the_plugin_is_registered_and_shown_inside_airflow(site, browser, token):
+    status, body, _ = _get(f"{site.url}/api/v2/plugins", token)
+    assert status == 200, body
+    plugin = next(p for p in json.loads(body)["plugins"] if p["name"] == "sluice")
+    assert [(a["name"], a["url_prefix"]) for a in plugin["fastapi_apps"]] == [("Sluice", "/sluice")]
+    view = plugin["external_views"][0]
+    assert (view["name"], view["href"], view["destination"], view["url_route"]) == \
+        ("Sluice jobs", "/sluice/", "nav", "sluice")
+    # Airflow's UI embeds the view: /plugin/<url_route> frames the href.
+    browser.get(f"{site.url}/plugin/sluice")
+    frame = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, 'iframe[src*="/sluice/"]'), "the view's frame")[0]
+    browser.switch_to.frame(frame)
+    try:
+        _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'#jobs tr[data-job="{JOB_NAME}"]'),
+              "the framed jobs page")
+    finally:
+        browser.switch_to.default_content()
+
+
+def test_job_modules_compile_once_per_version(tmp_path):
+    """The view compiles a job module once, again only when the file changes."""
+    module = tmp_path / f"{JOB_NAME}.py"
+    module.write_text(JOB_MODULE.format(args=tuple(job_args(tmp_path)), job=JOB))
+    first = overview.find_job(JOB_NAME, str(tmp_path), str(tmp_path))
+    assert overview.find_job(JOB_NAME, str(tmp_path), str(tmp_path)).compiled is first.compiled
+    module.write_text(module.read_text().replace("args=", "parallelism=3, args="))
+    os.utime(module, (time.time() + 5, time.time() + 5))
+    again = overview.find_job(JOB_NAME, str(tmp_path), str(tmp_path))
+    assert again.compiled is not first.compiled
+    assert {v.parallelism for v in again.compiled.job_graph.vertices} == {2, 3}     # the windows set 2
+    assert first.job_dir == again.job_dir == str(tmp_path / "checkpointed-counts")
+    assert overview.job_summary(again)["doc"].startswith("Word counts")
