@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timezone
 
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
@@ -15,6 +16,7 @@ from runtime.jobmaster import JobSpec, discover_jobs
 from runtime.jobmaster.steps import slot_profile
 from sluice_airflow.operators import SluiceJobOperator, SluiceStepOperator
 
+log = logging.getLogger(__name__)
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 RESTORE_HELP = ("'latest' (the latest completed checkpoint; nothing to restore starts fresh), 'none' (start "
                 "without state), a checkpoint id, or the absolute path of a savepoint")
@@ -49,7 +51,12 @@ def job_dag(spec: JobSpec) -> DAG:
 
 
 def job_dags(specs=None) -> dict[str, DAG]:
-    return {spec.name: job_dag(spec) for spec in (discover_jobs() if specs is None else specs)}
+    """A DAG per job module; a module that does not import is logged and left out (the others stay)."""
+    errors: list = []
+    specs = discover_jobs(errors=errors) if specs is None else specs
+    for path, message in errors:
+        log.error("Job module %s is left out of the DAGs: %s", path, message)
+    return {spec.name: job_dag(spec) for spec in specs}
 
 
 def _job_param(specs) -> Param:
@@ -62,7 +69,7 @@ def restart_from_checkpoint_dag(specs=None) -> DAG:
     """Restart any job from a checkpoint or savepoint, at any parallelism: check the restore
     point against the job, then trigger the job's own DAG with it (which reserves the slots
     the new parallelism needs)."""
-    specs = discover_jobs() if specs is None else specs
+    specs = discover_jobs(errors=[]) if specs is None else specs
     params = {"job": _job_param(specs), **run_params(JobSpec("any", "", doc=""))}
     with DAG(dag_id="sluice_restart_from_checkpoint", schedule=None, start_date=START, catchup=False,
              tags=["sluice"], params=params, doc_md=restart_from_checkpoint_dag.__doc__,
@@ -79,7 +86,7 @@ def restart_from_checkpoint_dag(specs=None) -> DAG:
 
 def savepoint_dag(specs=None) -> DAG:
     """Take a savepoint of any job: a self-contained copy of a completed checkpoint."""
-    specs = discover_jobs() if specs is None else specs
+    specs = discover_jobs(errors=[]) if specs is None else specs
     params = {"job": _job_param(specs),
               "checkpoint": Param(None, type=["null", "integer"], minimum=1, title="Checkpoint",
                                   description="The checkpoint id to copy (empty: the latest completed)"),

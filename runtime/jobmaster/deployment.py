@@ -73,14 +73,26 @@ def load_job_spec(path: str) -> JobSpec:
     return JobSpec(name, path, deployment, (module.__doc__ or "").strip())
 
 
-def discover_jobs(folder: Optional[str] = None) -> tuple[JobSpec, ...]:
+def discover_jobs(folder: Optional[str] = None, errors: Optional[list] = None) -> tuple[JobSpec, ...]:
     """Every job module in ``folder`` (default: SLUICE_JOBS_FOLDER, else include/jobs; files
-    starting with ``_`` are helpers, not jobs)."""
+    starting with ``_`` are helpers, not jobs). A module that fails to import raises, unless
+    ``errors`` is given: then it is skipped and (path, message) is added to ``errors``, so one
+    broken job does not take the others down."""
     folder = folder or jobs_folder()
     if not os.path.isdir(folder):
         return ()
-    return tuple(load_job_spec(os.path.join(folder, f)) for f in sorted(os.listdir(folder))
-                 if f.endswith(".py") and not f.startswith("_"))
+    specs = []
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".py") or name.startswith("_"):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            specs.append(load_job_spec(path))
+        except Exception as e:
+            if errors is None:
+                raise
+            errors.append((path, f"{type(e).__name__}: {e}"))
+    return tuple(specs)
 
 
 def find_job(name_or_path: str) -> JobSpec:
@@ -94,8 +106,12 @@ def find_job(name_or_path: str) -> JobSpec:
     return load_job_spec(path)
 
 
-def resolve_args(args: tuple) -> list[str]:
-    """Relative paths in a deployment's arguments (a value with a "/" that is not an option) are
-    relative to the project, not to wherever the worker runs."""
+def resolve_args(args: tuple, warehouse: Optional[str] = None) -> list[str]:
+    """A deployment's arguments as the job script gets them: ``{warehouse}`` is the warehouse
+    the run uses (so outputs live with the job's checkpoints), and relative paths (a value with
+    a "/" that is not an option) are relative to the project, not to wherever the worker runs."""
+    from runtime.execution.options import DEFAULT_WAREHOUSE
+    args = [a.replace("{warehouse}", warehouse or os.environ.get("SLUICE_WAREHOUSE") or DEFAULT_WAREHOUSE)
+            for a in args]
     return [os.path.join(PROJECT_ROOT, a) if "/" in a and not os.path.isabs(a) and not a.startswith("-")
             and "://" not in a else a for a in args]

@@ -48,11 +48,11 @@ class JobOverview:
 
 
 def list_jobs(warehouse: str, folder: Optional[str] = None) -> list[JobOverview]:
-    return [_overview(spec, warehouse) for spec in discover_jobs(folder)]
+    return [_overview(spec, warehouse) for spec in discover_jobs(folder, errors=[])]
 
 
 def find_job(name: str, warehouse: str, folder: Optional[str] = None) -> Optional[JobOverview]:
-    spec = next((s for s in discover_jobs(folder) if s.name == name), None)
+    spec = next((s for s in discover_jobs(folder, errors=[]) if s.name == name), None)
     return _overview(spec, warehouse) if spec else None
 
 

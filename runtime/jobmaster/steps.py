@@ -228,7 +228,7 @@ def run_step(spec: JobSpec, request: RunRequest, warehouse: str, master: str, da
     """Run the job in this process on Spark (``master``). A failure raises with ``.restart``,
     the restart strategy's decision, set; the history keeps every attempt."""
     from runtime.client import run_job
-    result = run_job(spec.path, resolve_args(spec.args), parallelism=request.parallelism,
+    result = run_job(spec.path, resolve_args(spec.args, warehouse), parallelism=request.parallelism,
                      **run_options(spec, request, warehouse, master, dag_run_id, attempt))
     return outcome(warehouse, result.job_name, result.run_id)
 

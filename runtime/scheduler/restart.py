@@ -4,10 +4,16 @@ A strategy is told of each failure (``notify_failure``), then asked whether the 
 restart (``can_restart``) and after how long (``get_backoff_time``), with Flink's semantics:
 
   fixed-delay       at most ``attempts`` restarts, ``delay`` apart
-  failure-rate      gives up once ``max_failures`` failures fall within ``interval``
-  exponential-delay backoff from ``initial`` times ``multiplier`` up to ``max``, reset after
-                    ``reset_threshold`` without failure, +/- ``jitter``; never gives up
+  failure-rate      at most ``max_failures`` restarts within ``interval``: gives up at the
+                    next failure within it
+  exponential-delay backoff ``initial`` * ``multiplier`` ** n (n restarts since the last reset),
+                    +/- ``jitter``, within [``initial``, ``max``]; reset once the job ran
+                    ``reset_threshold`` past its last restart without failing; never gives up
   none              never restarts
+
+(Flink 1.19+ / 2.x: FLINK-20752's failure-rate window, FLIP-364's exponential delay. Flink
+also merges failures that arrive while a restart is pending into that restart; an Airflow
+run's attempts are sequential, so none does here.)
 
 Airflow runs a job's attempts in separate task tries (processes), so a strategy is rebuilt
 for each decision by replaying the failures recorded in the execution history
@@ -77,15 +83,20 @@ class FixedDelayRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
 class FailureRateRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
     def __init__(self, max_failures_per_interval: int, failures_interval_ms: int, backoff_ms: int):
         self.max_failures, self.interval_ms, self.backoff_ms = max_failures_per_interval, failures_interval_ms, backoff_ms
-        self.failure_timestamps: list[int] = []     # at most max_failures, oldest first
+        # The last max_failures + 1 failures, oldest first: the job may restart after a failure
+        # unless max_failures earlier ones fall within the interval before it (FLINK-20752).
+        self.failure_timestamps: list[int] = []
+
+    def _full(self) -> bool:
+        return len(self.failure_timestamps) > self.max_failures
 
     def notify_failure(self, timestamp_ms: int) -> None:
-        if len(self.failure_timestamps) >= self.max_failures:
+        if self._full():
             self.failure_timestamps.pop(0)
         self.failure_timestamps.append(timestamp_ms)
 
     def can_restart(self, now_ms: int) -> bool:
-        if len(self.failure_timestamps) >= self.max_failures:
+        if self._full():
             return now_ms - self.failure_timestamps[0] > self.interval_ms
         return True
 
@@ -102,24 +113,32 @@ class ExponentialDelayRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
                  reset_threshold_ms: int, jitter_factor: float, rng: Optional[random.Random] = None):
         self.initial, self.max, self.multiplier = initial_backoff_ms, max_backoff_ms, multiplier
         self.reset_threshold, self.jitter = reset_threshold_ms, jitter_factor
+        self.current_attempt = 0                    # restarts since the backoff was last reset
+        self.next_restart: Optional[int] = None     # when the last failure's restart happens
         self.current_backoff = initial_backoff_ms
-        self.last_failure: Optional[int] = None
         self.rng = rng or random.Random()
 
     def notify_failure(self, timestamp_ms: int) -> None:
-        if self.last_failure is None or timestamp_ms - self.last_failure >= self.reset_threshold + self.current_backoff:
-            self.current_backoff = self.initial
-        elif self.current_backoff < self.max:
-            self.current_backoff = int(self.current_backoff * self.multiplier)
-        self.current_backoff = max(self.initial, min(self.current_backoff, self.max))
-        self.last_failure = timestamp_ms
+        if self.next_restart is None or timestamp_ms - self.next_restart >= self.reset_threshold:
+            self.current_attempt = 0
+        try:
+            backoff = int(self.initial * self.multiplier ** self.current_attempt)
+        except OverflowError:
+            backoff = None
+        if backoff is None:
+            self.current_backoff = self.max
+        else:
+            offset = int(backoff * self.jitter)
+            jittered = backoff + (self.rng.randint(-offset, offset) if offset else 0)
+            self.current_backoff = max(self.initial, min(jittered, self.max))
+        self.next_restart = timestamp_ms + self.current_backoff
+        self.current_attempt += 1
 
     def can_restart(self, now_ms: int) -> bool:
         return True
 
     def get_backoff_time(self) -> int:
-        offset = int(self.current_backoff * self.jitter)
-        return self.current_backoff + (self.rng.randint(-offset, offset) if offset else 0)
+        return self.current_backoff
 
     def __str__(self) -> str:
         return (f"ExponentialDelayRestartBackoffTimeStrategy(initialBackoffMS={self.initial}, "
@@ -134,42 +153,60 @@ def configuration_strategy(conf: dict) -> Optional[RestartStrategyConfiguration]
     if kind is None:
         return None
     kind = str(kind).lower().replace("_", "-")
-    get = lambda key, default: conf.get(f"restart-strategy.{key}", default)  # noqa: E731
+    key = "restart-strategy.{}".format
+    number = lambda name, default, kind=int: _number(conf, key(name), default, kind)  # noqa: E731
+    duration = lambda name, default: _duration(conf.get(key(name), default), key(name))  # noqa: E731
     if kind in ("none", "off", "disable"):
         return RestartStrategies.no_restart()
     if kind in ("fixed-delay", "fixeddelay"):
-        return RestartStrategies.fixed_delay_restart(int(get("fixed-delay.attempts", 1)),
-                                                     _duration(get("fixed-delay.delay", "1 s")))
+        return RestartStrategies.fixed_delay_restart(number("fixed-delay.attempts", 1),
+                                                     duration("fixed-delay.delay", "1 s"))
     if kind in ("failure-rate", "failurerate"):
         return RestartStrategies.failure_rate_restart(
-            int(get("failure-rate.max-failures-per-interval", 1)),
-            _duration(get("failure-rate.failure-rate-interval", "1 min")), _duration(get("failure-rate.delay", "1 s")))
+            number("failure-rate.max-failures-per-interval", 1),
+            duration("failure-rate.failure-rate-interval", "1 min"), duration("failure-rate.delay", "1 s"))
     if kind in ("exponential-delay", "exponentialdelay"):
         return RestartStrategies.exponential_delay_restart(
-            _duration(get("exponential-delay.initial-backoff", "1 s")),
-            _duration(get("exponential-delay.max-backoff", "1 min")),
-            float(get("exponential-delay.backoff-multiplier", 1.5)),
-            _duration(get("exponential-delay.reset-backoff-threshold", "1 h")),
-            float(get("exponential-delay.jitter-factor", 0.1)))
+            duration("exponential-delay.initial-backoff", "1 s"),
+            duration("exponential-delay.max-backoff", "1 min"),
+            number("exponential-delay.backoff-multiplier", 1.5, float),
+            duration("exponential-delay.reset-backoff-threshold", "1 h"),
+            number("exponential-delay.jitter-factor", 0.1, float))
     raise ValueError(f"Unknown restart-strategy.type '{kind}': use none, fixed-delay, failure-rate or "
                      "exponential-delay (Flink's names).")
 
 
-def _duration(value) -> int:
-    """Flink durations: "10 s", "1 min", "500 ms", "1 h", or milliseconds."""
-    if isinstance(value, (int, float)):
+_UNITS = {label: factor for labels, factor in (
+    (("d", "day", "days"), 86_400_000), (("h", "hour", "hours"), 3_600_000),
+    (("min", "m", "minute", "minutes"), 60_000), (("s", "sec", "secs", "second", "seconds"), 1000),
+    (("ms", "milli", "millis", "millisecond", "milliseconds"), 1)) for label in labels}
+
+
+def _duration(value, key: str = "duration") -> int:
+    """Flink durations (TimeUtils.parseDuration): "10 s", "1 min", "500 ms", "1 h", "2 days",
+    or a number of milliseconds."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
         return int(value)
     text = str(value).strip().lower()
-    units = (("ms", 1), ("milli", 1), ("min", 60_000), ("m", 60_000), ("s", 1000), ("h", 3_600_000),
-             ("d", 86_400_000))
     number = text.rstrip("abcdefghijklmnopqrstuvwxyz ")
     unit = text[len(number):].strip()
-    for name, factor in units:
-        if unit.startswith(name):
-            return int(float(number) * factor)
-    if not unit:
-        return int(float(number))
-    raise ValueError(f"not a duration: {value!r} (use e.g. '10 s', '1 min', '500 ms')")
+    try:
+        amount = float(number)
+    except ValueError:
+        amount = None
+    if amount is None or unit not in _UNITS and unit:
+        raise ValueError(f"{key}: not a duration: {value!r} (use e.g. '10 s', '1 min', '500 ms'; units: "
+                         "ms, s, min, h, d)")
+    return int(amount * _UNITS.get(unit, 1))
+
+
+def _number(conf: dict, key: str, default, kind):
+    value = conf.get(key, default)
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{key}: expected {'a whole number' if kind is int else 'a number'}, "
+                         f"got {value!r}") from None
 
 
 def effective_configuration(configured: Optional[RestartStrategyConfiguration], conf: dict,
@@ -215,8 +252,10 @@ class RestartDecision:
 
 
 def decide(config: RestartStrategyConfiguration, failure_times_ms: Sequence[int]) -> RestartDecision:
-    """Replay the failures (oldest first) into a fresh strategy and ask it about the last one."""
-    strategy = create_strategy(config, seed=len(failure_times_ms))
+    """Replay the failures (oldest first) into a fresh strategy and ask it about the last one.
+    The jitter is seeded by the run's first failure, so every replay draws the same jitter for
+    the same failure (the backoff each restart waited) and runs still differ from each other."""
+    strategy = create_strategy(config, seed=int(failure_times_ms[0]) if failure_times_ms else 0)
     for t in failure_times_ms:
         strategy.notify_failure(int(t))
     now = int(failure_times_ms[-1]) if failure_times_ms else 0
