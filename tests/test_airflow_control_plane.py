@@ -184,7 +184,7 @@ def test_fixed_delay_restart_recovers_from_the_latest_checkpoint(control_plane):
 
 def test_failure_rate_gives_up_and_the_dag_run_fails(control_plane):
     from airflow.utils.state import DagRunState
-    write_job(control_plane, "counts_broken", "RestartStrategies.failure_rate_restart(2, 60_000, 0)",
+    write_job(control_plane, "counts_broken", "RestartStrategies.failure_rate_restart(1, 60_000, 0)",
               "cc.FailAt(25_000)")
     run, tis = dag_test("counts_broken")
     assert run.state == DagRunState.FAILED
@@ -193,7 +193,7 @@ def test_failure_rate_gives_up_and_the_dag_run_fails(control_plane):
     assert first.restart.startswith("restarting") and first.attempt == 1
     assert second.state == "FAILED" and second.attempt == 2
     assert "the restart strategy gave up" in second.restart
-    assert "maximum of 2 failures within interval 60000 ms" in second.restart
+    assert "maximum of 1 failures within interval 60000 ms" in second.restart
 
 
 def test_run_reserves_its_slots_and_too_many_slots_fail_at_allocation(control_plane):

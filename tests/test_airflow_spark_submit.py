@@ -59,7 +59,7 @@ def test_job_dag_runs_through_spark_submit(spark_submit_plane):
     [record] = executions(spark_submit_plane, "counts_submit")
     completed = checkpoints(spark_submit_plane, "counts_submit")
     assert (record.state, record.dag_run_id, record.attempt) == ("FINISHED", run.run_id, 1)
-    assert record.epochs == 4 and record.records_in == len(job["events"])
+    assert record.epochs == 5 and record.records_in == len(job["events"])
     assert record.last_checkpoint == completed[-1].checkpoint_id
     assert os.getpid() not in history_pids(spark_submit_plane, "counts_submit")
 

@@ -66,7 +66,7 @@ def load_job_spec(path: str) -> JobSpec:
         raise ImportError(f"{path} is not a Python job module")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    deployment = getattr(module, "DEPLOYMENT", None) or JobDeployment()
+    deployment = getattr(module, "DEPLOYMENT", JobDeployment())
     if not isinstance(deployment, JobDeployment):
         raise TypeError(f"{path}: DEPLOYMENT must be a runtime.jobmaster.JobDeployment, "
                         f"got {type(deployment).__name__}")

@@ -55,7 +55,7 @@ class RunRequest:
                                   "start), a checkpoint id (see its checkpoints), or the absolute path of a savepoint.")
         return RunRequest(restore, _positive(conf.get("parallelism"), "parallelism", spec.deployment.parallelism),
                           _positive(conf.get("max_epochs"), "max_epochs", spec.deployment.max_epochs),
-                          bool(conf.get("allow_non_restored_state")))
+                          _flag(conf.get("allow_non_restored_state"), "allow_non_restored_state"))
 
 
 def _positive(value, name: str, default: Optional[int]) -> Optional[int]:
@@ -68,6 +68,14 @@ def _positive(value, name: str, default: Optional[int]) -> Optional[int]:
     if number < 1 or str(number) != str(value).strip():
         raise RunRequestError(f"{name}={value!r}: must be a whole number of at least 1 (or empty for the default).")
     return number
+
+
+def _flag(value, name: str) -> bool:
+    if value in (None, "", False, "false", "False", 0):
+        return False
+    if value in (True, "true", "True", 1):
+        return True
+    raise RunRequestError(f"{name}={value!r}: must be true or false.")
 
 
 def _compile(spec: JobSpec, request: RunRequest) -> CompiledJob:

@@ -123,14 +123,11 @@ class ExponentialDelayRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
             self.current_attempt = 0
         try:
             backoff = int(self.initial * self.multiplier ** self.current_attempt)
-        except OverflowError:
-            backoff = None
-        if backoff is None:
-            self.current_backoff = self.max
-        else:
             offset = int(backoff * self.jitter)
-            jittered = backoff + (self.rng.randint(-offset, offset) if offset else 0)
-            self.current_backoff = max(self.initial, min(jittered, self.max))
+            backoff += self.rng.randint(-offset, offset) if offset else 0
+        except OverflowError:           # far beyond max (Flink's long cast saturates)
+            backoff = self.max
+        self.current_backoff = max(self.initial, min(backoff, self.max))
         self.next_restart = timestamp_ms + self.current_backoff
         self.current_attempt += 1
 
@@ -154,7 +151,7 @@ def configuration_strategy(conf: dict) -> Optional[RestartStrategyConfiguration]
         return None
     kind = str(kind).lower().replace("_", "-")
     key = "restart-strategy.{}".format
-    number = lambda name, default, kind=int: _number(conf, key(name), default, kind)  # noqa: E731
+    number = lambda name, default, type_=int: _number(conf, key(name), default, type_)  # noqa: E731
     duration = lambda name, default: _duration(conf.get(key(name), default), key(name))  # noqa: E731
     if kind in ("none", "off", "disable"):
         return RestartStrategies.no_restart()
@@ -200,12 +197,12 @@ def _duration(value, key: str = "duration") -> int:
     return int(amount * _UNITS.get(unit, 1))
 
 
-def _number(conf: dict, key: str, default, kind):
+def _number(conf: dict, key: str, default, type_):
     value = conf.get(key, default)
     try:
-        return kind(value)
+        return type_(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{key}: expected {'a whole number' if kind is int else 'a number'}, "
+        raise ValueError(f"{key}: expected {'a whole number' if type_ is int else 'a number'}, "
                          f"got {value!r}") from None
 
 
