@@ -1,17 +1,19 @@
-"""The run task's spark-submit deployment end to end: real Airflow (``dag.test()``), the Spark
-provider's real spark-submit (its own JVM and Python driver, running ``sluice run``), real
-Delta tables.
+"""The run task's spark-submit deployment (``SluiceJobOperator._submit``).
 
-The spark_default connection is ``local[2]`` with ``"sluice-deploy": "spark-submit"``, so the
-run task submits the job instead of running it in this process. The session-wide ``spark``
-fixture still starts this process's SparkSession (the control plane's other steps and the
-checks use none of it; it is there so the submitted job is shown to run beside it, in a JVM
-of its own, as it would beside a worker's).
+End to end: real Airflow (``dag.test()``), the Spark provider's real spark-submit (a JVM and a
+Python driver of its own, running ``sluice run``), real Delta tables. The spark_default
+connection is ``local[2]`` with ``"sluice-deploy": "spark-submit"``, so the run task submits
+the job instead of running it in the worker's process, where the session-wide ``spark``
+fixture keeps its own SparkSession: the job must not use it (the history's pid shows it).
+
+Then, without a JVM: the submission's arguments and environment, and how a failed
+submission's exit is mapped to a retry or a failure by the history's restart decision.
 """
 from __future__ import annotations
 
 import json
 import os
+import sys
 
 import pytest
 
@@ -26,6 +28,8 @@ def spark_submit_plane(airflow_db, spark, tmp_path, monkeypatch):
     from airflow.utils.session import create_session
     (tmp_path / "jobs").mkdir()
     monkeypatch.setenv("SLUICE_JOBS_FOLDER", str(tmp_path / "jobs"))
+    # _submit puts the environment's bin/ on PATH when spark-submit is not there: undo it after.
+    monkeypatch.setenv("PATH", os.environ.get("PATH", ""))
     Variable.set("sluice_warehouse", str(tmp_path / "warehouse"))
     Pool.create_or_update_pool("spark_slots", 4, "Spark slots (tests)", include_deferred=False)
     with create_session() as session:
@@ -34,7 +38,7 @@ def spark_submit_plane(airflow_db, spark, tmp_path, monkeypatch):
                                extra=json.dumps({"sluice-deploy": "spark-submit"})))
     yield tmp_path
     Variable.delete("sluice_warehouse")
-    with create_session() as session:     # later tests get the in-process default back
+    with create_session() as session:     # later tests get the in-process connection back
         session.query(Connection).filter(Connection.conn_id == "spark_default").delete()
         session.add(Connection(conn_id="spark_default", conn_type="spark", host="local[2]"))
 
@@ -59,7 +63,7 @@ def test_job_dag_runs_through_spark_submit(spark_submit_plane):
     [record] = executions(spark_submit_plane, "counts_submit")
     completed = checkpoints(spark_submit_plane, "counts_submit")
     assert (record.state, record.dag_run_id, record.attempt) == ("FINISHED", run.run_id, 1)
-    assert record.epochs == 5 and record.records_in == len(job["events"])
+    assert record.epochs == 5 and record.records_in == len(job["events"])     # 4 of input, 1 at its end
     assert record.last_checkpoint == completed[-1].checkpoint_id
     assert os.getpid() not in history_pids(spark_submit_plane, "counts_submit")
 
@@ -82,7 +86,7 @@ def test_fixed_delay_restart_recovers_through_spark_submit(spark_submit_plane):
     assert run.state == DagRunState.SUCCESS
     assert tis["run"].try_number == 2 and tis["finish"].state == "success"
 
-    # The failed submission's exit status became a retry because the history says "restarting".
+    # The failed submission's exit became a retry because the history said "restarting".
     second, first = executions(spark_submit_plane, "counts_submit_flaky")
     assert (first.state, first.attempt, first.dag_run_id) == ("FAILED", 1, run.run_id)
     assert (second.state, second.attempt, second.dag_run_id) == ("FINISHED", 2, run.run_id)
@@ -92,9 +96,100 @@ def test_fixed_delay_restart_recovers_through_spark_submit(spark_submit_plane):
     assert first.last_checkpoint is not None and second.restored_from == first.last_checkpoint
     assert os.getpid() not in history_pids(spark_submit_plane, "counts_submit_flaky")
 
-    # Each result once: nothing the failed attempt staged after its checkpoint was committed twice.
+    # Each result once: what the failed attempt staged after its checkpoint was not committed.
     assert table_rows(job["running"]) == expected_running(job["events"])
     assert table_rows(job["windows"]) == expected_windows(job["events"])
     finish = xcom(run, "finish")
     assert finish["run_id"] == second.run_id and finish["restored_from"] == first.last_checkpoint
     assert finish["checkpoint_id"] == checkpoints(spark_submit_plane, "counts_submit_flaky")[-1].checkpoint_id
+
+
+# ---- without a JVM: the submission and the exit-status mapping -----------------------------
+
+class Submissions:
+    """Stands in for SparkSubmitOperator.execute: records what would be submitted, and fails
+    (as the provider does on a non-zero exit) while ``fail`` is set."""
+
+    def __init__(self):
+        self.submitted, self.fail = [], False
+
+    def __call__(self, operator, context):
+        from airflow.sdk.exceptions import AirflowException
+        self.submitted.append((list(operator.application_args), dict(operator.env_vars)))
+        if self.fail:
+            raise AirflowException("Cannot execute: spark-submit ... Error code is: 1.")
+
+
+@pytest.fixture
+def submit(tmp_path, monkeypatch):
+    """A run task of a job written to tmp_path, whose spark-submit is a Submissions."""
+    from dataclasses import replace
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from runtime.jobmaster import find_job
+    from sluice_airflow.operators import SluiceJobOperator
+    (tmp_path / "jobs").mkdir()
+    job = write_job(tmp_path, "counts_args")
+    spec = find_job(str(tmp_path / "jobs" / "counts_args.py"))
+    spec = replace(spec, deployment=replace(spec.deployment, args=(*spec.args, "--out", "{warehouse}/results")))
+    submissions = Submissions()
+    monkeypatch.setattr(SparkSubmitOperator, "execute", lambda operator, context: submissions(operator, context))
+    monkeypatch.setenv("PATH", os.environ.get("PATH", ""))
+    operator = SluiceJobOperator(task_id="run", job=spec.path, slot_profile=[["default", 2, True, 1]])
+    warehouse = str(tmp_path / "warehouse")
+
+    def attempt(request, dag_run_id, n):
+        return operator._submit({}, spec, request, warehouse, "local[2]", dag_run_id, n, "counts_args")
+    return attempt, submissions, spec, job, warehouse
+
+
+def record_attempt(warehouse, dag_run_id, attempt, state, restart=None):
+    import time
+    from runtime.jobmaster.history import ExecutionHistory, ExecutionRecord
+    from runtime.jobmaster.steps import job_dir
+    ExecutionHistory(job_dir(warehouse, "counts_args")).record(ExecutionRecord(
+        f"run-{dag_run_id}-{attempt}", "counts_args", state, time.time(), dag_run_id, attempt,
+        ended_at=None if state == "RUNNING" else time.time(), restart=restart))
+
+
+def test_submission_arguments_and_environment(submit):
+    from runtime.jobmaster.steps import RunRequest
+    attempt, submissions, spec, job, warehouse = submit
+    attempt(RunRequest("none", parallelism=3, max_epochs=2, allow_non_restored_state=True), "manual__1", 1)
+    record_attempt(warehouse, "manual__1", 1, "FAILED", "restarting in 0 ms after failure 1 (test)")
+    attempt(RunRequest("none"), "manual__1", 2)
+    (first_args, env), (second_args, second_env) = submissions.submitted
+    assert first_args == [
+        "run", spec.path, "--warehouse", warehouse, "--master", "local[2]", "--parallelism", "3",
+        "--max-epochs", "2", "--allow-non-restored-state",
+        "--", "--input", job["input"], "--out", f"{warehouse}/results"]
+    assert env["SLUICE_DAG_RUN_ID"] == "manual__1" and env["SLUICE_ATTEMPT"] == "1"
+    assert json.loads(env["SLUICE_SUBTASK_ATTEMPTS"]) == {}
+    assert env["PYSPARK_PYTHON"] == os.environ.get("PYSPARK_PYTHON", sys.executable)
+    # A restart restores the latest checkpoint, whatever the first attempt asked (Flink's failover).
+    assert second_args[:8] == ["run", spec.path, "--warehouse", warehouse, "--master", "local[2]",
+                               "--restore-from", "latest"]
+    assert second_env["SLUICE_ATTEMPT"] == "2"
+
+
+def test_a_failed_submission_retries_only_when_the_history_says_restarting(submit):
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
+    from runtime.jobmaster.steps import RunRequest
+    attempt, submissions, spec, job, warehouse = submit
+    submissions.fail = True
+
+    record_attempt(warehouse, "restarts", 1, "FAILED", "restarting in 0 ms after failure 1 (test)")
+    with pytest.raises(AirflowException, match="restarting in 0 ms") as retry:
+        attempt(RunRequest(), "restarts", 1)
+    assert not isinstance(retry.value, AirflowFailException)        # an Airflow retry
+
+    record_attempt(warehouse, "gives-up", 1, "FAILED", "not restarting after failure 1: the restart "
+                                                       "strategy gave up (test)")
+    with pytest.raises(AirflowFailException, match="the restart strategy gave up"):
+        attempt(RunRequest(), "gives-up", 1)
+
+    with pytest.raises(AirflowFailException, match="failed before it started"):
+        attempt(RunRequest(), "never-started", 1)
+
+    record_attempt(warehouse, "driver-died", 1, "RUNNING")
+    with pytest.raises(AirflowFailException, match="while attempt 1 was RUNNING"):
+        attempt(RunRequest(), "driver-died", 1)

@@ -194,8 +194,11 @@ class SluiceJobOperator(SparkSubmitOperator):
             args += ["--parallelism", str(request.parallelism)]
         if request.max_epochs:
             args += ["--max-epochs", str(request.max_epochs)]
+        if options["allow_non_restored_state"]:     # as run_step: else unclaimed state fails the restore
+            args += ["--allow-non-restored-state"]
         from runtime.jobmaster.deployment import resolve_args
-        self.application_args = [*args, "--", *resolve_args(spec.args)]
+        # {warehouse} in the job's arguments is this run's warehouse, as in run_step.
+        self.application_args = [*args, "--", *resolve_args(spec.args, warehouse)]
         self.env_vars = {**(self.env_vars or {}), "SLUICE_DAG_RUN_ID": dag_run_id, "SLUICE_ATTEMPT": str(attempt),
                          "SLUICE_SUBTASK_ATTEMPTS": options["subtask_attempts"],
                          "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
@@ -207,6 +210,11 @@ class SluiceJobOperator(SparkSubmitOperator):
         except Exception as e:
             record = last_attempt(warehouse, job_name, dag_run_id, attempt)
             decision = record.restart if record is not None else None
+            if record is not None and decision is None:
+                # The attempt started but recorded no failure, so the restart strategy was never asked:
+                # the driver died (killed, out of memory). Not "failed before it started".
+                decision = (f"not restarting: spark-submit failed while attempt {attempt} was {record.state} in "
+                            f"the execution history, before the restart strategy was asked")
             self._give_up_or_retry(e, bool(decision) and decision.startswith("restarting"), decision)
         return outcome(warehouse, job_name, dag_run_id=dag_run_id)
 
