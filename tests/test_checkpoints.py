@@ -118,6 +118,18 @@ def test_a_corrupt_state_file_falls_back_to_the_previous_checkpoint(spark, tmp_p
     assert_exactly_once(tmp_path, events)
 
 
+def test_a_run_stopped_by_max_epochs_ends_in_a_checkpoint_and_the_next_run_resumes_there(spark, tmp_path):
+    events = write_input(tmp_path / "in", seed=21)
+    hourly = ("--checkpoint-interval-ms", str(3_600_000))
+    first = run(tmp_path, *hourly, max_epochs=2)
+    # An hour never passes: only the run's last epoch checkpoints, so the next run need not replay.
+    assert [e.checkpoint_id for e in first.epochs] == [None, 1]
+    second = run(tmp_path, *hourly, restore_from="latest")
+    assert second.restored_from == 1 and second.epochs[0].epoch == 2
+    assert second.epochs[-1].checkpoint_id == 2
+    assert_exactly_once(tmp_path, events)
+
+
 def test_a_missing_checkpoint_id_or_failed_checkpoint_is_a_clear_error(spark, tmp_path):
     write_input(tmp_path / "in", seed=5)
     run(tmp_path, max_epochs=1)

@@ -37,11 +37,13 @@ class CheckpointCoordinator:
     def restored(self, record: CheckpointRecord) -> None:
         self.last_epoch = record.epoch
 
-    def should_trigger(self, epoch: int, end_of_input: bool) -> bool:
+    def should_trigger(self, epoch: int, final: bool) -> bool:
+        """Whether the epoch ends in a checkpoint; ``final``: the run's last epoch (its input ended,
+        or it reached max_epochs), whose checkpoint commits the sinks (FLIP-147)."""
         if not self.enabled:
             return False
-        if end_of_input:
-            return True     # the final checkpoint of a bounded input commits the sinks (FLIP-147)
+        if final:
+            return True
         if self.interval_epochs is not None:
             since = epoch - (self.last_epoch if self.last_epoch is not None else -1)
             return since >= self.interval_epochs

@@ -332,7 +332,10 @@ class JobRunner:
             processing_time = self._processing_time(epoch)
             source_plans = {vid: e.plan_epoch(epoch) for vid, e in self.enumerators.items()}
             end_of_input = all(e.input_ends_with_plan for e in self.enumerators.values())
-            checkpoint_id = (self.coordinator.take_id() if self.coordinator.should_trigger(epoch, end_of_input)
+            # The last epoch a run may take (max_epochs) ends in a checkpoint too, so the next run
+            # (a scheduled one) starts where this one stopped instead of replaying.
+            last = self.options.max_epochs is not None and epoch - self.first_epoch + 1 >= self.options.max_epochs
+            checkpoint_id = (self.coordinator.take_id() if self.coordinator.should_trigger(epoch, end_of_input or last)
                              else None)
         # The write-ahead record of the epoch: what it reads, at which processing time.
         flat = {uids[vid]: [r for s in sorted(plan) for r in plan[s]] for vid, plan in source_plans.items()}

@@ -70,11 +70,15 @@ def main(argv=None):
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--window-uid", default="window-counts")
     parser.add_argument("--max-parallelism", type=int)
+    parser.add_argument("--checkpoint-interval-ms", type=int, help="checkpoint by time instead of every epoch")
     args = parser.parse_args(argv)
     env = StreamExecutionEnvironment.get_execution_environment()
     if args.max_parallelism:
         env.set_max_parallelism(args.max_parallelism)
-    env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
+    if args.checkpoint_interval_ms:
+        env.enable_checkpointing(args.checkpoint_interval_ms)
+    else:
+        env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
     build(env, args.input, args.windows, args.running, args.parallelism, args.window_uid)
     env.execute("checkpointed counts")
 

@@ -1,0 +1,108 @@
+"""Conditions of a pattern (Flink's ``SimpleCondition``, ``IterativeCondition`` and the rich
+and/or/not combinators the NFACompiler builds).
+
+Internally every condition is called as ``condition(value, ctx)``; a ``SimpleCondition`` or a
+one-argument function ignores the context. Conditions are shipped to Spark executors inside
+the job (cloudpickle); they never live in state, only the NFA's state names do.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+class IterativeCondition:
+    """``filter(value, ctx)``: ``ctx.get_events_for_pattern(name)`` gives the events already
+    accepted for ``name`` in this partial match (Flink's ``IterativeCondition.Context``)."""
+
+    def filter(self, value, ctx) -> bool:
+        raise NotImplementedError(f"{type(self).__name__} must implement filter(value, ctx)")
+
+    def __call__(self, value, ctx) -> bool:
+        return self.filter(value, ctx)
+
+
+class SimpleCondition(IterativeCondition):
+    """``filter(value)``: a condition on the event alone."""
+
+    def filter(self, value) -> bool:  # type: ignore[override]
+        raise NotImplementedError(f"{type(self).__name__} must implement filter(value)")
+
+    def __call__(self, value, ctx) -> bool:
+        return self.filter(value)
+
+
+@dataclass(frozen=True)
+class _Simple:
+    """A plain one-argument function used as a condition."""
+    fn: Callable[[Any], bool]
+
+    def __call__(self, value, ctx) -> bool:
+        return self.fn(value)
+
+
+@dataclass(frozen=True)
+class AndCondition:
+    left: Any
+    right: Any
+
+    def __call__(self, value, ctx) -> bool:
+        return bool(self.left(value, ctx)) and bool(self.right(value, ctx))
+
+
+@dataclass(frozen=True)
+class OrCondition:
+    left: Any
+    right: Any
+
+    def __call__(self, value, ctx) -> bool:
+        return bool(self.left(value, ctx)) or bool(self.right(value, ctx))
+
+
+@dataclass(frozen=True)
+class NotCondition:
+    inner: Any
+
+    def __call__(self, value, ctx) -> bool:
+        return not self.inner(value, ctx)
+
+
+@dataclass(frozen=True)
+class SubtypeCondition:
+    subtype: type
+
+    def __call__(self, value, ctx) -> bool:
+        return isinstance(value, self.subtype)
+
+
+def to_condition(condition, call: str):
+    """A condition object from a condition class instance or a function of (value) or (value, ctx)."""
+    if isinstance(condition, IterativeCondition):
+        return condition
+    if not callable(condition):
+        raise TypeError(f"Pattern.{call}: expected a SimpleCondition, an IterativeCondition or a function "
+                        f"of (value) or (value, ctx), got {condition!r}")
+    try:
+        params = [p for p in inspect.signature(condition).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    except (TypeError, ValueError):  # builtins without a signature take the value alone
+        return _Simple(condition)
+    if len(params) == 2:
+        return condition
+    if len(params) == 1:
+        return _Simple(condition)
+    raise TypeError(f"Pattern.{call}: a condition function takes (value) or (value, ctx); "
+                    f"{condition!r} takes {len(params)} arguments")
+
+
+def and_(left, right):
+    if left is None:
+        return right
+    if right is None:
+        return left
+    return AndCondition(left, right)
+
+
+def not_(condition):
+    return NotCondition(condition)
