@@ -218,3 +218,23 @@ def test_bad_run_parameters_and_unknown_checkpoints_fail_without_restarting(cont
     run, tis = dag_test("counts_bad", {"restore_from": "42"})
     assert run.state == DagRunState.FAILED and tis["deploy"].state == "failed"
     assert tis["deploy"].try_number == 1 and tis["run"].state == "upstream_failed"
+
+
+def test_savepoint_dag_takes_a_savepoint_a_run_can_start_from(control_plane):
+    from airflow.utils.state import DagRunState
+    job = write_job(control_plane, "counts_savepoint")
+    first, _ = dag_test("counts_savepoint")
+    last = checkpoints(control_plane, "counts_savepoint")[-1]
+    target = str(control_plane / "savepoints" / "before-more")
+    taken, _ = dag_test("sluice_savepoint", {"job": "counts_savepoint", "checkpoint": None, "target": target})
+    assert (first.state, taken.state) == (DagRunState.SUCCESS, DagRunState.SUCCESS)
+    assert xcom(taken, "savepoint") == target and os.path.isfile(os.path.join(target, "_metadata.json"))
+
+    more = write_input(control_plane / "more", seed=9, files=1)
+    os.rename(control_plane / "more" / "part-0.txt", control_plane / "in" / "part-9.txt")
+    resumed, tis = dag_test("counts_savepoint", {"restore_from": target})
+    assert resumed.state == DagRunState.SUCCESS
+    assert xcom(resumed, "deploy")["restore_point"] == target
+    latest = executions(control_plane, "counts_savepoint")[0]
+    assert latest.restored_from == last.checkpoint_id and latest.records_in == len(more)
+    assert table_rows(job["running"]) == expected_running(job["events"] + more)

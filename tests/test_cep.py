@@ -9,6 +9,8 @@ import pytest
 from deltalake import DeltaTable
 
 from runtime.cep import CEP, Pattern, PatternProcessFunction, TimedOutPartialMatchHandler
+from runtime.checkpoint.savepoint import read_state
+from runtime.checkpoint.storage import CheckpointStorage
 from runtime.client import run_job
 from runtime.common import Duration, Time, Types, WatermarkStrategy
 from runtime.datastream import OutputTag
@@ -86,6 +88,11 @@ def test_a_match_across_a_checkpoint_restore_is_found_once(spark, tmp_path, befo
     first = run(before, max_epochs=2)          # the a's and the noise: partial matches in state
     assert [e.checkpoint_id for e in first.epochs] == [1, 2]
     assert not os.path.exists(tmp_path / "out") or DeltaTable(str(tmp_path / "out")).to_pyarrow_table().num_rows == 0
+    # each key's partial match {a} is an NFA state in the checkpoint, as any keyed state
+    state = read_state(CheckpointStorage(str(tmp_path / "warehouse" / "cep-matches")), "cep")
+    nfa_states = {r["key"]: r["value"] for r in state if r["state"] == "nfaStateName"}
+    assert sorted(nfa_states) == sorted(f"k{i}" for i in range(12))
+    assert [cs.path[0][2] for cs in nfa_states["k3"].partial_matches if cs.path] == [("k3", "a", 3)]
     second = run(after, restore_from="latest")
     assert second.restored_from == 2
     rows = DeltaTable(str(tmp_path / "out")).to_pyarrow_table().to_pylist()
