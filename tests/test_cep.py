@@ -14,12 +14,18 @@ from runtime.checkpoint.storage import CheckpointStorage
 from runtime.client import run_job
 from runtime.common import Duration, Time, Types, WatermarkStrategy
 from runtime.datastream import OutputTag
-from runtime_env import job_env
+from runtime_env import CLOCK_START, job_env
 
 EVENT = Types.TUPLE([Types.STRING(), Types.STRING(), Types.LONG()])
 JOB = os.path.join(os.path.dirname(__file__), "jobs", "cep_matches.py")
 TIMED_OUT = OutputTag("timed-out")
 LATE = OutputTag("late")
+
+
+def printed_by(printed, sink):
+    """The values a print sink named ``sink`` printed ("sink> v" or "sink:2> v"), sorted."""
+    return sorted((ast.literal_eval(line.split("> ", 1)[1]) for line in printed
+                   if line.split(">")[0].split(":")[0] == sink), key=str)
 
 
 def a_then_b():
@@ -50,20 +56,25 @@ def test_keyed_event_time_matches_out_of_order_input_with_timeouts_and_late_data
     matches.get_side_output(TIMED_OUT).print("timed-out")
     matches.get_side_output(LATE).print("late")
     printed = env.execute("cep").printed
-    got, got_timed_out, got_late = (sorted((ast.literal_eval(line.split("> ", 1)[1]) for line in printed
-                                            if line.split(">")[0].split(":")[0] == name), key=str)
-                                    for name in ("match", "timed-out", "late"))
-    assert got == [("k1", [10, 20], 20)]
-    assert got_timed_out == [("k1", [400], 500), ("k2", [5], 105)]
-    assert got_late == [("k1", "b", 1)]
+    assert printed_by(printed, "match") == [("k1", [10, 20], 20)]
+    assert printed_by(printed, "timed-out") == [("k1", [400], 500), ("k2", [5], 105)]
+    assert printed_by(printed, "late") == [("k1", "b", 1)]
 
 
 def test_processing_time_on_a_plain_stream(spark, tmp_path):
     env = job_env(tmp_path, 2)
-    events = env.from_collection([("-", k, 0) for k in ["a", "b", "a", "c", "b", "a", "b"]], EVENT)
-    pattern = Pattern.begin("a").where(lambda e: e[1] == "a").next("b").where(lambda e: e[1] == "b")
-    stream = CEP.pattern(events, pattern).in_processing_time().select(lambda m: m["a"][0][1] + m["b"][0][1])
-    assert list(stream.execute_and_collect()) == ["ab", "ab"]
+    events = env.from_collection([("-", k, i) for i, k in enumerate(["a", "b", "a", "c", "b", "a"])], EVENT)
+    pattern = (Pattern.begin("a").where(lambda e: e[1] == "a").next("b").where(lambda e: e[1] == "b")
+               .within(Time.seconds(1)))
+    matches = CEP.pattern(events, pattern).in_processing_time().flat_select(
+        lambda m: [(m["a"][0][2], m["b"][0][2])], TIMED_OUT, lambda m, ts: [(m["a"][0][2], ts - CLOCK_START)])
+    matches.print("match")
+    matches.get_side_output(TIMED_OUT).print("timed-out")
+    printed = env.execute("cep").printed
+    # one subtask (GlobalCepOperator); the last a times out when the bounded input's
+    # processing-time timers fire, one second after the epoch's (pinned) clock
+    assert printed_by(printed, "match") == [(0, 1)]
+    assert printed_by(printed, "timed-out") == [(5, 1000)]
 
 
 def write_input(folder):

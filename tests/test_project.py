@@ -25,7 +25,7 @@ def test_local_spark_session_runs_a_job(spark):
 
 def test_api_and_compilers_do_not_import_spark_or_airflow():
     code = ("import sys, runtime.datastream, runtime.common, runtime.client, runtime.cli, "
-            "runtime.scheduler.slots; "
+            "runtime.scheduler.slots, runtime.cep; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'airflow')]; "
             "print(bad); sys.exit(1 if bad else 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -141,12 +141,17 @@ class CepOperator(KeyedProcessFunction):
 
     def on_timer(self, timestamp, ctx):
         if ctx.time_domain() == TimeDomain.PROCESSING_TIME:
-            state, out = self._advance(self._state(), ctx.timer_service().current_processing_time(), ctx)
+            # a timer is due at its timestamp, also when the end of a bounded input fires it early
+            now = max(timestamp, ctx.timer_service().current_processing_time())
+            state, out = self._advance(self._state(), now, ctx)
             self._save(state)
             return out
-        watermark = ctx.timer_service().current_watermark()
+        timers = ctx.timer_service()
+        watermark = timers.current_watermark()
         state, out = self._state(), []
         for ts in sorted(t for t in self.queue.keys() if t <= watermark):
+            if ts != timestamp:  # released with this one: its own timer has nothing left to do
+                timers.delete_event_time_timer(ts)
             state, timed_out = self._advance(state, ts, ctx)
             out += timed_out
             for event in self.queue.get(ts):
@@ -157,7 +162,7 @@ class CepOperator(KeyedProcessFunction):
         out += timed_out
         next_timeout = self.nfa.earliest_timeout(state)
         if next_timeout is not None:  # wake up when the oldest partial match times out
-            ctx.timer_service().register_event_time_timer(next_timeout)
+            timers.register_event_time_timer(next_timeout)
         self._save(state)
         return out
 

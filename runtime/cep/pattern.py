@@ -213,7 +213,7 @@ class Pattern:
     # -- checks ----------------------------------------------------------------------------------
     def _check_quantifiable(self) -> None:
         self._check_not_not("quantifier")
-        if self.quantifier.kind != "SINGLE" or self.quantifier.optional:
+        if self.quantifier.kind != "SINGLE":
             raise MalformedPatternException(f"Already applied quantifier to this Pattern. Current quantifier "
                                             f"is: {self.quantifier}")
 
