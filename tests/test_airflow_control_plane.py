@@ -166,20 +166,29 @@ def test_restart_from_checkpoint_resumes_and_each_result_is_written_once(control
     assert table_rows(job["windows"]) == expected_windows(job["events"])
 
 
-def test_fixed_delay_restart_recovers_from_the_latest_checkpoint(control_plane):
+def recover_from_one_failure(plane, name: str):
+    """Run a job that fails once mid-input under fixed-delay(2, 200 ms) through its DAG; check the
+    second try restored the first's latest checkpoint and each result is in the sinks once."""
     from airflow.utils.state import DagRunState
-    job = write_job(control_plane, "counts_flaky", "RestartStrategies.fixed_delay_restart(2, 200)",
-                    f"cc.FailAt(25_000, {str(control_plane / 'failed-once')!r})")
-    run, tis = dag_test("counts_flaky")
+    job = write_job(plane, name, "RestartStrategies.fixed_delay_restart(2, 200)",
+                    f"cc.FailAt(25_000, {str(plane / 'failed-once')!r})")
+    run, tis = dag_test(name)
     assert run.state == DagRunState.SUCCESS
     assert tis["run"].try_number == 2 and tis["finish"].state == "success"
-    second, first = executions(control_plane, "counts_flaky")
-    assert (first.state, first.attempt, second.state, second.attempt) == ("FAILED", 1, "FINISHED", 2)
+    second, first = executions(plane, name)
+    assert (first.state, first.attempt, first.dag_run_id) == ("FAILED", 1, run.run_id)
+    assert (second.state, second.attempt, second.dag_run_id) == ("FINISHED", 2, run.run_id)
     assert "injected failure" in first.failure and first.failed_tasks
     assert first.restart.startswith("restarting in 200 ms after failure 1")
     assert first.last_checkpoint is not None and second.restored_from == first.last_checkpoint
+    # What the failed attempt staged after its checkpoint was never committed.
     assert table_rows(job["running"]) == expected_running(job["events"])
     assert table_rows(job["windows"]) == expected_windows(job["events"])
+    return run, first, second
+
+
+def test_fixed_delay_restart_recovers_from_the_latest_checkpoint(control_plane):
+    recover_from_one_failure(control_plane, "counts_flaky")
 
 
 def test_failure_rate_gives_up_and_the_dag_run_fails(control_plane):

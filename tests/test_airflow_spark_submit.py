@@ -18,7 +18,8 @@ import sys
 import pytest
 
 from checkpoint_harness import expected_running, expected_windows, table_rows
-from test_airflow_control_plane import checkpoints, dag_test, executions, write_job, xcom
+from test_airflow_control_plane import (
+    checkpoints, dag_test, executions, recover_from_one_failure, write_job, xcom)
 
 
 @pytest.fixture
@@ -79,26 +80,9 @@ def test_job_dag_runs_through_spark_submit(spark_submit_plane):
 
 
 def test_fixed_delay_restart_recovers_through_spark_submit(spark_submit_plane):
-    from airflow.utils.state import DagRunState
-    job = write_job(spark_submit_plane, "counts_submit_flaky", "RestartStrategies.fixed_delay_restart(2, 200)",
-                    f"cc.FailAt(25_000, {str(spark_submit_plane / 'failed-once')!r})")
-    run, tis = dag_test("counts_submit_flaky")
-    assert run.state == DagRunState.SUCCESS
-    assert tis["run"].try_number == 2 and tis["finish"].state == "success"
-
     # The failed submission's exit became a retry because the history said "restarting".
-    second, first = executions(spark_submit_plane, "counts_submit_flaky")
-    assert (first.state, first.attempt, first.dag_run_id) == ("FAILED", 1, run.run_id)
-    assert (second.state, second.attempt, second.dag_run_id) == ("FINISHED", 2, run.run_id)
-    assert "injected failure" in first.failure and first.failed_tasks
-    assert first.restart.startswith("restarting in 200 ms after failure 1")
-    # The retry restored the latest checkpoint the failed attempt completed.
-    assert first.last_checkpoint is not None and second.restored_from == first.last_checkpoint
+    run, first, second = recover_from_one_failure(spark_submit_plane, "counts_submit_flaky")
     assert os.getpid() not in history_pids(spark_submit_plane, "counts_submit_flaky")
-
-    # Each result once: what the failed attempt staged after its checkpoint was not committed.
-    assert table_rows(job["running"]) == expected_running(job["events"])
-    assert table_rows(job["windows"]) == expected_windows(job["events"])
     finish = xcom(run, "finish")
     assert finish["run_id"] == second.run_id and finish["restored_from"] == first.last_checkpoint
     assert finish["checkpoint_id"] == checkpoints(spark_submit_plane, "counts_submit_flaky")[-1].checkpoint_id
