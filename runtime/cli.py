@@ -67,11 +67,11 @@ def _run(args: argparse.Namespace) -> int:
 def _storage(args: argparse.Namespace):
     """The checkpoint storage of the job script's job (compiled, not run)."""
     from runtime.checkpoint.storage import CheckpointStorage
-    from runtime.execution.executor import slug
+    from runtime.execution.executor import job_dir
     from runtime.execution.options import ExecutionOptions
     graph = compile_job(args.job, args.job_args).stream_graph
     options = ExecutionOptions.from_configuration(dict(graph.settings.configuration))
-    return CheckpointStorage(os.path.join(args.warehouse or options.warehouse, slug(graph.job_name)))
+    return CheckpointStorage(job_dir(args.warehouse or options.warehouse, graph.job_name))
 
 
 def _checkpoints(args: argparse.Namespace) -> int:

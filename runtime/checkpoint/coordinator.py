@@ -21,6 +21,11 @@ from runtime.execution.faults import fault_point
 from runtime.graph.job_graph import JobGraph
 
 
+def checkpointing_enabled(config: dict) -> bool:
+    """Whether a job's checkpoint config (``settings.checkpoint_config``) takes checkpoints."""
+    return (config.get("interval_ms") or -1) > 0 or config.get("interval_epochs") is not None
+
+
 class CheckpointCoordinator:
     def __init__(self, storage: CheckpointStorage, job_graph: JobGraph, config: dict, run_id: str):
         self.storage = storage
@@ -29,7 +34,7 @@ class CheckpointCoordinator:
         self.interval_ms = config.get("interval_ms", -1)
         self.interval_epochs = config.get("interval_epochs")
         self.max_retained = config.get("max_retained", 3)
-        self.enabled = self.interval_ms > 0 or self.interval_epochs is not None
+        self.enabled = checkpointing_enabled(config)
         self.next_id = storage.max_checkpoint_id() + 1
         self.last_epoch: Optional[int] = None           # epoch of the last checkpoint
         self.last_time = time.time()

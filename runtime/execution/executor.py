@@ -105,6 +105,11 @@ def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-").lower() or "job"
 
 
+def job_dir(warehouse: str, job_name: str) -> str:
+    """A job's folder in the warehouse: its checkpoints, state, epoch log and history."""
+    return os.path.join(warehouse, slug(job_name))
+
+
 # ---- inside the Spark tasks ------------------------------------------------------------
 
 _JOB_GRAPHS: dict = {}
@@ -162,7 +167,7 @@ class JobRunner:
         self.slot_plan = compute_slot_plan(self.execution_graph, task_managers(self.spark, required))
         self.run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
         # Per job: checkpoints, epoch log, state tables, source logs; per run: scratch snapshots.
-        self.job_dir = os.path.join(options.warehouse, slug(stream_graph.job_name))
+        self.job_dir = job_dir(options.warehouse, stream_graph.job_name)
         self.run_dir = os.path.join(self.job_dir, "runs", self.run_id)
         self.storage = CheckpointStorage(self.job_dir)
         self.coordinator = CheckpointCoordinator(self.storage, self.job_graph,
@@ -185,6 +190,10 @@ class JobRunner:
 
     def _transition_all(self, state: ExecutionState, failure: Optional[str] = None) -> None:
         self.execution_graph = self.execution_graph.transition_all(state, time.time(), failure)
+
+    def _last_epoch(self, epoch: int) -> bool:
+        """Whether ``epoch`` is the last this run may take (max_epochs)."""
+        return self.options.max_epochs is not None and epoch - self.first_epoch + 1 >= self.options.max_epochs
 
     def _processing_time(self, epoch: int) -> int:
         if self.options.clock_start_ms is not None:
@@ -252,8 +261,7 @@ class JobRunner:
                 if not self.options.quiet:
                     print(summary.progress_line(self.job_graph.job_name), file=sys.stderr, flush=True)
                 epoch += 1
-                if end_of_input or (self.options.max_epochs is not None
-                                    and epoch - self.first_epoch >= self.options.max_epochs):
+                if end_of_input or self._last_epoch(epoch - 1):
                     break
                 pause = self.options.epoch_interval_ms / 1000 - (time.time() - epoch_started)
                 if pause > 0 and not self.replay:
@@ -334,8 +342,8 @@ class JobRunner:
             end_of_input = all(e.input_ends_with_plan for e in self.enumerators.values())
             # The last epoch a run may take (max_epochs) ends in a checkpoint too, so the next run
             # (a scheduled one) starts where this one stopped instead of replaying.
-            last = self.options.max_epochs is not None and epoch - self.first_epoch + 1 >= self.options.max_epochs
-            checkpoint_id = (self.coordinator.take_id() if self.coordinator.should_trigger(epoch, end_of_input or last)
+            checkpoint_id = (self.coordinator.take_id()
+                             if self.coordinator.should_trigger(epoch, end_of_input or self._last_epoch(epoch))
                              else None)
         # The write-ahead record of the epoch: what it reads, at which processing time.
         flat = {uids[vid]: [r for s in sorted(plan) for r in plan[s]] for vid, plan in source_plans.items()}

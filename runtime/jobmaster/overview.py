@@ -17,7 +17,7 @@ from typing import Optional
 
 from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, CheckpointRecord, CheckpointStorage
 from runtime.client import CompiledJob, compile_job
-from runtime.execution.executor import slug
+from runtime.execution.executor import job_dir
 from runtime.jobmaster.deployment import JobSpec, discover_jobs, resolve_args
 from runtime.jobmaster.history import ExecutionHistory, ExecutionRecord
 
@@ -58,8 +58,8 @@ def find_job(name: str, warehouse: str, folder: Optional[str] = None) -> Optiona
 
 def _overview(spec: JobSpec, warehouse: str) -> JobOverview:
     compiled, error = _compile(spec.path, os.path.getmtime(spec.path), spec.args, spec.deployment.parallelism)
-    job_dir = os.path.join(warehouse, slug(compiled.job_graph.job_name)) if compiled else None
-    return JobOverview(spec, compiled, job_dir, error)
+    directory = job_dir(warehouse, compiled.job_graph.job_name) if compiled else None
+    return JobOverview(spec, compiled, directory, error)
 
 
 _compile_lock = threading.Lock()     # compiling sets sys.argv: one job at a time

@@ -17,13 +17,14 @@ from dataclasses import asdict, dataclass
 from typing import Optional
 
 from runtime.client import CompiledJob, compile_job
-from runtime.execution.executor import slug
+from runtime.checkpoint.coordinator import checkpointing_enabled
+from runtime.execution.executor import job_dir
 from runtime.graph.execution_graph import ExecutionGraph
 from runtime.jobmaster.deployment import JobSpec, resolve_args
 from runtime.jobmaster.history import FAILED, ExecutionHistory, ExecutionRecord
 from runtime.scheduler.failover import FAILOVER_STRATEGY_KEY, REGION, pipelined_regions, tasks_to_restart
 from runtime.scheduler.restart import effective_configuration
-from runtime.scheduler.slots import TaskManager, compute_slot_plan, slots_required_per_group
+from runtime.scheduler.slots import TaskManager, compute_slot_plan
 
 
 RUN_PARAMETERS = ("restore_from", "parallelism", "max_epochs", "allow_non_restored_state")
@@ -82,10 +83,6 @@ def _compile(spec: JobSpec, request: RunRequest) -> CompiledJob:
     return compile_job(spec.path, resolve_args(spec.args), request.parallelism)
 
 
-def job_dir(warehouse: str, job_name: str) -> str:
-    return os.path.join(warehouse, slug(job_name))
-
-
 # ---- compile -----------------------------------------------------------------------------
 
 def compile_step(spec: JobSpec, request: RunRequest) -> dict:
@@ -103,13 +100,9 @@ def compile_step(spec: JobSpec, request: RunRequest) -> dict:
                   for v in job.job_graph.vertices for e in job.job_graph.outputs_of(v.id)],
         "checkpointing": checkpointing,
         "restart_strategy": str(effective_configuration(settings.restart_strategy, conf,
-                                                        _checkpointing_enabled(checkpointing))),
+                                                        checkpointing_enabled(checkpointing))),
         "failover_strategy": conf.get(FAILOVER_STRATEGY_KEY, REGION),
     }
-
-
-def _checkpointing_enabled(checkpoint_config: dict) -> bool:
-    return (checkpoint_config.get("interval_ms") or 0) > 0 or checkpoint_config.get("interval_epochs") is not None
 
 
 # ---- the execution graph -----------------------------------------------------------------
@@ -158,10 +151,6 @@ def allocate_slots_step(spec: JobSpec, request: RunRequest, pool: str, pool_slot
     graph = _compile(spec, request).execution_graph
     plan = compute_slot_plan(graph, (TaskManager(f"pool:{pool}", "airflow", pool_slots),))
     return json.loads(plan.to_json())
-
-
-def slots_required(spec: JobSpec, request: RunRequest) -> int:
-    return sum(slots_required_per_group(_compile(spec, request).execution_graph).values())
 
 
 # ---- deploy --------------------------------------------------------------------------------
