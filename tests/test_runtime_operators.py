@@ -166,6 +166,32 @@ def test_a_failing_user_function_names_operator_subtask_and_record(spark, tmp_pa
     assert "--- original traceback ---" in msg and "lambda r: 10 // r[1]" in msg
 
 
+def test_user_functions_run_once_per_record_even_when_a_batch_fails(spark, tmp_path):
+    calls = tmp_path / "calls"
+
+    def echo_twice(word):
+        with open(calls, "a") as f:     # a side effect: it must happen once per record
+            f.write(word + "\n")
+        return None if word == "skip" else [word, word]
+
+    env = job_env(tmp_path, 1)
+    got = env.from_collection(["a", "skip", "c"], Types.STRING()) \
+        .flat_map(echo_twice, output_type=Types.STRING()).execute_and_collect()
+    assert sorted(got) == ["a", "a", "c", "c"]
+    assert sorted(calls.read_text().split()) == ["a", "c", "skip"]
+
+    def explode_on_c(word):
+        yield word
+        if word == "c":
+            raise ValueError("no c")
+
+    env = job_env(tmp_path / "gen", 1)
+    env.from_collection(["a", "b", "c", "d"], Types.STRING()).flat_map(
+        explode_on_c, output_type=Types.STRING()).name("Explode").print()
+    with pytest.raises(JobExecutionException, match=r"Explode \(1/1\) failed on record 'c': ValueError: no c"):
+        env.execute("explode")
+
+
 def test_text_files_generators_and_sequences(spark, tmp_path):
     folder = tmp_path / "in"
     folder.mkdir()

@@ -7,7 +7,9 @@ subtask and the record, with the original traceback.
 from __future__ import annotations
 
 import traceback
+from functools import partial
 from itertools import chain, compress, repeat
+from operator import is_not, length_hint
 from typing import Any, Callable, Optional
 
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
@@ -294,28 +296,33 @@ def _no_timestamps(timestamps: list) -> bool:
 
 class StreamFlatMap(TaskOperator):
     def process_batch(self, values, timestamps, input_index):
-        f = self.spec.function.flat_map
+        # Each record's function is called once (``each``); what it returns (a list, a
+        # generator, or None for nothing) is drained here, and a failure while draining names
+        # its record: the results iterator has handed out exactly up to that record.
+        results = self.each(self.spec.function.flat_map, values)
         if _no_timestamps(timestamps):
+            out: list = []
+            pending = iter(results)
             try:
-                out = list(chain.from_iterable(map(f, values)))
-            except Exception:   # a None result, or a failure: the per-record loop says which record
-                out = None
-            if out is not None:
-                self.output.collect(out, [None] * len(out))
-                return
+                out.extend(chain.from_iterable(filter(_is_not_none, pending) if None in results else pending))
+            except Exception as e:
+                self.fail(e, values[len(results) - length_hint(pending) - 1])
+            self.output.collect(out, [None] * len(out))
+            return
         out, out_ts = [], []
-        extend = out.extend
         v = None
         try:
-            for v, t in zip(values, timestamps):
-                n = len(out)
-                result = f(v)
+            for v, t, result in zip(values, timestamps, results):
                 if result is not None:
-                    extend(result)
+                    n = len(out)
+                    out.extend(result)
                     out_ts.extend([t] * (len(out) - n))
         except Exception as e:
             self.fail(e, v)
         self.output.collect(out, out_ts)
+
+
+_is_not_none = partial(is_not, None)
 
 
 class StreamFilter(TaskOperator):
