@@ -89,7 +89,8 @@ class FileReader(SourceReader):
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
-        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+        if "\r" in text:
+            lines = [line[:-1] if line.endswith("\r") else line for line in lines]
         line_no = split.state.get("line", 0)
         self.ends[split.split_id] = {"offset": split.start + end, "line": line_no + len(lines)}
         for lo in range(0, len(lines), batch_size):

@@ -248,7 +248,8 @@ class CloseableIterator:
         self._it = iter(self._records)
 
     def __iter__(self):
-        return self
+        # The list's own iterator: ``list(result)`` runs at C speed; ``next(result)`` shares it.
+        return self._it
 
     def __next__(self):
         return next(self._it)

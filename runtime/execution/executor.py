@@ -428,7 +428,7 @@ class JobRunner:
                 print(line, flush=False)
             result.printed.extend(a.print_lines)
             for sink_id, records in a.collected.items():
-                result.collected.setdefault(sink_id, []).extend(records)
+                result.collected.setdefault(sink_id, []).extend(records.records())
             for node_id, files in a.sink_files.items():
                 result.sink_files.setdefault(node_id, []).extend(files)
                 self.pending_sink_files.setdefault(node_id, []).extend(files)

@@ -21,7 +21,10 @@ def get_spark_session(master: str, app_name: str = "sluice"):
         builder = (SparkSession.builder.master(master).appName(app_name)
                    .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
                    .config("spark.ui.showConsoleProgress", "false")
-                   .config("spark.python.worker.reuse", "true"))
+                   .config("spark.python.worker.reuse", "true")
+                   # Acknowledgements carry printed and collected records: up to this size they
+                   # come back with the task's status instead of through the block manager.
+                   .config("spark.task.maxDirectResultSize", "64m"))
         if master.startswith("local"):
             builder = builder.config("spark.ui.enabled", "false")
         session = builder.getOrCreate()

@@ -13,19 +13,17 @@ restores into either operator.
 """
 from __future__ import annotations
 
-from itertools import repeat
 from operator import itemgetter
-from typing import Any, Optional
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from runtime.common.watermark_strategy import MAX_WATERMARK
 from runtime.datastream import window as w
 from runtime.datastream.data_stream import FieldKeySelector
 from runtime.datastream.operators import WindowOperator as WindowSpec
-from runtime.task.operators import TaskOperator, extreme, field_of, with_field
+from runtime.task.operators import TaskOperator, extreme, field_of
+from runtime.task.record_columns import RecordColumns, take, to_pylist
 from runtime.task.partitioning import key_channels
 from runtime.task.timer_service import EVENT_TIME, PROCESSING_TIME
 from runtime.state.key_groups import assign_to_key_group
@@ -116,16 +114,17 @@ class PanePreAggregator:
         try:
             key_array = pa.array(keys)
             field_array = pa.array(fields)
+            if self.windows.slide != self.windows.size:     # sliding: a record in several windows
+                key_array, field_array = key_array.take(rows), field_array.take(rows)
             # from_arrays, not pa.table(dict): the latter imports pandas (seconds per worker).
-            table = pa.Table.from_arrays(
-                [key_array.take(rows), pa.array(starts), field_array.take(rows), pa.array(rows)],
-                names=["k", "s", "v", "i"])
+            table = pa.Table.from_arrays([key_array, pa.array(starts), field_array, pa.array(rows)],
+                                         names=["k", "s", "v", "i"])
             grouped = table.group_by(["k", "s"], use_threads=False).aggregate(
                 [("v", self.kind), ("i", "min"), ("i", "count")])
             first = grouped.column("i_min").to_numpy()
             # Keys and aggregates stay Arrow arrays: the channel split and the shuffle are columnar.
             return (grouped.column("k").combine_chunks(), grouped.column("s").to_numpy(),
-                    grouped.column(f"v_{self.kind}").combine_chunks(), [values[i] for i in first],
+                    grouped.column(f"v_{self.kind}").combine_chunks(), RecordColumns.of([values[i] for i in first]),
                     grouped.column("i_count").to_numpy())
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError):
             return self._aggregate_in_python(keys, fields, rows, starts, values)
@@ -143,23 +142,10 @@ class PanePreAggregator:
                 g[2] += 1
         ks = [k for k, _ in groups]
         return (ks, np.array([s for _, s in groups], dtype=np.int64), [g[0] for g in groups.values()],
-                [values[g[1]] for g in groups.values()], np.array([g[2] for g in groups.values()]))
+                RecordColumns.of([values[g[1]] for g in groups.values()]), np.array([g[2] for g in groups.values()]))
 
 
 _COMBINE = {"sum": lambda a, b: a + b, "min": min, "max": max}
-
-
-def _take(column, idx: np.ndarray):
-    return column.take(pa.array(idx)) if isinstance(column, pa.Array) else [column[i] for i in idx]
-
-
-def _pylist(column) -> list:
-    if not isinstance(column, pa.Array):
-        return column
-    if column.null_count:
-        return column.to_pylist()
-    # Through NumPy: ten times faster than to_pylist for strings and numbers.
-    return column.to_numpy(zero_copy_only=False).tolist()
 
 
 class PreAggregatingRecordWriter:
@@ -200,7 +186,7 @@ class PreAggregatingRecordWriter:
         channels = key_channels(keys, self.edge.max_parallelism, self.writer.consumer_p)
         for c in np.unique(channels).tolist():
             idx = np.flatnonzero(channels == c)
-            event = ("a", _take(keys, idx), starts[idx], _take(accs, idx), [reps[i] for i in idx], counts[idx])
+            event = ("a", take(keys, idx), starts[idx], take(accs, idx), reps.take(idx), counts[idx])
             self.writer.channels[c].append(event)
 
     def process_watermark(self, watermark, input_index):
@@ -245,11 +231,11 @@ class WindowAggregationOperator(TaskOperator):
         for start in np.unique(starts[live]).tolist():
             idx = np.flatnonzero((starts == start) & live)
             self.panes.setdefault(start, []).append(
-                (_take(keys, idx), _take(accs, idx), [reps[i] for i in idx]))
+                (take(keys, idx), take(accs, idx), reps.take(idx)))
 
-    def _merge(self, chunks: list) -> tuple[list, list, list]:
+    def _merge(self, chunks: list) -> tuple[list, list, RecordColumns]:
         """Distinct keys of a window with their merged aggregate and first record."""
-        reps = [r for _, _, chunk_reps in chunks for r in chunk_reps]
+        reps = RecordColumns.concat([chunk_reps for _, _, chunk_reps in chunks])
         if all(isinstance(k, pa.Array) and isinstance(a, pa.Array) for k, a, _ in chunks):
             try:
                 table = pa.Table.from_arrays(
@@ -257,19 +243,19 @@ class WindowAggregationOperator(TaskOperator):
                      pa.array(np.arange(len(reps)))], names=["k", "v", "i"])
                 grouped = table.group_by("k", use_threads=False).aggregate([("v", self.kind), ("i", "min")])
                 first = grouped.column("i_min").to_numpy()
-                return (_pylist(grouped.column("k").combine_chunks()),
-                        _pylist(grouped.column(f"v_{self.kind}").combine_chunks()), [reps[i] for i in first])
+                return (to_pylist(grouped.column("k").combine_chunks()),
+                        to_pylist(grouped.column(f"v_{self.kind}").combine_chunks()), reps.take(first))
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
                 pass
         combine, merged = _COMBINE[self.kind], {}
         for keys, accs, _ in chunks:
-            for key, acc in zip(_pylist(keys), _pylist(accs)):
+            for key, acc in zip(to_pylist(keys), to_pylist(accs)):
                 merged[key] = acc if key not in merged else combine(merged[key], acc)
         firsts: dict = {}
         for keys, _, chunk_reps in chunks:
-            for key, rep in zip(_pylist(keys), chunk_reps):
+            for key, rep in zip(to_pylist(keys), chunk_reps.records()):
                 firsts.setdefault(key, rep)
-        return list(merged), list(merged.values()), [firsts[k] for k in merged]
+        return list(merged), list(merged.values()), RecordColumns(rows=[firsts[k] for k in merged])
 
     def _fire_until(self, time: int) -> None:
         ready = sorted(s for s in self.panes if self.windows.max_timestamp(s) <= time)
@@ -277,9 +263,13 @@ class WindowAggregationOperator(TaskOperator):
         pos = self.position
         for start in ready:
             _, accs, reps = self._merge(self.panes.pop(start))
-            values.extend(map(with_field, reps, repeat(pos), accs))
+            values.extend(reps.with_field(pos, accs))
             stamps.extend([self.windows.max_timestamp(start)] * len(accs))
         self.output.collect(values, stamps)
+
+    def dispose(self) -> None:
+        super().dispose()
+        self.panes = {}
 
     def process_watermark(self, watermark, input_index):
         if watermark <= self.current_watermark:
@@ -301,9 +291,10 @@ class WindowAggregationOperator(TaskOperator):
         domain = EVENT_TIME if self.windows.event_time else PROCESSING_TIME
         for start, chunks in self.panes.items():
             window = w.TimeWindow(start, start + self.windows.size)
-            for key, acc, rep in zip(*self._merge(chunks)):
+            keys, accs, reps = self._merge(chunks)
+            for key, value in zip(keys, reps.with_field(self.position, accs)):
                 kg = assign_to_key_group(key, maxp)
-                keyed.append((kg, "window-contents", window, key, with_field(rep, self.position, acc)))
+                keyed.append((kg, "window-contents", window, key, value))
                 timers.append((kg, domain, window.max_timestamp(), key, window))
         return {"watermark": self.current_watermark, "keyed": keyed, "timers": timers,
                 "types": {"window-contents": self.input_type}}
@@ -318,5 +309,5 @@ class WindowAggregationOperator(TaskOperator):
                 keys.append(key)
                 accs.append(field_of(value, self.position))
                 reps.append(value)
-        for start, chunk in restored.items():
-            self.panes.setdefault(start, []).append(chunk)
+        for start, (keys, accs, reps) in restored.items():
+            self.panes.setdefault(start, []).append((keys, accs, RecordColumns.of(reps)))

@@ -1,0 +1,93 @@
+"""Records as columns (``RecordColumns``): how batches of plain tuples cross a shuffle and
+come back to the driver cheaply."""
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Optional
+
+import numpy as np
+import pyarrow as pa
+
+from runtime.task.operators import with_fields
+
+
+def take(column, idx: np.ndarray):
+    return column.take(pa.array(idx)) if isinstance(column, pa.Array) else [column[i] for i in idx]
+
+
+def to_pylist(column) -> list:
+    if not isinstance(column, pa.Array):
+        return column
+    if column.null_count:
+        return column.to_pylist()
+    # Through NumPy: ten times faster than to_pylist for strings and numbers.
+    return column.to_numpy(zero_copy_only=False).tolist()
+
+
+# Python types whose Arrow round trip (pa.array, then to_pylist) gives back equal values
+# of the same type.
+_ARROW_EXACT = {str, int, float, bool, bytes}
+
+
+def _column(values: list):
+    """A column of one Python type as an Arrow array (pickled as buffers), else the list."""
+    if len(set(map(type, values))) == 1 and type(values[0]) in _ARROW_EXACT:
+        try:
+            return pa.array(values)
+        except (pa.ArrowInvalid, OverflowError):    # ints beyond 64 bits
+            pass
+    return values
+
+
+class RecordColumns:
+    """Records as columns: plain tuples of one length travel (pickled) and merge as one column
+    per field, Arrow arrays where the round trip is exact, which pickle as buffers instead of one
+    object per record and field; any other records stay a list.
+
+    Used for the first record of each window pane (the template of its result: Flink's
+    sum/min/max keep the other fields of the first record) and for collected results."""
+
+    def __init__(self, columns: Optional[list] = None, rows: Optional[list] = None):
+        self.columns = columns
+        self.rows = rows
+
+    @staticmethod
+    def of(records: list) -> "RecordColumns":
+        if records and set(map(type, records)) == {tuple} and set(map(len, records)) != {0} \
+                and len(set(map(len, records))) == 1:
+            return RecordColumns(columns=[_column(list(map(itemgetter(i), records)))
+                                         for i in range(len(records[0]))])
+        return RecordColumns(rows=list(records))
+
+    @staticmethod
+    def concat(parts: list) -> "RecordColumns":
+        widths = {len(p.columns) if p.columns is not None else -1 for p in parts}
+        if len(widths) != 1 or -1 in widths:
+            return RecordColumns(rows=[r for p in parts for r in p.records()])
+        columns = []
+        for i in range(widths.pop()):
+            chunks = [p.columns[i] for p in parts]
+            if all(isinstance(c, pa.Array) for c in chunks) and len({c.type for c in chunks}) == 1:
+                columns.append(pa.concat_arrays(chunks))
+            else:
+                columns.append([v for c in chunks for v in to_pylist(c)])
+        return RecordColumns(columns=columns)
+
+    def __len__(self) -> int:
+        return len(self.rows) if self.columns is None else len(self.columns[0])
+
+    def take(self, idx: np.ndarray) -> "RecordColumns":
+        if self.columns is None:
+            return RecordColumns(rows=[self.rows[i] for i in idx])
+        return RecordColumns(columns=[take(c, idx) for c in self.columns])
+
+    def records(self) -> list:
+        if self.columns is None:
+            return self.rows
+        return list(zip(*map(to_pylist, self.columns)))
+
+    def with_field(self, position, values: list) -> list:
+        """The records with field ``position`` replaced by ``values`` (the aggregates)."""
+        if self.columns is None or position is None or position >= len(self.columns):
+            return with_fields(self.records(), position, values)
+        return list(zip(*[values if i == position else to_pylist(c) for i, c in enumerate(self.columns)]))
