@@ -12,7 +12,7 @@ from runtime.common.watermark_strategy import MIN_WATERMARK
 from runtime.datastream import StreamExecutionEnvironment, TumblingEventTimeWindows
 from runtime.datastream.operators import StreamSink
 from runtime.graph.job_graph import create_job_graph
-from runtime.task.operators import with_field, with_fields
+from runtime.task.operators import with_field
 from runtime.task.stream_task import ACK, SplitRead, TaskDeploymentDescriptor, run_task
 from runtime.task.record_columns import RecordColumns
 
@@ -46,10 +46,10 @@ def test_first_records_of_plain_tuples_travel_as_arrow_columns():
     assert first.with_field(None, [7, 8]) == [7, 8]
 
 
-def test_with_fields_equals_with_field_per_record():
+def test_with_field_of_rows_equals_with_field_per_record():
     records = [("a", 1, 10), ["b", 2, 20], ("c", 3)]
-    assert with_fields(records, 1, [5, 6, 7]) == [with_field(r, 1, v) for r, v in zip(records, [5, 6, 7])]
-    assert with_fields([("a", 1), ("b", 2)], 0, ["x", "y"]) == [("x", 1), ("y", 2)]
+    assert RecordColumns.of(records).with_field(1, [5, 6, 7]) == \
+        [with_field(r, 1, v) for r, v in zip(records, [5, 6, 7])]
 
 
 def _word_count_graph(n_words: int):

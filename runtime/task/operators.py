@@ -9,7 +9,7 @@ from __future__ import annotations
 import traceback
 from functools import partial
 from itertools import chain, compress, repeat
-from operator import is_not, itemgetter, length_hint
+from operator import is_not, length_hint
 from typing import Any, Callable, Optional
 
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
@@ -17,7 +17,7 @@ from runtime.datastream import functions as fn
 from runtime.datastream import operators as ops
 from runtime.datastream.state import ValueStateDescriptor
 from runtime.task.state_backend import VOID_NAMESPACE, HeapKeyedStateBackend
-from runtime.task.timer_service import EVENT_TIME, PROCESSING_TIME, InternalTimerService
+from runtime.task.timer_service import InternalTimerService
 
 
 class UserCodeException(RuntimeError):
@@ -483,17 +483,6 @@ def with_field(record, position, value):
     names = getattr(record, "_fields", None)
     cls = type(record)
     return cls(**dict(zip(names, replaced))) if names else cls(*replaced)
-
-
-def with_fields(records: list, position, values: list) -> list:
-    """``with_field`` over columns: plain tuples of one length are rebuilt by transposing,
-    ten times faster than one ``with_field`` call per record."""
-    if (position is not None and records and set(map(type, records)) == {tuple}
-            and len(set(map(len, records))) == 1 and position < len(records[0])):
-        columns = [values if i == position else list(map(itemgetter(i), records))
-                   for i in range(len(records[0]))]
-        return list(zip(*columns))
-    return list(map(with_field, records, repeat(position), values))
 
 
 def field_of(record, position):

@@ -2,13 +2,14 @@
 come back to the driver cheaply."""
 from __future__ import annotations
 
+from itertools import repeat
 from operator import itemgetter
 from typing import Optional
 
 import numpy as np
 import pyarrow as pa
 
-from runtime.task.operators import with_fields
+from runtime.task.operators import with_field
 
 
 def take(column, idx: np.ndarray):
@@ -89,5 +90,5 @@ class RecordColumns:
     def with_field(self, position, values: list) -> list:
         """The records with field ``position`` replaced by ``values`` (the aggregates)."""
         if self.columns is None or position is None or position >= len(self.columns):
-            return with_fields(self.records(), position, values)
+            return list(map(with_field, self.records(), repeat(position), values))
         return list(zip(*[values if i == position else to_pylist(c) for i, c in enumerate(self.columns)]))

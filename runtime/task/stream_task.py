@@ -9,7 +9,6 @@ operator, subtask and record, so Spark does not retry a deterministic error.
 from __future__ import annotations
 
 import gc
-import os
 import pickle
 import time
 import traceback
