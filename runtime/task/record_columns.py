@@ -25,16 +25,18 @@ def to_pylist(column) -> list:
     return column.to_numpy(zero_copy_only=False).tolist()
 
 
-# Python types whose Arrow round trip (pa.array, then to_pylist) gives back equal values
-# of the same type.
-_ARROW_EXACT = {str, int, float, bool, bytes}
+# Python types whose Arrow round trip (pa.array, then to_pylist) gives back equal values of
+# the same type, with their Arrow type (given, Arrow need not infer it).
+_ARROW_EXACT = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(), bytes: pa.binary()}
 
 
 def _column(values: list):
     """A column of one Python type as an Arrow array (pickled as buffers), else the list."""
-    if len(set(map(type, values))) == 1 and type(values[0]) in _ARROW_EXACT:
+    types = set(map(type, values))
+    arrow_type = _ARROW_EXACT.get(types.pop()) if len(types) == 1 else None
+    if arrow_type is not None:
         try:
-            return pa.array(values)
+            return pa.array(values, arrow_type)
         except (pa.ArrowInvalid, OverflowError):    # ints beyond 64 bits
             pass
     return values

@@ -120,12 +120,12 @@ class PanePreAggregator:
             table = pa.Table.from_arrays([key_array, pa.array(starts), field_array, pa.array(rows)],
                                          names=["k", "s", "v", "i"])
             grouped = table.group_by(["k", "s"], use_threads=False).aggregate(
-                [("v", self.kind), ("i", "min"), ("i", "count")])
+                [("v", self.kind), ("i", "min"), ([], "count_all")])     # count_all: half the time of a count of "i"
             first = grouped.column("i_min").to_numpy()
             # Keys and aggregates stay Arrow arrays: the channel split and the shuffle are columnar.
             return (grouped.column("k").combine_chunks(), grouped.column("s").to_numpy(),
                     grouped.column(f"v_{self.kind}").combine_chunks(), RecordColumns.of([values[i] for i in first]),
-                    grouped.column("i_count").to_numpy())
+                    grouped.column("count_all").to_numpy())
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError):
             return self._aggregate_in_python(keys, fields, rows, starts, values)
 
