@@ -55,11 +55,14 @@ class RecordColumns:
         self.rows = rows
 
     @staticmethod
-    def of(records: list) -> "RecordColumns":
-        if records and set(map(type, records)) == {tuple} and set(map(len, records)) != {0} \
-                and len(set(map(len, records))) == 1:
-            return RecordColumns(columns=[_column(list(map(itemgetter(i), records)))
-                                         for i in range(len(records[0]))])
+    def of(records: list, given: Optional[dict] = None) -> "RecordColumns":
+        """``records`` as columns; ``given`` maps a field index to a column the caller already
+        holds with that field's values (a window's grouped keys), so it is not rebuilt."""
+        lengths = set(map(len, records)) if records and set(map(type, records)) == {tuple} else ()
+        if len(lengths) == 1 and lengths != {0}:
+            given = given or {}
+            return RecordColumns(columns=[given[i] if i in given else _column(list(map(itemgetter(i), records)))
+                                          for i in range(len(records[0]))])
         return RecordColumns(rows=list(records))
 
     @staticmethod

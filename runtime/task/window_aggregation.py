@@ -29,6 +29,7 @@ from runtime.task.timer_service import EVENT_TIME, PROCESSING_TIME
 from runtime.state.key_groups import assign_to_key_group
 
 _AGGREGATIONS = {"sum", "min", "max"}
+_EXACT_KEYS = {pa.string(), pa.int64()}     # not binary: Arrow makes str and bytes one binary column
 # Buffer at most this many records before pre-aggregating, whatever the watermark.
 MAX_BUFFERED_RECORDS = 500_000
 
@@ -83,6 +84,8 @@ class PanePreAggregator:
         self.kind = spec.aggregation.kind
         self.position = spec.aggregation.position
         self.key_selector = key_selector
+        self.key_field = (key_selector.field if isinstance(key_selector, FieldKeySelector)
+                          and isinstance(key_selector.field, int) else None)
         self.processing_time = processing_time
         self.record_error = record_error
 
@@ -113,6 +116,8 @@ class PanePreAggregator:
         rows, starts = self.windows.assign(ts)
         try:
             key_array = pa.array(keys)
+            if pa.types.is_binary(key_array.type) and set(map(type, keys)) != {bytes}:
+                raise TypeError("str and bytes keys: Arrow would make 'a' and b'a' one key")
             field_array = pa.array(fields)
             if self.windows.slide != self.windows.size:     # sliding: a record in several windows
                 key_array, field_array = key_array.take(rows), field_array.take(rows)
@@ -123,10 +128,16 @@ class PanePreAggregator:
                 [("v", self.kind), ("i", "min"), ([], "count_all")])     # count_all: half the time of a count of "i"
             first = grouped.column("i_min").to_numpy()
             # Keys and aggregates stay Arrow arrays: the channel split and the shuffle are columnar.
-            return (grouped.column("k").combine_chunks(), grouped.column("s").to_numpy(),
-                    grouped.column(f"v_{self.kind}").combine_chunks(), RecordColumns.of([values[i] for i in first]),
-                    grouped.column("count_all").to_numpy())
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError):
+            keys, accs = grouped.column("k").combine_chunks(), grouped.column(f"v_{self.kind}").combine_chunks()
+            # The first records' aggregated field is replaced by the merged aggregate wherever
+            # they are used: the partial one stands in. A key field equals the grouped key when
+            # Arrow holds it exactly (strings, integers; not a double that was an int).
+            given = {} if pos is None else {pos: accs}
+            if self.key_field is not None and keys.type in _EXACT_KEYS:
+                given[self.key_field] = keys
+            return (keys, grouped.column("s").to_numpy(), accs,
+                    RecordColumns.of([values[i] for i in first], given), grouped.column("count_all").to_numpy())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError):
             return self._aggregate_in_python(keys, fields, rows, starts, values)
 
     def _aggregate_in_python(self, keys, fields, rows, starts, values):
