@@ -507,15 +507,17 @@ def _user_modules() -> list:
     """Modules of the job's own code (job scripts, test modules): not importable on executors."""
     import sysconfig
     runtime_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    installed = {os.path.realpath(p) for p in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["stdlib"],
-                                               sysconfig.get_paths()["platlib"], sys.prefix, sys.base_prefix)}
+    paths = sysconfig.get_paths()
+    roots = (paths["purelib"], paths["stdlib"], paths["platlib"], sys.prefix, sys.base_prefix)
+    installed = tuple(p + os.sep for p in {*roots, *map(os.path.realpath, roots)})
     found = []
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None)
-        if not path or name == "__main__" or name.startswith("runtime"):
+        # The plain prefix test spares most modules a realpath (0.1 s for 800 modules).
+        if not path or name == "__main__" or name.startswith("runtime") or path.startswith(installed):
             continue
         real = os.path.realpath(path)
-        if real.startswith(runtime_dir + os.sep) or any(real.startswith(p + os.sep) for p in installed):
+        if real.startswith(runtime_dir + os.sep) or real.startswith(installed):
             continue
         found.append(module)
     return found
