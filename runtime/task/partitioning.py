@@ -28,8 +28,8 @@ def _split(values: list, timestamps: list, channels: np.ndarray, n: int) -> Chan
     for c in range(n):
         lo, hi = bounds[c], bounds[c + 1]
         if lo < hi:
-            idx = order[lo:hi]
-            out[c] = ([values[i] for i in idx], [timestamps[i] for i in idx])
+            idx = order[lo:hi].tolist()     # ints: a NumPy integer index costs a third more
+            out[c] = (list(map(values.__getitem__, idx)), list(map(timestamps.__getitem__, idx)))
     return out
 
 
