@@ -14,6 +14,7 @@ import pyarrow as pa
 from runtime.graph import partitioner as part
 from runtime.graph.execution_graph import consumed_partitions
 from runtime.state.key_groups import assign_key_to_parallel_operator, assign_operator_indexes
+from runtime.task.record_columns import take
 
 Channels = dict  # consumer index -> (values, timestamps)
 
@@ -28,8 +29,8 @@ def _split(values: list, timestamps: list, channels: np.ndarray, n: int) -> Chan
     for c in range(n):
         lo, hi = bounds[c], bounds[c + 1]
         if lo < hi:
-            idx = order[lo:hi].tolist()     # ints: a NumPy integer index costs a third more
-            out[c] = (list(map(values.__getitem__, idx)), list(map(timestamps.__getitem__, idx)))
+            idx = order[lo:hi]
+            out[c] = (take(values, idx), take(timestamps, idx))
     return out
 
 

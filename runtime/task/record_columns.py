@@ -13,8 +13,11 @@ from runtime.task.operators import with_field
 
 
 def take(column, idx: np.ndarray):
-    # tolist: indexing a list with NumPy integers costs about a third more than with ints.
-    return column.take(pa.array(idx)) if isinstance(column, pa.Array) else list(map(column.__getitem__, idx.tolist()))
+    """The values at ``idx`` of an Arrow array or a list (through ints: indexing a list with
+    NumPy integers costs about a third more)."""
+    if isinstance(column, pa.Array):
+        return column.take(pa.array(idx))
+    return list(map(column.__getitem__, idx.tolist()))
 
 
 def to_pylist(column) -> list:

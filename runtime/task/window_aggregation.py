@@ -136,7 +136,7 @@ class PanePreAggregator:
             if self.key_field is not None and keys.type in _EXACT_KEYS:
                 given[self.key_field] = keys
             return (keys, grouped.column("s").to_numpy(), accs,
-                    RecordColumns.of(list(map(values.__getitem__, first.tolist())), given), grouped.column("count_all").to_numpy())
+                    RecordColumns.of(take(values, first), given), grouped.column("count_all").to_numpy())
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError):
             return self._aggregate_in_python(keys, fields, rows, starts, values)
 
