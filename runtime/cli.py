@@ -53,7 +53,7 @@ def _run(args: argparse.Namespace) -> int:
                          max_records_per_split=args.max_records_per_split, restore_from=restore_from,
                          allow_non_restored_state=args.allow_non_restored_state or None)
     except (JobExecutionException, NoResourceAvailableException, CheckpointException,
-            JobAlreadyRunningException) as e:
+            JobAlreadyRunningException, FileNotFoundError) as e:
         print(f"sluice {args.command}: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -172,7 +172,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     plan.set_defaults(func=_plan)
     run = sub.add_parser("run", help="run a job script on Spark, epoch by epoch")
     _run_options(run)
-    run.add_argument("--restore-from", help="start from a checkpoint: latest, a checkpoint id, or a savepoint path")
+    run.add_argument("--restore-from", help="latest (the default: the newest checkpoint since the job last started "
+                                            "over, or the logged epochs of a start that has none yet), none (start "
+                                            "over: sinks receive everything again), a checkpoint id, or a savepoint path")
     run.set_defaults(func=_run)
     restore = sub.add_parser("restore", help="run a job from its latest checkpoint, a given one, or a savepoint")
     _run_options(restore)

@@ -2,9 +2,14 @@
 import collections
 import os
 import random
+import signal
+import subprocess
+import sys
+import time
 
 from deltalake import DeltaTable
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = os.path.join(os.path.dirname(__file__), "jobs", "checkpointed_counts.py")
 LINES_PER_EPOCH = 40        # per file: the job's input is cut into epochs of this many lines
 
@@ -43,3 +48,33 @@ def table_rows(path) -> collections.Counter:
 def job_args(tmp_path, *extra) -> list[str]:
     return ["--input", str(tmp_path / "in"), "--windows", str(tmp_path / "windows"),
             "--running", str(tmp_path / "running"), *extra]
+
+
+def kill_at(tmp_path, point: str, epoch: int, restore: bool, *extra: str) -> str:
+    """Run the job with ``sluice run`` until it reaches ``point`` in ``epoch``, then SIGKILL its
+    process group ("killed"); "finished" if it ended first. ``restore``: --restore-from latest."""
+    marker = tmp_path / f"halted-{point}-{epoch}"
+    env = {**os.environ, "SLUICE_HALT_AT": f"{point}:{epoch}", "SLUICE_HALT_MARKER": str(marker),
+           "PYTHONPATH": ROOT}
+    cmd = [sys.executable, "-m", "runtime.cli", "run", JOB, "--warehouse", str(tmp_path / "warehouse"),
+           "--master", "local[1]", "--max-records-per-split", str(LINES_PER_EPOCH)]
+    if restore:
+        cmd += ["--restore-from", "latest"]
+    cmd += list(extra)
+    with open(tmp_path / f"log-{point}-{epoch}.txt", "w") as log:
+        proc = subprocess.Popen(cmd + ["--", *job_args(tmp_path)], env=env, cwd=ROOT, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.time() + 240
+        while not marker.exists() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        halted = marker.exists()
+        os.killpg(proc.pid, signal.SIGKILL)         # the driver, its JVM and their children
+        if halted:
+            pid = int(marker.read_text().split(":")[2])
+            try:
+                os.kill(pid, signal.SIGKILL)        # a halted Spark worker has its own group
+            except ProcessLookupError:
+                pass
+        proc.wait()
+    assert halted or proc.returncode == 0, (tmp_path / f"log-{point}-{epoch}.txt").read_text()[-3000:]
+    return "killed" if halted else "finished"

@@ -247,3 +247,23 @@ def test_savepoint_dag_takes_a_savepoint_a_run_can_start_from(control_plane):
     latest = executions(control_plane, "counts_savepoint")[0]
     assert latest.restored_from == last.checkpoint_id and latest.records_in == len(more)
     assert table_rows(job["running"]) == expected_running(job["events"] + more)
+
+
+def test_the_dag_resumes_by_default_and_starts_over_only_when_asked(control_plane, capfd):
+    """As the CLI: a run without restore_from resumes (nothing twice); restore_from=none writes
+    everything again into the sinks, and the run's log names them."""
+    from airflow.utils.state import DagRunState
+    job = write_job(control_plane, "counts_start_over")
+    windows, running = expected_windows(job["events"]), expected_running(job["events"])
+    for conf in (None, None):
+        run, _ = dag_test("counts_start_over", conf)
+        assert run.state == DagRunState.SUCCESS
+    assert table_rows(job["windows"]) == windows and table_rows(job["running"]) == running
+    capfd.readouterr()
+    run, tis = dag_test("counts_start_over", {"restore_from": "none"})
+    assert run.state == DagRunState.SUCCESS
+    out = "".join(capfd.readouterr())
+    assert "starting over" in out and job["windows"] in out and job["running"] in out
+    assert xcom(run, "finish")["restored_from"] is None
+    assert table_rows(job["windows"]) == collections.Counter({k: 2 * n for k, n in windows.items()})
+    assert table_rows(job["running"]) == collections.Counter({k: 2 * n for k, n in running.items()})

@@ -142,8 +142,10 @@ def test_submission_arguments_and_environment(submit):
     record_attempt(warehouse, "manual__1", 1, "FAILED", "restarting in 0 ms after failure 1 (test)")
     attempt(RunRequest("none"), "manual__1", 2)
     (first_args, env), (second_args, second_env) = submissions.submitted
+    # A deliberate fresh start is passed on: without a flag `sluice run` resumes from the latest.
     assert first_args == [
-        "run", spec.path, "--warehouse", warehouse, "--master", "local[2]", "--parallelism", "3",
+        "run", spec.path, "--warehouse", warehouse, "--master", "local[2]", "--restore-from", "none",
+        "--parallelism", "3",
         "--max-epochs", "2", "--allow-non-restored-state",
         "--", "--input", job["input"], "--out", f"{warehouse}/results"]
     assert env["SLUICE_DAG_RUN_ID"] == "manual__1" and env["SLUICE_ATTEMPT"] == "1"

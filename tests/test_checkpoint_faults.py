@@ -9,22 +9,17 @@ the last run completes in this process. SLUICE_FAULT_SEEDS=N runs N chains (defa
 import collections
 import os
 import random
-import signal
-import subprocess
-import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from checkpoint_harness import (
-    JOB, LINES_PER_EPOCH, expected_running, expected_windows, job_args, table_rows, write_input)
+    JOB, LINES_PER_EPOCH, expected_running, expected_windows, job_args, kill_at, table_rows, write_input)
 from runtime.checkpoint.savepoint import read_state
 from runtime.checkpoint.storage import CheckpointStorage
 from runtime.client import run_job
 from runtime.execution.faults import POINTS
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEEDS = int(os.environ.get("SLUICE_FAULT_SEEDS", "2"))
 
 
@@ -35,33 +30,6 @@ def schedule(seed: int) -> list[tuple[str, int]]:
     r.shuffle(points)
     epochs = sorted(r.randint(0, 3) for _ in points)
     return list(zip(points, epochs))
-
-
-def kill_at(tmp_path, point: str, epoch: int, restore: bool) -> str:
-    marker = tmp_path / f"halted-{point}-{epoch}"
-    env = {**os.environ, "SLUICE_HALT_AT": f"{point}:{epoch}", "SLUICE_HALT_MARKER": str(marker),
-           "PYTHONPATH": ROOT}
-    cmd = [sys.executable, "-m", "runtime.cli", "run", JOB, "--warehouse", str(tmp_path / "warehouse"),
-           "--master", "local[1]", "--max-records-per-split", str(LINES_PER_EPOCH)]
-    if restore:
-        cmd += ["--restore-from", "latest"]
-    with open(tmp_path / f"log-{point}-{epoch}.txt", "w") as log:
-        proc = subprocess.Popen(cmd + ["--", *job_args(tmp_path)], env=env, cwd=ROOT, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.time() + 240
-        while not marker.exists() and proc.poll() is None and time.time() < deadline:
-            time.sleep(0.05)
-        halted = marker.exists()
-        os.killpg(proc.pid, signal.SIGKILL)         # the driver, its JVM and their children
-        if halted:
-            pid = int(marker.read_text().split(":")[2])
-            try:
-                os.kill(pid, signal.SIGKILL)        # a halted Spark worker has its own group
-            except ProcessLookupError:
-                pass
-        proc.wait()
-    assert halted or proc.returncode == 0, (tmp_path / f"log-{point}-{epoch}.txt").read_text()[-3000:]
-    return "killed" if halted else "finished"
 
 
 def chain(tmp_path, seed: int) -> list[str]:

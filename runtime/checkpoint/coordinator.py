@@ -81,9 +81,11 @@ class CheckpointCoordinator:
         versions.update(commit_sinks(checkpoint_id))
         fault_point("after-sink-commit", epoch)
         source_ids = {f.path for f in sources}
+        # Every operator is listed, with or without state, as Flink's checkpoint metadata lists
+        # each OperatorState: a restore then knows the parallelism it ran at.
         operators = []
-        for op_id, files in by_operator.items():
-            v, n = nodes[op_id]
+        for op_id, (v, n) in nodes.items():
+            files = by_operator.get(op_id, [])
             table = state_table_name(n)
             root = os.path.abspath(self.storage.state_table_path(table))
             operators.append({

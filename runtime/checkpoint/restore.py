@@ -69,7 +69,8 @@ def choose(storage: CheckpointStorage, restore_from: Union[str, int], warn=None)
         point = load_savepoint(restore_from)
         validate(point)
         return point
-    completed = storage.completed()
+    # "latest" is the newest checkpoint since the job last started over (restore_from=none).
+    completed = storage.latest_lineage() if restore_from == "latest" else storage.completed()
     if restore_from != "latest":
         wanted = int(restore_from)
         known = {r.checkpoint_id: r for r in storage.history() if r.kind != SAVEPOINT}
@@ -101,7 +102,7 @@ def check_compatibility(point: RestorePoint, job_graph: JobGraph, allow_non_rest
     for op in point.record.operators:
         found = nodes.get(op["operator_id"])
         if found is None:
-            if allow_non_restored_state:
+            if allow_non_restored_state or not op.get("files"):   # Flink skips operators without state
                 continue
             raise CheckpointException(
                 f"Failed to rollback to {what}. Cannot map checkpoint/savepoint state for operator "

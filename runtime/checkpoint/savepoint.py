@@ -36,7 +36,7 @@ def take_savepoint(storage: CheckpointStorage, target: Optional[str] = None,
                                     f"savepoint-{record.checkpoint_id}-{time.strftime('%Y%m%dT%H%M%S')}")
     if os.path.exists(os.path.join(target, METADATA)):
         raise CheckpointException(f"{target} already holds a savepoint: choose another --target")
-    for op in record.operators:
+    for op in (op for op in record.operators if op["files"]):
         source_table = DeltaTable(storage.state_table_path(op["table"]))
         schema = source_table.schema()
         table_dir = os.path.join(target, "state", op["table"])
@@ -69,7 +69,7 @@ def read_state(storage: CheckpointStorage, operator: str, checkpoint: Optional[s
         raise CheckpointException(f"{storage.job_dir}: no completed checkpoint")
     ops = [op for op in point.record.operators if operator in (op.get("uid"), op["table"], op["operator_id"])]
     if not ops:
-        known = ", ".join(sorted(op.get("uid") or op["table"] for op in point.record.operators))
+        known = ", ".join(sorted(op.get("uid") or op["table"] for op in point.record.operators if op["files"]))
         raise CheckpointException(f"checkpoint {point.record.checkpoint_id} has no state of operator "
                                   f"{operator!r}; operators with state: {known}")
     rows = []

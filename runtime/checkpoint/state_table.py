@@ -293,7 +293,8 @@ def read_state_file(path: str, key_group_range=None) -> pa.Table:
         raise CorruptStateException(f"state file {path} is corrupt: {e}") from e
     if key_group_range is not None:
         kg = table.column("key_group")
-        keep = pc.or_(pc.is_null(kg), pc.and_(pc.greater_equal(kg, key_group_range.start_key_group),
+        # Kleene logic: rows without a key group (operator state) are kept, not nulled away.
+        keep = pc.or_kleene(pc.is_null(kg), pc.and_(pc.greater_equal(kg, key_group_range.start_key_group),
                                               pc.less_equal(kg, key_group_range.end_key_group)))
         table = table.filter(keep)
     return table

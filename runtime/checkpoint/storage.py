@@ -42,7 +42,7 @@ CHECKPOINTS_SCHEMA = pa.schema([
 ])
 
 EPOCH_LOG_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("kind", pa.string()),          # "run" or "epoch"
+    ("run_id", pa.string()), ("kind", pa.string()),          # "run", "start" (a fresh start) or "epoch"
     ("status", pa.string()),                                 # runs: RUNNING / FINISHED / FAILED / CANCELED
     ("epoch", pa.int64()), ("checkpoint_id", pa.int64()),    # the checkpoint the epoch ends in, if any
     ("processing_time", pa.int64()), ("input_watermark", pa.int64()), ("end_of_input", pa.bool_()),
@@ -210,7 +210,7 @@ class CheckpointStorage:
         for _ in range(3):
             holder = self.running_holder(lease_timeout_s)
             if holder is not None:
-                raise JobAlreadyRunningException(_already_running(self.job_dir, holder))
+                raise JobAlreadyRunningException(already_running(self.job_dir, holder))
             if not DeltaTable.is_deltatable(self.epoch_log_path):
                 try:
                     _append(self.epoch_log_path, _table(EPOCH_LOG_SCHEMA, []), create_only=True)
@@ -261,18 +261,41 @@ class CheckpointStorage:
                 pass
             self._epoch_log = None
 
-    def logged_epochs(self, after_epoch: int, checkpoint_id: int) -> list[dict]:
-        """Logged plans of the epochs that followed checkpoint ``checkpoint_id`` (at ``after_epoch``).
+    def log_start(self, run_id: str, first_checkpoint_id: int) -> None:
+        """A fresh start (the job's first run, or ``--restore-from none``), logged before its first
+        epoch: its epochs replay from here until it completes a checkpoint, and ``latest`` no
+        longer restores checkpoints before ``first_checkpoint_id`` (an earlier lineage)."""
+        self._log([{"run_id": run_id, "kind": "start", "epoch": 0, "checkpoint_id": first_checkpoint_id}])
 
-        Only entries logged after the epoch that took the checkpoint count (its lineage); of
-        an epoch planned several times the latest plan wins, and a gap ends the replay.
+    def lineage_start(self) -> Optional[int]:
+        """The first checkpoint id of the job's latest fresh start (None: never logged one)."""
+        log = _read(self.epoch_log_path)
+        if log is None:
+            return None
+        starts = [r for r in log.sort_by([("logged_at", "ascending")]).to_pylist() if r["kind"] == "start"]
+        return starts[-1]["checkpoint_id"] if starts else None
+
+    def latest_lineage(self) -> list[CheckpointRecord]:
+        """The completed checkpoints ``latest`` may restore: those since the last fresh start."""
+        first = self.lineage_start() or 0
+        return [r for r in self.completed() if r.checkpoint_id >= first]
+
+    def logged_epochs(self, after_epoch: int, checkpoint_id: Optional[int]) -> list[dict]:
+        """Logged plans of the epochs that followed checkpoint ``checkpoint_id`` (at ``after_epoch``),
+        or with ``checkpoint_id`` None those of the latest fresh start (from epoch 0).
+
+        Only entries logged after the epoch that took the checkpoint (or the start) count: its
+        lineage; of an epoch planned several times the latest plan wins, and a gap ends the replay.
         """
         log = _read(self.epoch_log_path)
         if log is None:
             return []
         rows = log.sort_by([("logged_at", "ascending")]).to_pylist()
-        start = max((i for i, r in enumerate(rows) if r["kind"] == "epoch" and r["epoch"] == after_epoch
-                     and r["checkpoint_id"] == checkpoint_id), default=None)
+        if checkpoint_id is None:
+            start = max((i for i, r in enumerate(rows) if r["kind"] == "start"), default=None)
+        else:
+            start = max((i for i, r in enumerate(rows) if r["kind"] == "epoch" and r["epoch"] == after_epoch
+                         and r["checkpoint_id"] == checkpoint_id), default=None)
         if start is None:
             return []
         latest: dict = {}
@@ -304,7 +327,7 @@ class _Fenced(JobAlreadyRunningException):
     pass
 
 
-def _already_running(job_dir: str, holder: dict) -> str:
+def already_running(job_dir: str, holder: dict) -> str:
     return (f"Job at {job_dir} is already running: run {holder['run_id']} (pid {holder['pid']} on "
             f"{holder['host']}, last active {holder['last_activity']}). Two runs of one job would "
             f"write the same checkpoints and sinks, so this one is refused. Stop the other run first "

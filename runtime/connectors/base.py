@@ -36,6 +36,9 @@ class SplitEnumerator:
         # Set by plan_epoch: whether the planned reads take the rest of a bounded input.
         self.input_ends_with_plan = False
 
+    def check(self) -> None:
+        """Fail now, before the job starts, if the source cannot be read (a missing input)."""
+
     def plan_epoch(self, epoch: int) -> dict[int, tuple[SplitRead, ...]]:
         raise NotImplementedError
 

@@ -476,6 +476,14 @@ def _schema_of(handles: list[dict]) -> pa.Schema:
     return schemas[0]
 
 
+def committed_version(table_path: str, app_id: str) -> Optional[int]:
+    """The last version (checkpoint id) ``app_id`` committed to the table; None if it never did."""
+    from deltalake import DeltaTable
+    if not DeltaTable.is_deltatable(table_path):
+        return None
+    return DeltaTable(table_path).transaction_version(app_id)
+
+
 def commit_sink_files(table_path: str, handles: list, schema: Optional[pa.Schema] = None,
                       app_id: str = "sluice", version: int = 0) -> bool:
     """Commit an epoch's staged files in ONE Delta transaction carrying (app_id, version).

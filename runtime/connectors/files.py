@@ -36,6 +36,9 @@ class FileEnumerator(SplitEnumerator):
         self.files: list[str] = []
         self.sizes: dict[str, int] = {}
 
+    def check(self) -> None:
+        discover(self.source.paths)
+
     def _discover(self) -> None:
         # Splits keep their index: new files are appended, so assignments never move.
         for path in discover(self.source.paths):

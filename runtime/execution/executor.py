@@ -32,6 +32,7 @@ from runtime.graph.job_graph import JobGraph, create_job_graph
 from runtime.graph.stream_graph import StreamGraph
 from runtime.scheduler.slots import SlotPlan, compute_slot_plan, slots_required_per_group
 from runtime.task.stream_task import ACK, TaskDeploymentDescriptor
+from runtime.task.watermarks import assign_watermarks, checkpointed
 
 
 class _AckAccumulatorParam:
@@ -101,6 +102,9 @@ class JobExecutionResult:
         return self.collected.get(sink_id, [])
 
 
+START_OVER = "none"     # restore_from value of a deliberate fresh start
+
+
 def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-").lower() or "job"
 
@@ -160,11 +164,6 @@ class JobRunner:
         if options.subtask_attempts:
             attempts = {tuple(int(x) for x in k.split("/")): n for k, n in json.loads(options.subtask_attempts).items()}
             self.execution_graph = self.execution_graph.with_attempt_numbers(attempts)
-        self.spark = spark or get_spark_session(options.master, f"sluice: {stream_graph.job_name}")
-        self.sc = self.spark.sparkContext
-        # Fails with Flink's NoResourceAvailableException when the cluster has too few slots.
-        required = sum(slots_required_per_group(self.execution_graph).values())
-        self.slot_plan = compute_slot_plan(self.execution_graph, task_managers(self.spark, required))
         self.run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
         # Per job: checkpoints, epoch log, state tables, source logs; per run: scratch snapshots.
         self.job_dir = job_dir(options.warehouse, stream_graph.job_name)
@@ -180,7 +179,19 @@ class JobRunner:
                     parallelism=v.parallelism, max_records_per_split=options.max_records_per_split,
                     epoch_interval_ms=options.epoch_interval_ms, work_dir=os.path.join(self.job_dir, "sources"),
                     job_name=stream_graph.job_name, operator_id=v.head.operator_id))
+        try:
+            self.restore_point = self._preflight()
+        except BaseException:
+            for enumerator in self.enumerators.values():
+                enumerator.close()
+            raise
+        self.spark = spark or get_spark_session(options.master, f"sluice: {stream_graph.job_name}")
+        self.sc = self.spark.sparkContext
+        # Fails with Flink's NoResourceAvailableException when the cluster has too few slots.
+        required = sum(slots_required_per_group(self.execution_graph).values())
+        self.slot_plan = compute_slot_plan(self.execution_graph, task_managers(self.spark, required))
         self.restored: dict = {}            # (vertex id, subtask) -> RestoredState for the next epoch
+        self.task_watermarks: dict = {}     # (vertex id, subtask) -> TaskWatermarks for the next epoch
         self.replay: list = []              # logged plans of epochs after the restored checkpoint
         self.first_epoch = 0
         self.watermark = MIN_WATERMARK
@@ -200,18 +211,61 @@ class JobRunner:
             return self.options.clock_start_ms + epoch * self.options.clock_step_ms
         return int(time.time() * 1000)
 
+    # ---- before anything runs ------------------------------------------------------------
+
+    def _preflight(self):
+        """Misuse fails here, before Spark starts or anything is written: the job's inputs,
+        another run holding the job, and the restore point (which must fit the job)."""
+        from runtime.checkpoint.restore import check_compatibility, choose
+        from runtime.checkpoint.storage import JobAlreadyRunningException, already_running
+        for enumerator in self.enumerators.values():
+            enumerator.check()
+        holder = self.storage.running_holder(self.options.lease_timeout_s)
+        if holder is not None:
+            raise JobAlreadyRunningException(already_running(self.job_dir, holder))
+        if self.options.restore_from == START_OVER:
+            return None
+        point = choose(self.storage, self.options.restore_from or "latest")
+        if point is not None:
+            check_compatibility(point, self.job_graph, self.options.allow_non_restored_state)
+        return point
+
     # ---- restore -------------------------------------------------------------------------
 
-    def _restore(self) -> None:
-        from runtime.checkpoint.restore import assign_state, check_compatibility, choose, source_positions
-        if not self.options.restore_from:
+    def _start(self) -> None:
+        """Restore the chosen checkpoint, or replay the epochs a fresh start logged before its
+        first checkpoint completed (their sink commits are then no-ops), or start fresh."""
+        if self.restore_point is not None:
+            self._restore(self.restore_point)
             return
-        point = choose(self.storage, self.options.restore_from)
-        if point is None:
-            if self.options.restore_from != "latest":
-                raise CheckpointException(f"{self.job_dir}: no complete checkpoint to restore")
-            return      # nothing checkpointed yet: a fresh start
-        check_compatibility(point, self.job_graph, self.options.allow_non_restored_state)
+        if self.options.restore_from != START_OVER:
+            logged = self.storage.logged_epochs(-1, None)
+            if any(e["checkpoint_id"] is not None for e in logged):
+                self.replay = logged
+                self._say(f"no completed checkpoint since the job started: replaying its {len(logged)} "
+                          f"logged epoch(s) from the start")
+                return
+        else:
+            self._warn_start_over()
+        self.storage.log_start(self.run_id, self.coordinator.next_id)
+
+    def _warn_start_over(self) -> None:
+        """``--restore-from none``: say which sinks already hold what this run writes again."""
+        from runtime.connectors.delta import committed_version
+        sinks = [table for _, table, app_id in self._delta_sinks() if committed_version(table, app_id) is not None]
+        completed = self.storage.latest_lineage()
+        what = f"checkpoint {completed[-1].checkpoint_id} is not restored" if completed else "nothing is restored"
+        again = (f"; these sinks already hold this job's committed output and will receive everything "
+                 f"again: {', '.join(sinks)}" if sinks else "")
+        print(f"WARNING: [{self.job_graph.job_name}] starting over (restore_from=none): {what}{again}",
+              file=sys.stderr, flush=True)
+
+    def _say(self, message: str) -> None:
+        if not self.options.quiet:
+            print(f"[{self.job_graph.job_name}] {message}", file=sys.stderr, flush=True)
+
+    def _restore(self, point) -> None:
+        from runtime.checkpoint.restore import assign_state, source_positions
         record = point.record
         known = {n.operator_id for v in self.job_graph.vertices for n in v.operators}
         files = [f for f in point.files() if f["operator_id"] in known and not f.get("source_state")]
@@ -224,15 +278,15 @@ class JobRunner:
                 enumerator.restore(positions[uid])
         self.coordinator.restored(record)
         self.first_epoch = record.epoch + 1
-        self.watermark = min(record.watermarks.values(), default=MIN_WATERMARK)
+        self.task_watermarks = assign_watermarks(record.watermarks, self.job_graph.vertices)
+        self.watermark = min((w["watermark"] if isinstance(w, dict) else w for w in record.watermarks.values()),
+                             default=MIN_WATERMARK)
         self.restored_from = record.checkpoint_id
         if point.root == self.job_dir:
             self.replay = self.storage.logged_epochs(record.epoch, record.checkpoint_id)
-        if not self.options.quiet:
-            what = f"savepoint {point.root}" if record.kind == "SAVEPOINT" else f"checkpoint {record.checkpoint_id}"
-            replay = f", replaying {len(self.replay)} logged epoch(s)" if self.replay else ""
-            print(f"[{self.job_graph.job_name}] restored {what} (epoch {record.epoch}){replay}",
-                  file=sys.stderr, flush=True)
+        what = f"savepoint {point.root}" if record.kind == "SAVEPOINT" else f"checkpoint {record.checkpoint_id}"
+        replay = f", replaying {len(self.replay)} logged epoch(s)" if self.replay else ""
+        self._say(f"restored {what} (epoch {record.epoch}){replay}")
 
     # ---- the run -------------------------------------------------------------------------
 
@@ -247,7 +301,7 @@ class JobRunner:
             self.run_id, self.job_graph.job_name, RUNNING, started, self.options.dag_run_id or "",
             self.options.attempt, parallelism={v.name: v.parallelism for v in self.job_graph.vertices}))
         try:
-            self._restore()
+            self._start()
             result.restored_from = self.restored_from
             execution = replace(execution, restored_from=self.restored_from)
             broadcast = self.sc.broadcast(_dumps(self.job_graph))
@@ -364,7 +418,8 @@ class JobRunner:
                     epoch=epoch, processing_time=processing_time, end_of_input=end_of_input,
                     splits=tuple(source_plans.get(v.id, {}).get(s, ())),
                     restored_state=self.restored.get((v.id, s)),
-                    snapshot_dir=snapshot_dir, batch_size=self.options.batch_size)
+                    snapshot_dir=snapshot_dir, batch_size=self.options.batch_size,
+                    watermarks=self.task_watermarks.get((v.id, s)))
         return tdds, end_of_input, checkpoint_id
 
     def _run_epoch(self, epoch: int, broadcast, result: JobExecutionResult):
@@ -441,11 +496,13 @@ class JobRunner:
             enumerator.complete_epoch(states)
         sinks = [a for a in acks if not self.job_graph.outputs_of(a.job_vertex_id)]
         self.watermark = min((a.watermark for a in sinks), default=MIN_WATERMARK)
+        self.task_watermarks = {(a.job_vertex_id, a.subtask_index): a.task_watermarks for a in acks}
         state_files = [f for a in acks for f in a.state_files]
         checkpoint = None
         commit_started = time.time()
         if checkpoint_id is not None:
-            watermarks = {self.job_graph.vertex(a.job_vertex_id).head.operator_id: a.watermark for a in acks}
+            watermarks = checkpointed([(a.job_vertex_id, a.subtask_index, a.task_watermarks, a.watermark) for a in acks],
+                                      {v.id: v.head.operator_id for v in self.job_graph.vertices})
             try:
                 # The checkpoint starts when the tasks' snapshots do (their barrier is the epoch's end).
                 snapshot_started = commit_started - max((a.snapshot_ms for a in acks), default=0) / 1000
@@ -491,16 +548,19 @@ class JobRunner:
         (job and sink, version); a replayed commit is a no-op. Returns table -> version."""
         from runtime.connectors.delta import commit_sink_files
         versions = {}
-        for node in (n for v in self.job_graph.vertices for n in v.operators):
-            if node.kind == "sink" and getattr(node.operator, "kind", None) == "delta":
-                table = node.operator.sink.table_path
-                files = self.pending_sink_files.pop(node.id, [])
-                commit_sink_files(table, files, None,
-                                  f"sluice-{slug(self.job_graph.job_name)}-{node.operator_id}{app_suffix}", version)
-                if files or os.path.isdir(os.path.join(table, "_delta_log")):
-                    from deltalake import DeltaTable
-                    versions[table] = DeltaTable(table).version() if DeltaTable.is_deltatable(table) else None
+        for node_id, table, app_id in self._delta_sinks():
+            files = self.pending_sink_files.pop(node_id, [])
+            commit_sink_files(table, files, None, app_id + app_suffix, version)
+            if files or os.path.isdir(os.path.join(table, "_delta_log")):
+                from deltalake import DeltaTable
+                versions[table] = DeltaTable(table).version() if DeltaTable.is_deltatable(table) else None
         return versions
+
+    def _delta_sinks(self) -> list[tuple]:
+        """(node id, table, app id) of the job's Delta sinks; the app id makes their commits exactly once."""
+        return [(n.id, n.operator.sink.table_path, f"sluice-{slug(self.job_graph.job_name)}-{n.operator_id}")
+                for v in self.job_graph.vertices for n in v.operators
+                if n.kind == "sink" and getattr(n.operator, "kind", None) == "delta"]
 
 
 def _user_modules() -> list:

@@ -34,7 +34,9 @@ class ExecutionOptions:
     clock_start_ms: Optional[int] = None    # pin processing time (tests, replays)
     clock_step_ms: int = 1000
     quiet: bool = False                     # no progress lines
-    restore_from: Optional[str] = None      # "latest", a checkpoint id, or a savepoint path
+    # "latest" (also when unset: a run resumes, as Structured Streaming from its checkpoint
+    # location), "none" (start over), a checkpoint id, or a savepoint path.
+    restore_from: Optional[str] = None
     allow_non_restored_state: bool = False  # skip checkpointed state no operator claims
     lease_timeout_s: float = 600.0          # a run on another host is presumed dead after this
     # Set by the control plane: which Airflow run and try this is, and the subtasks' attempt

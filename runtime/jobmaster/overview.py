@@ -43,6 +43,11 @@ class JobOverview:
         return CheckpointStorage(self.job_dir).history() if self.job_dir else []
 
     @cached_property
+    def lineage_start(self) -> int:
+        """The first checkpoint id of the job's latest fresh start (restore_from=none)."""
+        return (CheckpointStorage(self.job_dir).lineage_start() or 0) if self.job_dir else 0
+
+    @cached_property
     def executions(self) -> list[ExecutionRecord]:
         return ExecutionHistory(self.job_dir).executions() if self.job_dir else []
 
@@ -94,9 +99,9 @@ def execution_json(record: ExecutionRecord) -> dict:
     return record.to_json()
 
 
-def latest_completed(checkpoints: list[CheckpointRecord]) -> Optional[CheckpointRecord]:
-    """The checkpoint ``restore_from=latest`` restores."""
-    return next((r for r in reversed(checkpoints) if is_restorable(r)), None)
+def latest_completed(checkpoints: list[CheckpointRecord], since: int = 0) -> Optional[CheckpointRecord]:
+    """The checkpoint ``restore_from=latest`` restores: the newest since the job last started over."""
+    return next((r for r in reversed(checkpoints) if is_restorable(r) and r.checkpoint_id >= since), None)
 
 
 def graph_json(job: JobOverview) -> Optional[dict]:
@@ -122,7 +127,7 @@ def graph_json(job: JobOverview) -> Optional[dict]:
 def job_summary(job: JobOverview) -> dict:
     """A row of the jobs list: the job, its latest completed checkpoint and its latest execution."""
     deployment = job.spec.deployment
-    latest_checkpoint = latest_completed(job.checkpoints)
+    latest_checkpoint = latest_completed(job.checkpoints, job.lineage_start)
     return {
         "name": job.name,
         "job_name": job.job_name,

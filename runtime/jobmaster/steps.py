@@ -215,7 +215,7 @@ def run_options(spec: JobSpec, request: RunRequest, warehouse: str, master: str,
     failover = dict(job.stream_graph.settings.configuration).get(FAILOVER_STRATEGY_KEY, REGION)
     restore = request.restore_from if attempt <= 1 or not any(r.state == FAILED for r in earlier) else "latest"
     return {"warehouse": warehouse, "master": master, "max_epochs": request.max_epochs,
-            "restore_from": None if restore == "none" else restore, "dag_run_id": dag_run_id, "attempt": attempt,
+            "restore_from": restore, "dag_run_id": dag_run_id, "attempt": attempt,
             "allow_non_restored_state": request.allow_non_restored_state or None,
             "subtask_attempts": json.dumps(subtask_attempts(job.execution_graph, failover, earlier)) or None}
 

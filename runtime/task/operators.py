@@ -225,20 +225,15 @@ class TaskOperator:
     # ---- state -------------------------------------------------------------------------
 
     def snapshot(self) -> dict:
-        # Stateless operators have nothing to keep: their watermark is re-derived from their
-        # inputs. A keyed operator keeps it, so a record late in one epoch is late in the next.
+        # Keyed state and timers. The watermarks travel with the task's event time
+        # (runtime.task.watermarks), also for operators without state.
         if self.backend is None:
             return {}
-        snapshot = {"watermark": self.current_watermark}
-        if self.backend is not None:
-            snapshot["keyed"] = list(self.backend.snapshot())
-            snapshot["timers"] = list(self.timers.snapshot(self.ctx.max_parallelism))
-            snapshot["types"] = {name: s.descriptor.type_info for name, s in self.backend.states.items()}
-        return snapshot
+        return {"keyed": list(self.backend.snapshot()),
+                "timers": list(self.timers.snapshot(self.ctx.max_parallelism)),
+                "types": {name: s.descriptor.type_info for name, s in self.backend.states.items()}}
 
     def restore(self, snapshot: dict) -> None:
-        watermark = snapshot.get("watermark")
-        self.current_watermark = MIN_WATERMARK if watermark is None else watermark
         if self.backend is not None:
             self.backend.restore(snapshot.get("keyed", ()))
             self.timers.restore(snapshot.get("timers", ()), self.ctx.key_group_range)
@@ -583,7 +578,7 @@ class TimestampsAndWatermarksOperator(TaskOperator):
             self.output.emit_watermark(watermark)
 
     def snapshot(self):
-        return {"watermark": self.current_watermark, "generator": getattr(self.generator, "max_timestamp", None)}
+        return {"generator": getattr(self.generator, "max_timestamp", None)}
 
     def restore(self, snapshot):
         super().restore(snapshot)

@@ -26,6 +26,7 @@ from runtime.graph.partitioner import KeyGroupStreamPartitioner
 from runtime.state.key_groups import compute_key_group_range_for_operator_index
 from runtime.task.partitioning import ChannelSelector
 from runtime.task.record_columns import RecordColumns
+from runtime.task.watermarks import GateWatermarks, TaskWatermarks
 from runtime.task.window_aggregation import PreAggregatingRecordWriter, is_vectorizable
 
 ACK = -1        # the key of acknowledgement rows in a task's output
@@ -53,6 +54,7 @@ class TaskDeploymentDescriptor:
     restored_state: Optional["RestoredState"] = None   # state of the previous epoch or checkpoint
     snapshot_dir: Optional[str] = None      # where to write this epoch's snapshot ("{operator_id}" in it)
     batch_size: int = 4096
+    watermarks: Optional[TaskWatermarks] = None     # event time where the previous epoch left it
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class Acknowledgement:
     records_out: int = 0
     records_written: int = 0                # records that reached the sinks of this subtask
     watermark: int = MIN_WATERMARK
+    task_watermarks: Optional[TaskWatermarks] = None   # valves and operators' watermarks at the end
     split_states: dict = field(default_factory=dict)
     state_files: list = field(default_factory=list)     # StateFiles written by the snapshot
     snapshot_ms: float = 0.0
@@ -129,35 +132,6 @@ class RecordWriter:
                 yield c, (self.edge_key, self.producer, pickle.dumps(events, protocol=5))
 
 
-class _Valve:
-    """Flink's StatusWatermarkValve: the watermark of a gate is the minimum over its active channels."""
-
-    def __init__(self, channels: list):
-        self.watermarks = {c: MIN_WATERMARK for c in channels}
-        self.idle: set = set()
-        self.emitted = MIN_WATERMARK
-
-    def on_watermark(self, channel, watermark: int) -> Optional[int]:
-        self.idle.discard(channel)
-        if watermark > self.watermarks[channel]:
-            self.watermarks[channel] = watermark
-        return self._advance()
-
-    def on_idle(self, channel) -> Optional[int]:
-        self.idle.add(channel)
-        return self._advance()
-
-    def _advance(self) -> Optional[int]:
-        active = [w for c, w in self.watermarks.items() if c not in self.idle]
-        if not active:
-            return None
-        current = min(active)
-        if current > self.emitted:
-            self.emitted = current
-            return current
-        return None
-
-
 class StreamTask:
     def __init__(self, job_graph: JobGraph, tdd: TaskDeploymentDescriptor, job_parameters: dict):
         self.job_graph = job_graph
@@ -177,6 +151,7 @@ class StreamTask:
                 self.operators[n.id].input_type = stream_graph.node(edges[0].source_id).output_type
         self.writers: list[RecordWriter] = []
         self._wire()
+        self.gates: dict = {}       # input index -> StatusWatermarkValve, for the acknowledgement
 
     def _wire(self) -> None:
         v, tdd = self.vertex, self.tdd
@@ -223,6 +198,7 @@ class StreamTask:
         ack = Acknowledgement(self.tdd.job_vertex_id, self.tdd.subtask_index, started_at=started)
         try:
             self._restore()
+            self._restore_watermarks()
             for op in reversed(self._all_operators()):
                 op.open()
             for op in self._all_operators():
@@ -249,6 +225,9 @@ class StreamTask:
                 yield from writer.rows()
             ack.records_out = sum(w.records_out for w in self.writers)
             ack.watermark = max((op.current_watermark for op in self._all_operators()), default=MIN_WATERMARK)
+            ack.task_watermarks = TaskWatermarks(
+                {i: GateWatermarks.of(valve) for i, valve in self.gates.items()},
+                {op.node.operator_id: (op.current_watermark, *op.input_watermarks) for op in self._all_operators()})
             for op in self._all_operators():
                 ack.late_records_dropped += getattr(op, "num_late_records_dropped", 0)
                 if hasattr(op, "results"):
@@ -281,6 +260,16 @@ class StreamTask:
                     snapshot[name[len(OPERATOR_PREFIX):]] = _operator_value(
                         entries, self.tdd.subtask_index if same_parallelism else None)
             op.restore(snapshot)
+
+    def _restore_watermarks(self) -> None:
+        restored = self.tdd.watermarks
+        if restored is None:
+            return
+        for op in self._all_operators():
+            marks = restored.operators.get(op.node.operator_id)
+            if marks is not None:
+                op.current_watermark, *inputs = marks
+                op.input_watermarks = list(inputs)
 
     def _snapshot(self, ack: Acknowledgement) -> None:
         from runtime.checkpoint.state_table import snapshot_to_table, state_table_name, write_state_file
@@ -395,7 +384,10 @@ class StreamTask:
             for p in consumed_partitions(je, producer_p, self.vertex.parallelism, self.tdd.subtask_index):
                 channel = (je.data_set, p)
                 gates.setdefault(je.stream_edge.type_number, []).append((channel, received.get(channel, [])))
-        merged = {idx: (_Valve([c for c, _ in chans]), chans) for idx, chans in gates.items()}
+        restored = self.tdd.watermarks.gates if self.tdd.watermarks is not None else {}
+        self.gates = {idx: restored.get(idx, GateWatermarks()).valve([c for c, _ in chans])
+                      for idx, chans in gates.items()}
+        merged = {idx: (self.gates[idx], chans) for idx, chans in gates.items()}
         cursors = {idx: [(c, iter(ev)) for c, ev in chans] for idx, (_, chans) in merged.items()}
         while cursors:
             for input_index in list(cursors):
@@ -421,7 +413,7 @@ class StreamTask:
                         wm = valve.on_idle(channel)
                         if wm is not None:
                             head.process_watermark(wm, input_index)
-                        elif len(valve.idle) == len(valve.watermarks):
+                        elif valve.all_idle:
                             head.process_idle(input_index)
                 if live:
                     cursors[input_index] = live

@@ -307,11 +307,10 @@ class WindowAggregationOperator(TaskOperator):
                 kg = assign_to_key_group(key, maxp)
                 keyed.append((kg, "window-contents", window, key, value))
                 timers.append((kg, domain, window.max_timestamp(), key, window))
-        return {"watermark": self.current_watermark, "keyed": keyed, "timers": timers,
+        return {"keyed": keyed, "timers": timers,
                 "types": {"window-contents": self.input_type}}
 
     def restore(self, snapshot: dict) -> None:
-        super().restore({"watermark": snapshot.get("watermark")} if "watermark" in snapshot else {})
         kgr = self.ctx.key_group_range
         restored: dict[int, tuple] = {}
         for kg, name, window, key, value in snapshot.get("keyed", ()):
