@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from typing import Optional, Sequence
 
 from runtime.checkpoint.storage import CheckpointException
@@ -54,8 +55,7 @@ def _run(args: argparse.Namespace) -> int:
                          allow_non_restored_state=args.allow_non_restored_state or None)
     except (JobExecutionException, NoResourceAvailableException, CheckpointException,
             JobAlreadyRunningException, FileNotFoundError) as e:
-        print(f"sluice {args.command}: {e}", file=sys.stderr)
-        return 1
+        return _failed(args, e)
     except KeyboardInterrupt:
         print("sluice run: cancelled", file=sys.stderr)
         return 130
@@ -143,6 +143,7 @@ def _airflow_settings(args: argparse.Namespace) -> int:
 
 def _job_argument(p: argparse.ArgumentParser, warehouse: bool = True) -> None:
     p.add_argument("job", help="path of the job script, e.g. include/jobs/wordcount.py")
+    p.add_argument("--verbose", "-v", action="store_true", help="print the traceback of a failure")
     if warehouse:
         p.add_argument("--warehouse", help="folder of the job's checkpoints and state (default: ./warehouse)")
 
@@ -162,7 +163,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="sluice", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     plan = sub.add_parser("plan", help="compile a job script and print its plan")
-    plan.add_argument("job", help="path of the job script, e.g. include/jobs/wordcount.py")
+    _job_argument(plan, warehouse=False)
     plan.add_argument("--format", choices=("stream", "job", "execution", "slots"), default="stream",
                       help="stream: Flink plan-visualizer JSON (default); job: JobGraph JSON; "
                            "execution: subtasks and attempts; slots: the slot plan")
@@ -213,8 +214,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return args.func(args)
     except (JobScriptError, StreamGraphError, NoResourceAvailableException, CheckpointException,
             ValueError, TypeError) as e:
-        print(f"sluice {args.command}: {e}", file=sys.stderr)
-        return 1
+        return _failed(args, e)
+
+
+def _failed(args: argparse.Namespace, error: BaseException) -> int:
+    """One line for a known failure; its traceback only under --verbose."""
+    if getattr(args, "verbose", False):
+        traceback.print_exception(error, file=sys.stderr)
+    print(f"sluice {args.command}: {error}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -51,6 +51,11 @@ def _run_script(path: str, args: Sequence[str], executor, parallelism: Optional[
     sys.argv = [path, *args]
     try:
         runpy.run_path(path, run_name="__main__")
+    except SyntaxError as e:
+        # The job does not compile: where and what, as an editor shows it (the traceback says no more).
+        where = f"{e.filename}, line {e.lineno}" + (f", column {e.offset}" if e.offset else "")
+        text = f": {e.text.strip()}" if e.text and e.text.strip() else ""
+        raise JobScriptError(f"{where}: {type(e).__name__}: {e.msg}{text}") from e
     finally:
         sys.argv = saved_argv
         see._pipeline_executor.reset(token)

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from seed import ROOT, WINDOW, WORDCOUNT
 SLUICE = os.path.join(os.path.dirname(sys.executable), "sluice")
 
@@ -44,6 +46,23 @@ def test_missing_job_and_job_without_execute(tmp_path):
                       "env.from_collection([1]).print()\n")
     result = run("plan", str(script))
     assert result.returncode == 1 and "finished without calling execute()" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["plan", "run"])
+def test_a_syntax_error_is_one_line_and_its_traceback_comes_with_verbose(tmp_path, command):
+    script = tmp_path / "typo.py"
+    script.write_text("from runtime.datastream import StreamExecutionEnvironment\n"
+                      "env = StreamExecutionEnvironment.get_execution_environment()\n"
+                      "env.from_collection([1, 2]).map(lambda x: x +).print()\n"
+                      "env.execute()\n")
+    result = run(command, str(script))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"sluice {command}: {script}, line 3, column 46: SyntaxError: invalid syntax: "
+        "env.from_collection([1, 2]).map(lambda x: x +).print()"]
+    verbose = run(command, str(script), "--verbose")
+    assert verbose.returncode == 1 and "Traceback (most recent call last)" in verbose.stderr
+    assert verbose.stderr.strip().splitlines()[-1] == result.stderr.strip()
 
 
 def test_build_errors_name_the_operator(tmp_path):
