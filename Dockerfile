@@ -19,7 +19,8 @@ COPY --chown=airflow:root dags ./dags
 COPY --chown=airflow:root plugins ./plugins
 COPY --chown=airflow:root include ./include
 # Not loaded at start: `astro dev start` loads it itself; on a plain Airflow run
-# `sluice airflow-settings` once `airflow db migrate` has created the database.
+# `python -m sluice_airflow.settings` (plugins/ is on the path in Airflow) once `airflow db migrate`
+# has created the database.
 COPY --chown=airflow:root airflow_settings.yaml ./
 ENV AIRFLOW__CORE__DAGS_FOLDER=/usr/local/airflow/dags \
     AIRFLOW__CORE__PLUGINS_FOLDER=/usr/local/airflow/plugins \

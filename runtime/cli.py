@@ -6,7 +6,6 @@
     sluice checkpoints JOB.py [-- JOB ARGS]
     sluice savepoint JOB.py [--checkpoint N] [--target DIR] [-- JOB ARGS]
     sluice state JOB.py --operator UID [--checkpoint N | --savepoint PATH] [-- JOB ARGS]
-    sluice airflow-settings [--file airflow_settings.yaml] [--dry-run]
 """
 from __future__ import annotations
 
@@ -124,23 +123,6 @@ def _state(args: argparse.Namespace) -> int:
     return 0
 
 
-def _airflow_settings(args: argparse.Namespace) -> int:
-    from runtime.jobmaster.deployment import PROJECT_ROOT
-    # sluice_airflow lives in plugins/, which Airflow (not pip) puts on sys.path.
-    plugins = os.path.join(PROJECT_ROOT, "plugins")
-    if plugins not in sys.path:
-        sys.path.append(plugins)
-    from sluice_airflow.settings import load_airflow_settings
-    changes = load_airflow_settings(args.file or os.path.join(PROJECT_ROOT, "airflow_settings.yaml"),
-                                    dry_run=args.dry_run)
-    for c in changes:
-        would = "would be " if args.dry_run and c.action != "unchanged" else ""
-        print(f"{c.kind} {c.name}: {would}{c.action}")
-    counts = {a: sum(c.action == a for c in changes) for a in ("created", "updated", "unchanged")}
-    print(", ".join(f"{n} {a}" for a, n in counts.items()) + (" (dry run: nothing written)" if args.dry_run else ""))
-    return 0
-
-
 def _job_argument(p: argparse.ArgumentParser, warehouse: bool = True) -> None:
     p.add_argument("job", help="path of the job script, e.g. include/jobs/wordcount.py")
     p.add_argument("--verbose", "-v", action="store_true", help="print the traceback of a failure")
@@ -200,11 +182,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     state.add_argument("--format", choices=("table", "json"), default="table")
     state.add_argument("--limit", type=int, default=50, help="rows to print as a table (default 50)")
     state.set_defaults(func=_state)
-    settings = sub.add_parser("airflow-settings", help="load airflow_settings.yaml (astro format) into "
-                                                       "Airflow's metadata database, as `astro dev start` does")
-    settings.add_argument("--file", help="the settings file (default: the project's airflow_settings.yaml)")
-    settings.add_argument("--dry-run", action="store_true", help="report what would change, write nothing")
-    settings.set_defaults(func=_airflow_settings)
     # Everything after "--" belongs to the job script.
     argv = list(sys.argv[1:] if argv is None else argv)
     job_args = argv[argv.index("--") + 1:] if "--" in argv else []

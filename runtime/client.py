@@ -12,7 +12,8 @@ import sys
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from runtime.datastream import stream_execution_environment as see
+from runtime.datastream.pipeline import EXECUTORS, PipelineExecutor, current_executor, load_service
+from runtime.datastream.stream_execution_environment import client_configuration
 from runtime.graph.execution_graph import ExecutionGraph, build_execution_graph
 from runtime.graph.job_graph import JobGraph, create_job_graph
 from runtime.graph.stream_graph import StreamGraph
@@ -40,13 +41,13 @@ class CompiledJob:
     execution_graph: ExecutionGraph
 
 
-def _run_script(path: str, args: Sequence[str], executor, parallelism: Optional[int]) -> None:
+def _run_script(path: str, args: Sequence[str], executor: PipelineExecutor, parallelism: Optional[int]) -> None:
     """Run the job script with ``executor`` as what its ``execute()`` calls."""
     if not os.path.isfile(path):
         raise JobScriptError(f"Job script not found: {path}. Pass the path of a .py file, "
                              "e.g. include/jobs/wordcount.py.")
-    token = see._pipeline_executor.set(executor)
-    conf_token = see.client_configuration.set({"parallelism.default": parallelism} if parallelism else {})
+    token = current_executor.set(executor)
+    conf_token = client_configuration.set({"parallelism.default": parallelism} if parallelism else {})
     saved_argv = sys.argv
     sys.argv = [path, *args]
     try:
@@ -58,8 +59,8 @@ def _run_script(path: str, args: Sequence[str], executor, parallelism: Optional[
         raise JobScriptError(f"{where}: {type(e).__name__}: {e.msg}{text}") from e
     finally:
         sys.argv = saved_argv
-        see._pipeline_executor.reset(token)
-        see.client_configuration.reset(conf_token)
+        current_executor.reset(token)
+        client_configuration.reset(conf_token)
 
 
 def _no_execute(path: str) -> JobScriptError:
@@ -67,37 +68,46 @@ def _no_execute(path: str) -> JobScriptError:
                           "and end with env.execute('job name'), as in PyFlink.")
 
 
+class _PlanCapture:
+    """Flink's StreamPlanEnvironment: ``execute()`` hands over the StreamGraph and stops the script."""
+
+    def execute(self, stream_graph: StreamGraph):
+        raise _ProgramAbort(stream_graph)
+
+
+class _Collecting:
+    """Runs each ``execute()`` of the script on ``executor`` and keeps the results."""
+
+    def __init__(self, executor: PipelineExecutor):
+        self.executor, self.results = executor, []
+
+    def execute(self, stream_graph: StreamGraph):
+        self.results.append(self.executor.execute(stream_graph))
+        return self.results[-1]
+
+
 def load_stream_graph(path: str, args: Sequence[str] = (), parallelism: Optional[int] = None) -> StreamGraph:
     """Run the job script at ``path`` until its ``execute()`` and return its StreamGraph."""
-    def capture(graph: StreamGraph):
-        raise _ProgramAbort(graph)
-
     try:
-        _run_script(path, args, capture, parallelism)
+        _run_script(path, args, _PlanCapture(), parallelism)
     except _ProgramAbort as abort:
         return abort.graph
     raise _no_execute(path)
 
 
-def run_job(path: str, args: Sequence[str] = (), parallelism: Optional[int] = None, **overrides):
-    """Run the job script at ``path`` on Spark; ``overrides`` replace ExecutionOptions fields,
-    ``parallelism`` is the default parallelism of operators the job does not set (``-p``).
+def run_job(path: str, args: Sequence[str] = (), parallelism: Optional[int] = None, target: str = "spark",
+            **overrides):
+    """Run the job script at ``path`` on the pipeline executor ``target`` (Spark); ``overrides``
+    replace ExecutionOptions fields, ``parallelism`` is the default parallelism of operators the
+    job does not set (``-p``).
 
     Returns the JobExecutionResult of the script's (last) ``execute()``.
     """
-    from runtime.execution.executor import execute_stream_graph
-    from runtime.execution.options import ExecutionOptions
-    results = []
-
-    def execute(graph: StreamGraph):
-        options = ExecutionOptions.from_configuration(dict(graph.settings.configuration))
-        results.append(execute_stream_graph(graph, options.with_overrides(**overrides)))
-        return results[-1]
-
-    _run_script(path, args, execute, parallelism)
-    if not results:
+    run = _Collecting(load_service(EXECUTORS, target)(**overrides))
+    _run_script(path, args, run, parallelism)
+    if not run.results:
         raise _no_execute(path)
-    return results[-1]
+    return run.results[-1]
 
 
 def compile_job(path: str, args: Sequence[str] = (), parallelism: Optional[int] = None) -> CompiledJob:

@@ -88,7 +88,7 @@ def xcom(run, task_id: str, key: str = "return_value"):
 
 
 def executions(tmp_path, job_name):
-    from runtime.jobmaster.history import ExecutionHistory
+    from runtime.execution.history import ExecutionHistory
     from runtime.jobmaster.steps import job_dir
     return ExecutionHistory(job_dir(str(tmp_path / "warehouse"), job_name)).executions()
 

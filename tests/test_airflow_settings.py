@@ -1,4 +1,4 @@
-"""``sluice airflow-settings``: airflow_settings.yaml (astro format) into a real metadata database.
+"""``bin/dev airflow-settings`` (``python -m sluice_airflow.settings``): airflow_settings.yaml (astro format) into a real metadata database.
 
 The database is shared with other test files: objects created here have names of their own,
 except the project file's, which other tests expect as the file defines them.
@@ -11,9 +11,8 @@ import textwrap
 import pytest
 from airflow.models import Connection, Pool, Variable
 from sluice_airflow.settings import (AirflowSettingsError, Change, ConnectionSetting, PoolSetting,
-                                     VariableSetting, apply_airflow_settings, read_airflow_settings)
+                                     VariableSetting, apply_airflow_settings, main, read_airflow_settings)
 
-from runtime.cli import main
 from seed import ROOT
 
 PROJECT_FILE = os.path.join(ROOT, "airflow_settings.yaml")
@@ -246,14 +245,14 @@ def test_cli_dry_run_writes_nothing_then_loads(airflow_db, tmp_path, capsys):
             - variable_name: sluice_test_cli_var
               variable_value: 42
         """)
-    assert main(["airflow-settings", "--file", path, "--dry-run"]) == 0
+    assert main(["--file", path, "--dry-run"]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "pool sluice_test_cli_pool: would be created", "variable sluice_test_cli_var: would be created",
         "2 created, 0 updated, 0 unchanged (dry run: nothing written)"]
     assert Pool.get_pool("sluice_test_cli_pool") is None
     assert Variable.get("sluice_test_cli_var", default_var=None) is None
 
-    assert main(["airflow-settings", "--file", path]) == 0
+    assert main(["--file", path]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "pool sluice_test_cli_pool: created", "variable sluice_test_cli_var: created",
         "2 created, 0 updated, 0 unchanged"]
@@ -262,14 +261,14 @@ def test_cli_dry_run_writes_nothing_then_loads(airflow_db, tmp_path, capsys):
 
 
 def test_cli_reads_the_project_file_by_default(airflow_db, capsys):
-    assert main(["airflow-settings", "--dry-run"]) == 0
+    assert main(["--dry-run"]) == 0
     assert "pool spark_slots: " in capsys.readouterr().out
 
 
 def test_cli_reports_a_bad_file(tmp_path, capsys):
     path = write(tmp_path, "airflow:\n  pools:\n    - pool_name: p\n")
-    assert main(["airflow-settings", "--file", path]) == 1
-    assert capsys.readouterr().err == (f"sluice airflow-settings: {path}: pools[0] (p): missing pool_slot: "
+    assert main(["--file", path]) == 1
+    assert capsys.readouterr().err == (f"airflow-settings: {path}: pools[0] (p): missing pool_slot: "
                                        "the number of task slots, e.g. pool_slot: 4\n")
 
 
@@ -278,9 +277,9 @@ def test_cli_refuses_a_database_that_was_never_migrated(tmp_path):
     home.mkdir()
     env = dict(os.environ, AIRFLOW_HOME=str(home),
                AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home}/airflow.db")
-    sluice = os.path.join(os.path.dirname(sys.executable), "sluice")
-    result = subprocess.run([sluice, "airflow-settings"], capture_output=True, text=True, env=env)
+    env["PYTHONPATH"] = os.path.join(ROOT, "plugins")
+    result = subprocess.run([sys.executable, "-m", "sluice_airflow.settings"], capture_output=True, text=True, env=env)
     assert result.returncode == 1
-    assert f"sluice airflow-settings: the Airflow metadata database sqlite:///{home}/airflow.db is not " \
+    assert f"airflow-settings: the Airflow metadata database sqlite:///{home}/airflow.db is not " \
            "initialised for Airflow 3.3.2: run `airflow db migrate` first" in result.stderr
     assert "Traceback" not in result.stderr

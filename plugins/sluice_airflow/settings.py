@@ -1,7 +1,8 @@
 """Load ``airflow_settings.yaml`` (the astro CLI format) into Airflow's metadata database.
 
-``astro dev start`` loads the file itself; ``sluice airflow-settings`` does the same for a
-plain Airflow (whatever AIRFLOW_HOME / ``sql_alchemy_conn`` points at):
+``astro dev start`` loads the file itself; ``bin/dev airflow-settings`` (``python -m
+sluice_airflow.settings`` with ``plugins/`` on the path) does the same for a plain Airflow
+(whatever AIRFLOW_HOME / ``sql_alchemy_conn`` points at):
 
     airflow:
       connections: [{conn_id, conn_type, conn_host, conn_schema, conn_login, conn_password,
@@ -19,9 +20,12 @@ reads it back.
 """
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import yaml
 from airflow.utils.session import NEW_SESSION, provide_session
@@ -334,7 +338,33 @@ def _apply_variable(setting: VariableSetting, dry_run: bool, session) -> Change:
 
 
 def load_airflow_settings(path: str, *, dry_run: bool = False) -> list[Change]:
-    """``sluice airflow-settings``: read the file, check the database, apply."""
+    """Read the file, check the database, apply."""
     settings = read_airflow_settings(path)
     check_metadata_database()
     return apply_airflow_settings(settings, dry_run=dry_run)
+
+
+PROJECT_FILE = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "airflow_settings.yaml")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="airflow-settings", description="load airflow_settings.yaml (astro "
+                                     "format) into Airflow's metadata database, as `astro dev start` does")
+    parser.add_argument("--file", help="the settings file (default: the project's airflow_settings.yaml)")
+    parser.add_argument("--dry-run", action="store_true", help="report what would change, write nothing")
+    args = parser.parse_args(argv)
+    try:
+        changes = load_airflow_settings(args.file or os.path.normpath(PROJECT_FILE), dry_run=args.dry_run)
+    except AirflowSettingsError as e:
+        print(f"airflow-settings: {e}", file=sys.stderr)
+        return 1
+    for c in changes:
+        would = "would be " if args.dry_run and c.action != "unchanged" else ""
+        print(f"{c.kind} {c.name}: {would}{c.action}")
+    counts = {a: sum(c.action == a for c in changes) for a in ("created", "updated", "unchanged")}
+    print(", ".join(f"{n} {a}" for a, n in counts.items()) + (" (dry run: nothing written)" if args.dry_run else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

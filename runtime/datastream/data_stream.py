@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
 from runtime.common.time import to_millis
 from runtime.common.watermark_strategy import WatermarkStrategy
 from runtime.datastream import functions as fn
+from runtime.datastream import partitioner as part
 from runtime.datastream.connectors.base import Sink
 from runtime.datastream.connectors.delta import DeltaSink
 from runtime.datastream.operators import (
@@ -21,7 +22,6 @@ from runtime.datastream.output_tag import OutputTag
 from runtime.datastream.transformations import (
     VIRTUAL, OneInputTransformation, PartitionTransformation, SideOutputTransformation,
     SinkTransformation, Transformation, TwoInputTransformation, UnionTransformation)
-from runtime.graph import partitioner as part
 
 if TYPE_CHECKING:
     from runtime.datastream.stream_execution_environment import StreamExecutionEnvironment

@@ -17,6 +17,7 @@ from runtime.datastream.connectors.socket import SocketTextSource
 from runtime.datastream.data_stream import DataStream
 from runtime.datastream.execution_config import ExecutionConfig
 from runtime.datastream.operators import StreamSource
+from runtime.datastream.pipeline import Pipeline, PipelineSettings, executor_for, generate
 from runtime.datastream.transformations import (
     SourceTransformation, Transformation, check_max_parallelism)
 
@@ -29,28 +30,10 @@ class RuntimeExecutionMode(enum.Enum):
     AUTOMATIC = "AUTOMATIC"
 
 
-# Who runs ``execute()``: by default the Spark executor; ``sluice plan`` installs a
-# plan-capturing one (Flink's StreamPlanEnvironment) so a job script can be compiled
-# without running it.
-_pipeline_executor: contextvars.ContextVar[Optional[Callable]] = contextvars.ContextVar(
-    "sluice_pipeline_executor", default=None)
-
-
 # Settings the client passes to the job's environments, below the job's own (Flink's
 # -p / -D on `flink run`): e.g. {"parallelism.default": "4"} from `sluice restore --parallelism`.
 client_configuration: contextvars.ContextVar[dict] = contextvars.ContextVar("sluice_client_configuration",
                                                                           default={})
-
-
-def _default_executor():
-    try:
-        from runtime.execution.executor import execute_stream_graph
-    except ImportError as e:  # the Spark data plane is not part of this installation
-        raise RuntimeError(
-            "This Sluice installation cannot run jobs: the Spark executor "
-            f"(runtime.execution.executor) is missing ({e}). Compile with get_stream_graph() "
-            "or `sluice plan`.") from e
-    return execute_stream_graph
 
 
 class StreamExecutionEnvironment:
@@ -207,8 +190,7 @@ class StreamExecutionEnvironment:
     # ---- compilation and execution -----------------------------------------------------
 
     def get_stream_graph(self, job_name: Optional[str] = None, clear_transformations: bool = False):
-        from runtime.graph.stream_graph import StreamGraphSettings, generate_stream_graph
-        settings = StreamGraphSettings(
+        settings = PipelineSettings(
             job_name=job_name or self._configuration.get_string("pipeline.name", DEFAULT_JOB_NAME),
             default_parallelism=self._parallelism,
             default_max_parallelism=self._max_parallelism,
@@ -220,7 +202,7 @@ class StreamExecutionEnvironment:
             job_parameters=tuple(sorted(self._config.get_global_job_parameters().items())),
             configuration=tuple(sorted(self._configuration.to_dict().items())),
         )
-        graph = generate_stream_graph(self._transformations, settings)
+        graph = generate(Pipeline(tuple(self._transformations), settings))
         if clear_transformations:
             self._transformations.clear()
         return graph
@@ -231,8 +213,7 @@ class StreamExecutionEnvironment:
 
     def execute(self, job_name: Optional[str] = None):
         graph = self.get_stream_graph(job_name, clear_transformations=True)
-        executor = _pipeline_executor.get() or _default_executor()
-        return executor(graph)
+        return executor_for(self._configuration.get_string("execution.target", "spark")).execute(graph)
 
     def _execute_and_collect(self, job_name, collect_sink: Transformation, limit):
         result = self.execute(job_name)

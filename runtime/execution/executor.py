@@ -24,8 +24,8 @@ from runtime.checkpoint.storage import CheckpointException, CheckpointStorage
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.connectors import create_enumerator
 from runtime.connectors.base import EnumeratorContext
+from runtime.execution.history import FAILED, RUNNING, ExecutionHistory, ExecutionRecord
 from runtime.execution.options import ExecutionOptions
-from runtime.jobmaster.history import FAILED, RUNNING, ExecutionHistory, ExecutionRecord
 from runtime.graph.execution_graph import ExecutionGraph, build_execution_graph
 from runtime.graph.execution_state import ExecutionState
 from runtime.graph.job_graph import JobGraph, create_job_graph
@@ -601,6 +601,17 @@ def _dumps(obj) -> bytes:
 
 
 def execute_stream_graph(stream_graph: StreamGraph, options: Optional[ExecutionOptions] = None) -> JobExecutionResult:
-    """Run a compiled job on Spark (what ``env.execute()`` calls)."""
+    """Run a compiled job on Spark."""
     options = options or ExecutionOptions.from_configuration(dict(stream_graph.settings.configuration))
     return JobRunner(stream_graph, options).run()
+
+
+class SparkPipelineExecutor:
+    """What ``env.execute()`` finds for ``execution.target: spark`` (the default)."""
+
+    def __init__(self, **overrides):
+        self.overrides = overrides      # ExecutionOptions fields a client sets (sluice run's flags)
+
+    def execute(self, stream_graph: StreamGraph) -> JobExecutionResult:
+        options = ExecutionOptions.from_configuration(dict(stream_graph.settings.configuration))
+        return execute_stream_graph(stream_graph, options.with_overrides(**self.overrides))

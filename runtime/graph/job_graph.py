@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from runtime.datastream.operators import ChainingStrategy
-from runtime.graph.partitioner import ForwardPartitioner
+from runtime.datastream.partitioner import ForwardPartitioner
 from runtime.graph.stream_graph import StreamEdge, StreamGraph, StreamGraphError, StreamNode
 
 

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Optional
 
+from runtime.datastream import partitioner as part
 from runtime.datastream.operators import ChainingStrategy, StreamOperator, StreamSink, StreamSource
+from runtime.datastream.pipeline import Pipeline, PipelineSettings
 from runtime.datastream.transformations import (
     OneInputTransformation, PartitionTransformation, SideOutputTransformation, SinkTransformation,
     SourceTransformation, Transformation, TwoInputTransformation, UnionTransformation)
-from runtime.graph import partitioner as part
 from runtime.state.key_groups import compute_default_max_parallelism
 
 DEFAULT_SLOT_SHARING_GROUP = "default"
@@ -24,20 +25,6 @@ DEFAULT_SLOT_SHARING_GROUP = "default"
 
 class StreamGraphError(ValueError):
     """A job that cannot be compiled; the message names the operator and the fix."""
-
-
-@dataclass(frozen=True)
-class StreamGraphSettings:
-    job_name: str
-    default_parallelism: int = 1
-    default_max_parallelism: int = -1
-    chaining_enabled: bool = True
-    runtime_mode: str = "STREAMING"
-    checkpoint_config: tuple = ()
-    restart_strategy: Any = None
-    auto_watermark_interval: int = 200
-    job_parameters: tuple = ()
-    configuration: tuple = ()       # (key, value) pairs of the environment's Configuration
 
 
 @dataclass(frozen=True)
@@ -81,7 +68,7 @@ class StreamEdge:
 
 @dataclass(frozen=True)
 class StreamGraph:
-    settings: StreamGraphSettings
+    settings: PipelineSettings
     nodes: tuple[StreamNode, ...]
     edges: tuple[StreamEdge, ...]
 
@@ -148,8 +135,9 @@ class _Output:
     output_tag: Any = None
 
 
-def generate_stream_graph(transformations: list[Transformation], settings: StreamGraphSettings) -> StreamGraph:
+def generate_stream_graph(pipeline: Pipeline) -> StreamGraph:
     """Compile the job's transformations into its StreamGraph (Flink's StreamGraphGenerator)."""
+    transformations, settings = pipeline.transformations, pipeline.settings
     if not any(not isinstance(t, (PartitionTransformation, UnionTransformation, SideOutputTransformation))
                for t in transformations):
         raise StreamGraphError(
@@ -164,7 +152,7 @@ def generate_stream_graph(transformations: list[Transformation], settings: Strea
 
 
 class _Generator:
-    def __init__(self, settings: StreamGraphSettings):
+    def __init__(self, settings: PipelineSettings):
         self.settings = settings
         self.nodes: dict[int, StreamNode] = {}
         self.edges: list[StreamEdge] = []

@@ -19,7 +19,7 @@ from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, CheckpointRecord, 
 from runtime.client import CompiledJob, compile_job
 from runtime.execution.executor import job_dir
 from runtime.jobmaster.deployment import JobSpec, discover_jobs, resolve_args
-from runtime.jobmaster.history import ExecutionHistory, ExecutionRecord
+from runtime.execution.history import ExecutionHistory, ExecutionRecord
 
 
 @dataclass(frozen=True)

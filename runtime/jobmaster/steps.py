@@ -21,7 +21,7 @@ from runtime.checkpoint.coordinator import checkpointing_enabled
 from runtime.execution.executor import job_dir
 from runtime.graph.execution_graph import ExecutionGraph
 from runtime.jobmaster.deployment import JobSpec, resolve_args
-from runtime.jobmaster.history import FAILED, ExecutionHistory, ExecutionRecord
+from runtime.execution.history import FAILED, ExecutionHistory, ExecutionRecord
 from runtime.scheduler.failover import FAILOVER_STRATEGY_KEY, REGION, pipelined_regions, tasks_to_restart
 from runtime.scheduler.restart import effective_configuration
 from runtime.scheduler.slots import TaskManager, compute_slot_plan

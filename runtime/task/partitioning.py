@@ -11,7 +11,7 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
-from runtime.graph import partitioner as part
+from runtime.datastream import partitioner as part
 from runtime.graph.execution_graph import consumed_partitions
 from runtime.state.key_groups import assign_key_to_parallel_operator, assign_operator_indexes
 from runtime.task.record_columns import take

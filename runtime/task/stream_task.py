@@ -17,12 +17,12 @@ from typing import Any, Iterable, Iterator, Optional
 
 from runtime.checkpoint.state_table import OPERATOR_PREFIX
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
+from runtime.datastream.partitioner import KeyGroupStreamPartitioner
 from runtime.execution.faults import fault_point
 from runtime.graph.execution_graph import consumed_partitions
 from runtime.graph.job_graph import JobGraph, JobVertex
 from runtime.task.operators import (
     TaskContext, UserCodeException, assign_timestamps, create_operator, extreme)
-from runtime.graph.partitioner import KeyGroupStreamPartitioner
 from runtime.state.key_groups import compute_key_group_range_for_operator_index
 from runtime.task.partitioning import ChannelSelector
 from runtime.task.record_columns import RecordColumns
