@@ -43,15 +43,25 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from runtime.checkpoint.storage import CheckpointException, JobAlreadyRunningException
-    from runtime.execution.executor import JobExecutionException
+    from runtime.execution.executor import JobExecutionException, SparkPipelineExecutor
+    from runtime.execution.options import ExecutionOptions
+    from runtime.jobmaster.plans import load_plan
     restore_from = getattr(args, "restore_from", None)
     if args.command == "restore":
         restore_from = args.savepoint or (str(args.checkpoint) if args.checkpoint is not None else "latest")
+    flags = dict(master=args.master, warehouse=args.warehouse, max_epochs=args.max_epochs,
+                 epoch_interval_ms=args.epoch_interval, max_records_per_split=args.max_records_per_split,
+                 restore_from=restore_from, allow_non_restored_state=args.allow_non_restored_state or None)
+    overrides = {**ExecutionOptions.overrides_from_properties(args.properties),
+                 **{k: v for k, v in flags.items() if v is not None}}
     try:
-        result = run_job(args.job, args.job_args, parallelism=args.parallelism, master=args.master,
-                         warehouse=args.warehouse, max_epochs=args.max_epochs, epoch_interval_ms=args.epoch_interval,
-                         max_records_per_split=args.max_records_per_split, restore_from=restore_from,
-                         allow_non_restored_state=args.allow_non_restored_state or None)
+        if args.plan:       # compiled once by the control plane: the script does not run again
+            if args.parallelism or args.job_args:
+                raise ValueError("--plan runs a compiled plan as it was compiled: drop --parallelism and the "
+                                 "job's arguments, or run the job script without --plan")
+            result = SparkPipelineExecutor(**overrides).execute(load_plan(args.plan).stream_graph)
+        else:
+            result = run_job(args.job, args.job_args, parallelism=args.parallelism, **overrides)
     except (JobExecutionException, NoResourceAvailableException, CheckpointException,
             JobAlreadyRunningException, FileNotFoundError) as e:
         return _failed(args, e)
@@ -139,6 +149,11 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--parallelism", "-p", type=int, help="default parallelism of operators the job leaves unset")
     p.add_argument("--allow-non-restored-state", action="store_true",
                    help="skip checkpointed state that no operator of the job claims (by uid)")
+    p.add_argument("-D", dest="properties", action="append", default=[], metavar="KEY=VALUE",
+                   help="an execution option by its configuration key, as Flink's dynamic properties "
+                        "(e.g. -D sluice.task.batch-size=1024); the flags above win")
+    p.add_argument("--plan", help="run the plan the control plane compiled and stored (a folder "
+                                  "<warehouse>/<job>/plans/<run>) instead of running the job script")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -267,3 +267,48 @@ def test_the_dag_resumes_by_default_and_starts_over_only_when_asked(control_plan
     assert xcom(run, "finish")["restored_from"] is None
     assert table_rows(job["windows"]) == collections.Counter({k: 2 * n for k, n in windows.items()})
     assert table_rows(job["running"]) == collections.Counter({k: 2 * n for k, n in running.items()})
+
+
+def test_a_run_runs_the_job_script_once_and_later_readers_use_its_stored_plan(control_plane, monkeypatch):
+    """Flink compiles a job once, on the client: here the compile step runs the script and the
+    later steps, the run, the next DAG-file parse and the web view read the plan it stored."""
+    # Airflow's DAG processor reads the sluice_warehouse variable at parse time; a bare DagBag
+    # in this process cannot, so the parse finds the warehouse where the environment says.
+    monkeypatch.setenv("SLUICE_WAREHOUSE", str(control_plane / "warehouse"))
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.utils.state import DagRunState
+    from runtime.jobmaster.overview import find_job
+    job = write_job(control_plane, "counts_once")
+    script = control_plane / "jobs" / "counts_once.py"
+    runs = control_plane / "script-runs.log"
+    # Each run of the script's main() logs who ran it: a DAG-file parse or a step of the run.
+    script.write_text(script.read_text().replace("def main():\n", (
+        "def main():\n    import traceback\n"
+        "    names = {f.name for f in traceback.extract_stack()}\n"
+        f"    open({str(runs)!r}, 'a').write(('parse' if 'job_dag' in names else\n"
+        "        'compile' if 'compile_step' in names else 'other') + '\\n')\n")))
+
+    def script_runs() -> list:
+        return runs.read_text().splitlines() if runs.exists() else []
+
+    run, tis = dag_test("counts_once")
+    assert run.state == DagRunState.SUCCESS
+    # The run task's slots are sized at parse time: without a stored plan yet, a parse compiles.
+    assert script_runs().count("compile") == 1 and set(script_runs()) == {"parse", "compile"}
+    compiled = xcom(run, "compile")
+    assert os.path.dirname(compiled["plan"]) == str(control_plane / "warehouse" / "counts_once" / "plans")
+    assert sorted(os.listdir(compiled["plan"])) == [
+        "compiled.json", "job_graph.json", "slots.json", "stream_graph.json", "stream_graph.pickle"]
+    assert xcom(run, "deploy")["plan"] == compiled["plan"]
+    assert table_rows(job["running"]) == expected_running(job["events"])
+    before = len(script_runs())
+
+    bag = DagBag(dag_folder=os.path.join(ROOT, "dags"))
+    assert bag.dags["counts_once"].get_task("run").slot_profile == [["default", 2, True, 1]]
+    overview = find_job("counts_once", str(control_plane / "warehouse"))
+    assert overview.job_name == "counts_once" and overview.checkpoints
+    assert len(script_runs()) == before      # neither a parse nor the web view ran the script again
+
+    script.write_text(script.read_text() + "\n# a new version of the job\n")
+    DagBag(dag_folder=os.path.join(ROOT, "dags"))
+    assert script_runs()[before:] == ["parse"]      # a changed script is compiled again

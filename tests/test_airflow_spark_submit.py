@@ -121,8 +121,15 @@ def submit(tmp_path, monkeypatch):
     operator = SluiceJobOperator(task_id="run", job=spec.path, slot_profile=[["default", 2, True, 1]])
     warehouse = str(tmp_path / "warehouse")
 
+    plans = {}
+
     def attempt(request, dag_run_id, n):
-        return operator._submit({}, spec, request, warehouse, "local[2]", dag_run_id, n, "counts_args")
+        from runtime.jobmaster.steps import compile_step
+        # As in the DAG: the run's compile step runs once, its attempts share the plan.
+        if dag_run_id not in plans:
+            plans[dag_run_id] = compile_step(spec, request, warehouse, dag_run_id)["plan"]
+        plan = plans[dag_run_id]
+        return operator._submit({}, spec, request, plan, warehouse, "local[2]", dag_run_id, n, "counts_args")
     return attempt, submissions, spec, job, warehouse
 
 
@@ -136,25 +143,34 @@ def record_attempt(warehouse, dag_run_id, attempt, state, restart=None):
 
 
 def test_submission_arguments_and_environment(submit):
+    from runtime.jobmaster.plans import load_plan
     from runtime.jobmaster.steps import RunRequest
     attempt, submissions, spec, job, warehouse = submit
     attempt(RunRequest("none", parallelism=3, max_epochs=2, allow_non_restored_state=True), "manual__1", 1)
     record_attempt(warehouse, "manual__1", 1, "FAILED", "restarting in 0 ms after failure 1 (test)")
     attempt(RunRequest("none"), "manual__1", 2)
     (first_args, env), (second_args, second_env) = submissions.submitted
-    # A deliberate fresh start is passed on: without a flag `sluice run` resumes from the latest.
+    # The driver runs the stored plan (the job script does not run again) with the run's options
+    # as Flink's dynamic properties; a deliberate fresh start is passed on (unset, a run resumes).
+    plan = os.path.join(warehouse, "counts_args", "plans", "manual__1")
     assert first_args == [
-        "run", spec.path, "--warehouse", warehouse, "--master", "local[2]", "--restore-from", "none",
-        "--parallelism", "3",
-        "--max-epochs", "2", "--allow-non-restored-state",
-        "--", "--input", job["input"], "--out", f"{warehouse}/results"]
-    assert env["SLUICE_DAG_RUN_ID"] == "manual__1" and env["SLUICE_ATTEMPT"] == "1"
-    assert json.loads(env["SLUICE_SUBTASK_ATTEMPTS"]) == {}
+        "run", spec.path, "--plan", plan,
+        "-D", f"sluice.warehouse={warehouse}", "-D", "sluice.spark.master=local[2]",
+        "-D", "sluice.epoch.max-epochs=2", "-D", "execution.savepoint.path=none",
+        "-D", "sluice.airflow.dag-run-id=manual__1", "-D", "sluice.airflow.attempt=1",
+        "-D", "execution.savepoint.ignore-unclaimed-state=True", "-D", "sluice.subtask-attempts={}"]
     assert env["PYSPARK_PYTHON"] == os.environ.get("PYSPARK_PYTHON", sys.executable)
+    # The plan was compiled at the asked parallelism, with {warehouse} in the job's arguments
+    # resolved to this run's warehouse.
+    assert load_plan(plan).stream_graph.settings.default_parallelism == 3
+    with open(os.path.join(plan, "compiled.json")) as f:
+        assert json.load(f)["args"] == ["--input", job["input"], "--out", f"{warehouse}/results"]
     # A restart restores the latest checkpoint, whatever the first attempt asked (Flink's failover).
-    assert second_args[:8] == ["run", spec.path, "--warehouse", warehouse, "--master", "local[2]",
-                               "--restore-from", "latest"]
-    assert second_env["SLUICE_ATTEMPT"] == "2"
+    assert second_args[4:14] == [
+        "-D", f"sluice.warehouse={warehouse}", "-D", "sluice.spark.master=local[2]",
+        "-D", "execution.savepoint.path=latest", "-D", "sluice.airflow.dag-run-id=manual__1",
+        "-D", "sluice.airflow.attempt=2"]
+    assert second_args[14] == "-D" and second_args[15].startswith("sluice.subtask-attempts={")
 
 
 def test_a_failed_submission_retries_only_when_the_history_says_restarting(submit):

@@ -14,6 +14,7 @@ from airflow.sdk import DAG, Param, chain
 
 from runtime.jobmaster import JobSpec, discover_jobs
 from runtime.jobmaster.steps import slot_profile
+from sluice_airflow import warehouse_root
 from sluice_airflow.operators import SluiceJobOperator, SluiceStepOperator
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ def job_dag(spec: JobSpec) -> DAG:
              tags=["sluice", *d.tags], params=run_params(spec), default_args={"owner": d.owner}) as dag:
         steps = [SluiceStepOperator(task_id=step, step=step, job=spec.path)
                  for step in ("compile", "execution_graph", "allocate_slots", "deploy")]
-        run = SluiceJobOperator(task_id="run", job=spec.path, slot_profile=slot_profile(spec))
+        run = SluiceJobOperator(task_id="run", job=spec.path, slot_profile=slot_profile(spec, warehouse_root()))
         finish = SluiceStepOperator(task_id="finish", step="finish", job=spec.path)
         chain(*steps, run, finish)
     return dag

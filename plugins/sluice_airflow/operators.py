@@ -24,11 +24,14 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseOperator
 
 from runtime.jobmaster import find_job
+from runtime.execution.options import ExecutionOptions
+from runtime.jobmaster.plans import load_plan
 from runtime.jobmaster.steps import (
     RUN_PARAMETERS,
     RunRequest,
     RunRequestError,
     allocate_slots_step,
+    compile_run,
     compile_step,
     execution_graph_step,
     finish_step,
@@ -50,6 +53,11 @@ from sluice_airflow.policy import RESERVATION_KEY
 # Airflow's count of retries only caps the restarts; the job's restart strategy decides.
 RESTART_RETRY_CAP = 100
 IN_PROCESS, SPARK_SUBMIT = "in-process", "spark-submit"
+
+
+def compiled_plan(context) -> str:
+    """The folder of the plan this run's compile step stored (every later step reads it)."""
+    return context["ti"].xcom_pull(task_ids="compile")["plan"]
 
 
 def run_request(context, spec) -> RunRequest:
@@ -84,10 +92,10 @@ class SluiceStepOperator(BaseOperator):
         return getattr(self, f"_{self.step}")(context, spec, run_request(context, spec))
 
     def _compile(self, context, spec, request) -> dict:
-        return compile_step(spec, request)
+        return compile_step(spec, request, warehouse_root(), context["run_id"])
 
     def _execution_graph(self, context, spec, request) -> dict:
-        return execution_graph_step(spec, request)
+        return execution_graph_step(compiled_plan(context))
 
     def _allocate_slots(self, context, spec, request) -> dict:
         """The slot plan over the run task's reservation. The reservation policy sized it for this
@@ -102,7 +110,8 @@ class SluiceStepOperator(BaseOperator):
             reservation = {"pool": run_task.pool, "pool_slots": run_task.pool_slots, "pool_size": None}
         pool, size = reservation["pool"], reservation["pool_size"]
         try:
-            plan = allocate_slots_step(spec, request, pool, size if size is not None else reservation["pool_slots"])
+            plan = allocate_slots_step(compiled_plan(context), pool,
+                                       size if size is not None else reservation["pool_slots"])
         except NoResourceAvailableException as e:
             raise AirflowFailException(f"{e} The Airflow pool '{pool}' stands for the cluster's slots and has "
                                        f"{size}: raise its slots (airflow_settings.yaml, then "
@@ -112,9 +121,12 @@ class SluiceStepOperator(BaseOperator):
                       reservation["pool_slots"], size, pool, plan["slots_required"])
         return plan
 
-    def _check_restore_point(self, context, spec, request) -> dict:
+    def _check_restore_point(self, context, spec, request, job=None) -> dict:
+        """The restore point, checked against the run's compiled plan (the job DAG) or, in the
+        restart DAG, which has no compile step, against the job compiled at the asked parallelism."""
+        warehouse = warehouse_root()
         try:
-            checked = resolve_restore_point(spec, request, warehouse_root())
+            checked = resolve_restore_point(job or compile_run(spec, request, warehouse), request, warehouse)
         except CheckpointException as e:
             raise AirflowFailException(f"Cannot restore job {spec.name}: {e}") from None
         point = checked["restore_point"]
@@ -126,7 +138,9 @@ class SluiceStepOperator(BaseOperator):
 
     def _deploy(self, context, spec, request) -> dict:
         master, mode = deployment_target(self.conn_id)
-        deployed = {**self._check_restore_point(context, spec, request), "master": master, "mode": mode}
+        plan = compiled_plan(context)
+        deployed = {**self._check_restore_point(context, spec, request, load_plan(plan)), "master": master,
+                    "mode": mode, "plan": plan}
         self.log.info("Deploying %s %s on Spark %s.", spec.name,
                       "in this process" if mode == IN_PROCESS else "with spark-submit", master)
         return deployed
@@ -178,30 +192,19 @@ class SluiceJobOperator(SparkSubmitOperator):
             time.sleep(wait)
         if deployed["mode"] == IN_PROCESS:
             try:
-                return run_step(spec, request, warehouse, master, dag_run_id, attempt)
+                return run_step(deployed["plan"], request, warehouse, master, dag_run_id, attempt)
             except Exception as e:
                 decision = getattr(e, "restart", None)
                 self._give_up_or_retry(e, decision.restart if decision else False,
                                        decision.describe() if decision else None)
-        return self._submit(context, spec, request, warehouse, master, dag_run_id, attempt, job_name)
+        return self._submit(context, spec, request, deployed["plan"], warehouse, master, dag_run_id, attempt,
+                            job_name)
 
-    def _submit(self, context, spec, request, warehouse, master, dag_run_id, attempt, job_name) -> dict:
-        options = run_options(spec, request, warehouse, master, dag_run_id, attempt)
-        args = ["run", spec.path, "--warehouse", warehouse, "--master", master]
-        if options["restore_from"]:
-            args += ["--restore-from", str(options["restore_from"])]
-        if request.parallelism:
-            args += ["--parallelism", str(request.parallelism)]
-        if request.max_epochs:
-            args += ["--max-epochs", str(request.max_epochs)]
-        if options["allow_non_restored_state"]:     # as run_step: else unclaimed state fails the restore
-            args += ["--allow-non-restored-state"]
-        from runtime.jobmaster.deployment import resolve_args
-        # {warehouse} in the job's arguments is this run's warehouse, as in run_step.
-        self.application_args = [*args, "--", *resolve_args(spec.args, warehouse)]
-        self.env_vars = {**(self.env_vars or {}), "SLUICE_DAG_RUN_ID": dag_run_id, "SLUICE_ATTEMPT": str(attempt),
-                         "SLUICE_SUBTASK_ATTEMPTS": options["subtask_attempts"],
-                         "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+    def _submit(self, context, spec, request, plan, warehouse, master, dag_run_id, attempt, job_name) -> dict:
+        # The driver runs the plan the compile step stored, with the same options run_step would use.
+        options = run_options(load_plan(plan), request, warehouse, master, dag_run_id, attempt)
+        self.application_args = ["run", spec.path, "--plan", plan, *ExecutionOptions.to_properties(options)]
+        self.env_vars = {**(self.env_vars or {}), "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
         if shutil.which("spark-submit") is None:     # the project's environment has it next to python
             os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
         self.log.info("Submitting %s to %s with spark-submit (attempt %s)", spec.name, master, attempt)

@@ -304,7 +304,7 @@ class JobRunner:
             self._start()
             result.restored_from = self.restored_from
             execution = replace(execution, restored_from=self.restored_from)
-            broadcast = self.sc.broadcast(_dumps(self.job_graph))
+            broadcast = self.sc.broadcast(dumps_by_value(self.job_graph))
             self._transition_all(ExecutionState.SCHEDULED)
             self._transition_all(ExecutionState.DEPLOYING)
             epoch = self.first_epoch
@@ -583,7 +583,7 @@ def _user_modules() -> list:
     return found
 
 
-def _dumps(obj) -> bytes:
+def dumps_by_value(obj) -> bytes:
     # Ship the job's own classes and functions by value, as PyFlink ships the job's files.
     from pyspark import cloudpickle
     registered = []

@@ -23,6 +23,14 @@ def _boolean(raw) -> bool:
     raise ValueError(f"not a boolean: {raw!r}")
 
 
+def _parse(key: str, kind, raw):
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ValueError(f"Configuration '{key}' must be a {getattr(kind, '__name__', kind).strip('_')}, "
+                         f"got {raw!r}") from None
+
+
 @dataclass(frozen=True)
 class ExecutionOptions:
     master: str = "local[*]"
@@ -70,13 +78,30 @@ class ExecutionOptions:
             if raw is None and env:
                 raw = os.environ.get(env)
             if raw is not None:
-                try:
-                    values[attr] = kind(raw)
-                except ValueError:
-                    raise ValueError(f"Configuration '{key}' must be a {getattr(kind, '__name__', kind).strip('_')}, got {raw!r}") from None
+                values[attr] = _parse(key, kind, raw)
         options = ExecutionOptions(**values)
         options.validate()
         return options
+
+    @staticmethod
+    def overrides_from_properties(properties: list[str]) -> dict:
+        """Fields from Flink's dynamic properties (``-D key=value``, the keys of KEYS)."""
+        overrides = {}
+        for prop in properties:
+            key, sep, raw = prop.partition("=")
+            if not sep or key.strip() not in ExecutionOptions.KEYS:
+                raise ValueError(f"-D {prop}: expected KEY=VALUE with KEY one of {', '.join(ExecutionOptions.KEYS)}")
+            attr, kind, _ = ExecutionOptions.KEYS[key.strip()]
+            overrides[attr] = _parse(key.strip(), kind, raw)
+        return overrides
+
+    @staticmethod
+    def to_properties(overrides: dict) -> list[str]:
+        """``overrides`` (field -> value; None: unset) as ``sluice run`` arguments, ``-D key=value``
+        each: what the control plane passes to a spark-submitted run."""
+        keys = {attr: key for key, (attr, _, _) in ExecutionOptions.KEYS.items()}
+        return [arg for name, value in overrides.items() if value is not None
+                for arg in ("-D", f"{keys[name]}={value}")]
 
     def validate(self) -> None:
         for name in ("epoch_interval_ms", "batch_size", "clock_step_ms", "attempt"):

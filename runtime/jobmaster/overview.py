@@ -3,7 +3,8 @@ its checkpoints and its executions (Flink's REST API /jobs/overview, /jobs/:id,
 /jobs/:id/checkpoints in spirit).
 
 Read-only: job modules are discovered in the jobs folder (``include/jobs``, or
-SLUICE_JOBS_FOLDER) and compiled with their deployment's arguments (no Spark), and a job's
+SLUICE_JOBS_FOLDER); a job's plan is the one its last run stored (plans.py), or, for a job not
+run since its script changed, compiled here with its deployment's arguments (no Spark); a job's
 tables are read under ``<warehouse>/<slug of the name given to env.execute()>/``. Nothing
 here imports Airflow.
 """
@@ -18,8 +19,9 @@ from typing import Optional
 from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, CheckpointRecord, CheckpointStorage
 from runtime.client import CompiledJob, compile_job
 from runtime.execution.executor import job_dir
-from runtime.jobmaster.deployment import JobSpec, discover_jobs, resolve_args
 from runtime.execution.history import ExecutionHistory, ExecutionRecord
+from runtime.jobmaster.deployment import JobSpec, discover_jobs, resolve_args
+from runtime.jobmaster.plans import latest_plan, load_plan, script_sha256
 
 
 @dataclass(frozen=True)
@@ -62,9 +64,20 @@ def find_job(name: str, warehouse: str, folder: Optional[str] = None) -> Optiona
 
 
 def _overview(spec: JobSpec, warehouse: str) -> JobOverview:
-    compiled, error = _compile(spec.path, os.path.getmtime(spec.path), spec.args, spec.deployment.parallelism)
+    """The job as its last run compiled it (the plan its compile step stored) while the script
+    is unchanged; else compiled here, once per version of the script."""
+    stored = latest_plan(warehouse, spec.name)
+    if stored and stored.get("script_sha256") == script_sha256(spec.path):
+        compiled, error = _load(stored["plan"]), None
+    else:
+        compiled, error = _compile(spec.path, os.path.getmtime(spec.path), spec.args, spec.deployment.parallelism)
     directory = job_dir(warehouse, compiled.job_graph.job_name) if compiled else None
     return JobOverview(spec, compiled, directory, error)
+
+
+@lru_cache(maxsize=64)
+def _load(plan: str) -> CompiledJob:
+    return load_plan(plan)
 
 
 _compile_lock = threading.Lock()     # compiling sets sys.argv: one job at a time

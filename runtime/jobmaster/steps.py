@@ -2,7 +2,7 @@
 JobMaster, one function per step). Each takes and returns small JSON-able values, so an
 orchestrator can pass them between tasks; data never travels through them.
 
-    compile_step        StreamGraph -> JobGraph: the plan
+    compile_step        StreamGraph -> JobGraph: the plan, stored once for the run (plans.py)
     execution_graph_step the ExecutionGraph: subtasks, key groups, pipelined regions
     allocate_slots_step the slot plan against the slots reserved for the run
     run_step            epochs on Spark, each ending in a checkpoint; restarts restore the latest
@@ -18,10 +18,12 @@ from typing import Optional
 
 from runtime.client import CompiledJob, compile_job
 from runtime.checkpoint.coordinator import checkpointing_enabled
-from runtime.execution.executor import job_dir
+from runtime.execution.executor import execute_stream_graph, job_dir
+from runtime.execution.history import FAILED, ExecutionHistory, ExecutionRecord
+from runtime.execution.options import ExecutionOptions
 from runtime.graph.execution_graph import ExecutionGraph
 from runtime.jobmaster.deployment import JobSpec, resolve_args
-from runtime.execution.history import FAILED, ExecutionHistory, ExecutionRecord
+from runtime.jobmaster.plans import latest_plan, load_plan, script_sha256, store_plan, store_slot_plan
 from runtime.scheduler.failover import FAILOVER_STRATEGY_KEY, REGION, pipelined_regions, tasks_to_restart
 from runtime.scheduler.restart import effective_configuration
 from runtime.scheduler.slots import TaskManager, compute_slot_plan
@@ -79,20 +81,26 @@ def _flag(value, name: str) -> bool:
     raise RunRequestError(f"{name}={value!r}: must be true or false.")
 
 
-def _compile(spec: JobSpec, request: RunRequest) -> CompiledJob:
-    return compile_job(spec.path, resolve_args(spec.args), request.parallelism)
+def compile_run(spec: JobSpec, request: RunRequest, warehouse: Optional[str] = None) -> CompiledJob:
+    """Run the job script with the run's arguments ({warehouse} is the run's warehouse)."""
+    return compile_job(spec.path, resolve_args(spec.args, warehouse), request.parallelism)
 
 
 # ---- compile -----------------------------------------------------------------------------
 
-def compile_step(spec: JobSpec, request: RunRequest) -> dict:
-    job = _compile(spec, request)
+def compile_step(spec: JobSpec, request: RunRequest, warehouse: str, run: str) -> dict:
+    """Run the job script once and store the plan for the run's later steps; returns its
+    summary with ``plan``, the folder every later step of the run reads."""
+    job = compile_run(spec, request, warehouse)
     settings = job.stream_graph.settings
     conf = dict(settings.configuration)
     checkpointing = dict(settings.checkpoint_config)
-    return {
+    summary = {
         "job_name": job.job_graph.job_name,
         "job_id": job.job_graph.job_id,
+        "script": spec.path,
+        "args": resolve_args(spec.args, warehouse),
+        "default_parallelism": settings.default_parallelism,
         "vertices": [{"id": v.id, "name": v.name, "parallelism": v.parallelism,
                       "max_parallelism": v.max_parallelism, "slot_sharing_group": v.slot_sharing_group,
                       "operators": [n.operator_name for n in v.operators]} for v in job.job_graph.vertices],
@@ -103,12 +111,15 @@ def compile_step(spec: JobSpec, request: RunRequest) -> dict:
                                                         checkpointing_enabled(checkpointing))),
         "failover_strategy": conf.get(FAILOVER_STRATEGY_KEY, REGION),
     }
+    pointer = {"script_sha256": script_sha256(spec.path), "slot_profile": slot_profile_of(job)}
+    plan = store_plan(job, warehouse, run, summary, pointer, dag_id=spec.name)
+    return {**summary, "plan": plan, "job_dir": job_dir(warehouse, job.job_graph.job_name)}
 
 
 # ---- the execution graph -----------------------------------------------------------------
 
-def execution_graph_step(spec: JobSpec, request: RunRequest) -> dict:
-    graph = _compile(spec, request).execution_graph
+def execution_graph_step(plan: str) -> dict:
+    graph = load_plan(plan).execution_graph
     names = {(ev.job_vertex_id, ev.subtask_index): ev.task_name_with_subtask_index
              for ev in graph.all_execution_vertices}
     return {
@@ -123,11 +134,18 @@ def execution_graph_step(spec: JobSpec, request: RunRequest) -> dict:
 
 # ---- slots -------------------------------------------------------------------------------
 
-def slot_profile(spec: JobSpec) -> list:
+def slot_profile(spec: JobSpec, warehouse: Optional[str] = None) -> list:
     """Per slot sharing group: [group, the highest parallelism set on its operators, whether
-    some operator takes the default parallelism]. Enough to tell the slots a run needs at
-    any default parallelism without compiling the job again (the reservation policy uses it)."""
-    job = _compile(spec, RunRequest(parallelism=spec.deployment.parallelism))
+    some operator takes the default parallelism, the default]. Enough to tell the slots a run
+    needs at any default parallelism (the reservation policy uses it). Read from the DAG's last
+    stored plan while the job script is unchanged, so a DAG-file parse does not compile."""
+    stored = latest_plan(warehouse, spec.name) if warehouse else None
+    if stored and stored.get("script_sha256") == script_sha256(spec.path) and "slot_profile" in stored:
+        return stored["slot_profile"]
+    return slot_profile_of(compile_run(spec, RunRequest(parallelism=spec.deployment.parallelism), warehouse))
+
+
+def slot_profile_of(job: CompiledJob) -> list:
     groups: dict = {}
     for node in job.stream_graph.nodes:
         fixed, uses_default = groups.get(node.slot_sharing_group, (0, False))
@@ -145,23 +163,24 @@ def slots_for(profile: list, parallelism: Optional[int]) -> int:
                for _, fixed, uses_default, default in profile)
 
 
-def allocate_slots_step(spec: JobSpec, request: RunRequest, pool: str, pool_slots: int) -> dict:
-    """The slot plan over the ``pool_slots`` slots reserved for this run in ``pool``; fails with
-    Flink's NoResourceAvailableException (slots required vs allocated) when they are too few."""
-    graph = _compile(spec, request).execution_graph
-    plan = compute_slot_plan(graph, (TaskManager(f"pool:{pool}", "airflow", pool_slots),))
-    return json.loads(plan.to_json())
+def allocate_slots_step(plan: str, pool: str, pool_slots: int) -> dict:
+    """The slot plan over the ``pool_slots`` slots reserved for this run in ``pool``, stored with
+    the plan; fails with Flink's NoResourceAvailableException (slots required vs allocated)
+    when they are too few."""
+    graph = load_plan(plan).execution_graph
+    slots = json.loads(compute_slot_plan(graph, (TaskManager(f"pool:{pool}", "airflow", pool_slots),)).to_json())
+    store_slot_plan(plan, slots)
+    return slots
 
 
 # ---- deploy --------------------------------------------------------------------------------
 
-def resolve_restore_point(spec: JobSpec, request: RunRequest, warehouse: str) -> dict:
+def resolve_restore_point(job: CompiledJob, request: RunRequest, warehouse: str) -> dict:
     """The restore point the run will start from, checked now against the job (uids, max
     parallelism), so a wrong checkpoint id or savepoint fails before anything is deployed, as
     a Flink submission does, instead of becoming a restart."""
     from runtime.checkpoint.restore import check_compatibility, choose
     from runtime.checkpoint.storage import SAVEPOINT, CheckpointStorage
-    job = _compile(spec, request)
     directory = job_dir(warehouse, job.job_graph.job_name)
     point = None
     if request.restore_from != "none":
@@ -177,8 +196,10 @@ def savepoint_step(spec: JobSpec, warehouse: str, checkpoint: Optional[int], tar
     """A self-contained savepoint of a completed checkpoint (default: the latest)."""
     from runtime.checkpoint.savepoint import take_savepoint
     from runtime.checkpoint.storage import CheckpointStorage
-    job = _compile(spec, RunRequest(parallelism=spec.deployment.parallelism))
-    return take_savepoint(CheckpointStorage(job_dir(warehouse, job.job_graph.job_name)), target, checkpoint)
+    stored = latest_plan(warehouse, spec.name)
+    job_name = (stored["job_name"] if stored else
+                compile_run(spec, RunRequest(parallelism=spec.deployment.parallelism), warehouse).job_graph.job_name)
+    return take_savepoint(CheckpointStorage(job_dir(warehouse, job_name)), target, checkpoint)
 
 
 # ---- run -----------------------------------------------------------------------------------
@@ -206,11 +227,10 @@ def subtask_attempts(graph: ExecutionGraph, failover_strategy: str, attempts: li
     return counts
 
 
-def run_options(spec: JobSpec, request: RunRequest, warehouse: str, master: str, dag_run_id: str,
+def run_options(job: CompiledJob, request: RunRequest, warehouse: str, master: str, dag_run_id: str,
                 attempt: int) -> dict:
     """ExecutionOptions overrides of one attempt. The first attempt restores what the run asked
     for; every restart restores the latest completed checkpoint (Flink's failover)."""
-    job = _compile(spec, request)
     earlier = ExecutionHistory(job_dir(warehouse, job.job_graph.job_name)).attempts(dag_run_id)
     failover = dict(job.stream_graph.settings.configuration).get(FAILOVER_STRATEGY_KEY, REGION)
     restore = request.restore_from if attempt <= 1 or not any(r.state == FAILED for r in earlier) else "latest"
@@ -220,13 +240,14 @@ def run_options(spec: JobSpec, request: RunRequest, warehouse: str, master: str,
             "subtask_attempts": json.dumps(subtask_attempts(job.execution_graph, failover, earlier)) or None}
 
 
-def run_step(spec: JobSpec, request: RunRequest, warehouse: str, master: str, dag_run_id: str,
+def run_step(plan: str, request: RunRequest, warehouse: str, master: str, dag_run_id: str,
              attempt: int) -> dict:
-    """Run the job in this process on Spark (``master``). A failure raises with ``.restart``,
-    the restart strategy's decision, set; the history keeps every attempt."""
-    from runtime.client import run_job
-    result = run_job(spec.path, resolve_args(spec.args, warehouse), parallelism=request.parallelism,
-                     **run_options(spec, request, warehouse, master, dag_run_id, attempt))
+    """Run the stored plan in this process on Spark (``master``). A failure raises with
+    ``.restart``, the restart strategy's decision, set; the history keeps every attempt."""
+    job = load_plan(plan)
+    options = ExecutionOptions.from_configuration(dict(job.stream_graph.settings.configuration))
+    overrides = run_options(job, request, warehouse, master, dag_run_id, attempt)
+    result = execute_stream_graph(job.stream_graph, options.with_overrides(**overrides))
     return outcome(warehouse, result.job_name, result.run_id)
 
 

@@ -1,0 +1,113 @@
+"""A run's compiled plan, stored once under the job's folder: ``<job>/plans/<run>/``.
+
+Flink compiles a job once, on the client, and submits the JobGraph; the JobMaster never runs
+the user's ``main()`` again. The same here: the compile step runs the job script once and
+stores what it built; the later steps, the run (also a spark-submitted one: ``sluice run
+--plan``) and the web view read it.
+
+    stream_graph.pickle   the StreamGraph with the job's functions (cloudpickle, as Spark ships them)
+    stream_graph.json     Flink's plan-visualizer JSON
+    job_graph.json        the chained JobGraph
+    compiled.json         the compile step's summary
+    slots.json            the slot plan, once the allocate-slots step made it
+
+``<warehouse>/plans/<dag id>.json`` points at a DAG's latest plan, so a reader that knows the
+DAG but not the job's name (which only the script's ``execute()`` says) finds it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import re
+import shutil
+import uuid
+from typing import Optional
+
+from runtime.client import CompiledJob
+from runtime.execution.executor import dumps_by_value, job_dir
+from runtime.graph.execution_graph import build_execution_graph
+from runtime.graph.job_graph import create_job_graph
+
+STREAM_GRAPH = "stream_graph.pickle"
+SLOTS = "slots.json"
+
+
+class PlanNotFoundError(FileNotFoundError):
+    pass
+
+
+def store_plan(job: CompiledJob, warehouse: str, run: str, summary: dict, pointer: Optional[dict] = None,
+               dag_id: Optional[str] = None) -> str:
+    """Write the plan of ``run`` (e.g. the Airflow run id) whole or not at all; returns its folder."""
+    folder = os.path.join(job_dir(warehouse, job.job_graph.job_name), "plans", _safe(run))
+    staging = f"{folder}.{uuid.uuid4().hex[:8]}.inprogress"
+    os.makedirs(staging)
+    with open(os.path.join(staging, STREAM_GRAPH), "wb") as f:
+        f.write(dumps_by_value(job.stream_graph))
+    _write_json(os.path.join(staging, "stream_graph.json"), json.loads(job.stream_graph.get_streaming_plan_as_json()))
+    _write_json(os.path.join(staging, "job_graph.json"), json.loads(job.job_graph.get_job_graph_as_json()))
+    _write_json(os.path.join(staging, "compiled.json"), summary)
+    shutil.rmtree(folder, ignore_errors=True)      # a retried compile step replaces its own plan
+    os.replace(staging, folder)
+    if dag_id:
+        _write_json(_pointer(warehouse, dag_id), {**(pointer or {}), "plan": folder, "job_name": job.job_graph.job_name})
+    return folder
+
+
+def load_plan(folder: str) -> CompiledJob:
+    """The compiled job of a stored plan: its StreamGraph as compiled, the rest derived (pure)."""
+    path = os.path.join(folder, STREAM_GRAPH)
+    if not os.path.isfile(path):
+        raise PlanNotFoundError(f"No compiled plan at {folder}: run the job's compile step first "
+                                f"(or pass the job script instead of --plan)")
+    with open(path, "rb") as f:
+        stream_graph = pickle.load(f)
+    job_graph = create_job_graph(stream_graph)
+    return CompiledJob(stream_graph, job_graph, build_execution_graph(job_graph))
+
+
+def read_plan_file(folder: str, name: str) -> Optional[dict]:
+    return _read_json(os.path.join(folder, name))
+
+
+def store_slot_plan(folder: str, plan: dict) -> None:
+    _write_json(os.path.join(folder, SLOTS), plan)
+
+
+def latest_plan(warehouse: str, dag_id: str) -> Optional[dict]:
+    """What the DAG's last compile step stored: {"plan": folder, "job_name", "script_sha256",
+    "slot_profile"}, or None."""
+    pointer = _read_json(_pointer(warehouse, dag_id))
+    return pointer if pointer and os.path.isdir(pointer["plan"]) else None
+
+
+def script_sha256(path: str) -> str:
+    """Which version of a job script a stored plan was compiled from."""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _pointer(warehouse: str, dag_id: str) -> str:
+    return os.path.join(warehouse, "plans", f"{_safe(dag_id)}.json")
+
+
+def _safe(name: str) -> str:
+    """A folder name from an Airflow run id (``manual__2026-01-01T00:00:00+00:00``)."""
+    return re.sub(r"[^A-Za-z0-9_.=-]", "_", name)
+
+
+def _read_json(path: str) -> Optional[dict]:
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def _write_json(path: str, value) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(value, f, indent=1, default=str)
+    os.replace(tmp, path)
