@@ -14,6 +14,22 @@ import airflow_env  # noqa: E402  (tests/ is on sys.path: rootdir conftest)
 
 airflow_env.configure()     # before anything imports airflow
 
+# The slow tiers, by file: `bin/dev test -m "not slow"` is the fast loop; `bin/dev test` runs all.
+SLOW_TIERS = {
+    "cluster": ("test_cluster.py",),
+    "airflow": ("test_airflow_control_plane.py", "test_airflow_settings.py", "test_airflow_spark_submit.py",
+                "test_geo_alerts_dag.py", "test_web_view.py"),
+    "faults": ("test_checkpoint_faults.py", "test_exactly_once_restarts.py"),
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for tier, files in SLOW_TIERS.items():
+            if item.path.name in files:
+                item.add_marker(tier)
+                item.add_marker("slow")
+
 
 @pytest.fixture(scope="session")
 def spark():
