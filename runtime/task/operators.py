@@ -155,7 +155,8 @@ class TaskOperator:
         self.timers: Optional[InternalTimerService] = None
         self.key_selectors = node.state_key_selectors
         if node.is_keyed:
-            self.backend = HeapKeyedStateBackend(self.name, ctx.key_group_range, ctx.max_parallelism)
+            self.backend = HeapKeyedStateBackend(self.name, ctx.key_group_range, ctx.max_parallelism,
+                                                 clock=lambda: self.ctx.processing_time)
             self.timers = InternalTimerService(self.backend)
         self.records_in = 0
         self.records_out = 0
