@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.datastream import functions as fn
 from runtime.datastream import operators as ops
+from runtime.datastream.output_tag import OutputTag
 from runtime.datastream.state import ValueStateDescriptor
 from runtime.task.state_backend import VOID_NAMESPACE, HeapKeyedStateBackend
 from runtime.task.timer_service import InternalTimerService
@@ -51,6 +52,38 @@ class Output:
     def emit_idle(self) -> None:
         for target, index in self.main + [t for ts in self.side.values() for t in ts]:
             target.process_idle(index)
+
+
+class SideOutputs:
+    """What a function emitted to side outputs, per tag, sent on after its main output.
+
+    PyFlink's functions emit to a side output by yielding ``(output_tag, value)`` (its rule: a
+    tuple whose first element is an OutputTag); ``ctx.output(output_tag, value)`` does the same.
+    A tag no ``get_side_output`` asked for goes nowhere, as in Flink.
+    """
+
+    def __init__(self):
+        self.by_tag: dict = {}      # tag_id -> ([values], [timestamps])
+
+    def add(self, output_tag, value, timestamp) -> None:
+        values, stamps = self.by_tag.setdefault(output_tag.tag_id, ([], []))
+        values.append(value)
+        stamps.append(timestamp)
+
+    def split(self, results, timestamp, out: list, out_ts: list) -> None:
+        """Append ``results`` to ``out`` (main output), the side-output ones to their tags."""
+        n = len(out)
+        for r in results:
+            if isinstance(r, tuple) and r and isinstance(r[0], OutputTag):
+                self.add(r[0], r[1], timestamp)
+            else:
+                out.append(r)
+        out_ts.extend(repeat(timestamp, len(out) - n))
+
+    def flush(self, output: Output) -> None:
+        by_tag, self.by_tag = self.by_tag, {}
+        for tag_id, (values, stamps) in by_tag.items():
+            output.collect_side(tag_id, values, stamps)
 
 
 class TaskContext:
@@ -346,7 +379,7 @@ class _ProcessContext(fn.KeyedProcessFunction.OnTimerContext, fn.ProcessFunction
         self._timestamp = None
         self._key = None
         self._domain = None
-        self.side: dict = {}
+        self.side_outputs = SideOutputs()
 
     def timestamp(self):
         return self._timestamp
@@ -361,14 +394,7 @@ class _ProcessContext(fn.KeyedProcessFunction.OnTimerContext, fn.ProcessFunction
         return self._domain
 
     def output(self, output_tag, value) -> None:
-        values, stamps = self.side.setdefault(output_tag.tag_id, ([], []))
-        values.append(value)
-        stamps.append(self._timestamp)
-
-    def flush_side_outputs(self) -> None:
-        side, self.side = self.side, {}
-        for tag_id, (values, stamps) in side.items():
-            self._op.output.collect_side(tag_id, values, stamps)
+        self.side_outputs.add(output_tag, value, self._timestamp)
 
 
 class _ProcessBase(TaskOperator):
@@ -391,15 +417,13 @@ class _ProcessBase(TaskOperator):
                     self.backend.set_current_key(ctx._key)
                 result = method(v, ctx)
                 if result is not None:
-                    n = len(out)
-                    out.extend(result)
-                    out_ts.extend([t] * (len(out) - n))
+                    ctx.side_outputs.split(result, t, out, out_ts)
         except UserCodeException:
             raise
         except Exception as e:
             self.fail(e, v)
         self.output.collect(out, out_ts)
-        ctx.flush_side_outputs()
+        ctx.side_outputs.flush(self.output)
 
     def _on_timer(self, timestamp: int, key, domain) -> None:
         on_timer = getattr(self.spec.function, "on_timer", None)
@@ -409,9 +433,10 @@ class _ProcessBase(TaskOperator):
         ctx._timestamp, ctx._key, ctx._domain = timestamp, key, domain
         result = self._call(on_timer, f"timer {timestamp} of key {key!r}", timestamp, ctx)
         if result is not None:
-            values = list(result)
-            self.output.collect(values, [timestamp if domain == fn.TimeDomain.EVENT_TIME else None] * len(values))
-        ctx.flush_side_outputs()
+            values, stamps = [], []
+            ctx.side_outputs.split(result, timestamp if domain == fn.TimeDomain.EVENT_TIME else None, values, stamps)
+            self.output.collect(values, stamps)
+        ctx.side_outputs.flush(self.output)
 
     def on_event_time(self, timestamp, key, namespace):
         self._on_timer(timestamp, key, fn.TimeDomain.EVENT_TIME)

@@ -16,7 +16,7 @@ from runtime.datastream.state import (
     AggregatingStateDescriptor, ListStateDescriptor, ReducingStateDescriptor, ValueStateDescriptor)
 from runtime.datastream.window import (
     MergingWindowAssigner, TimestampedValue, Trigger, WindowAssigner)
-from runtime.task.operators import TaskOperator, UserCodeException, aggregator
+from runtime.task.operators import SideOutputs, TaskOperator, UserCodeException, aggregator
 
 
 class _Contents:
@@ -257,10 +257,7 @@ class WindowOperator(TaskOperator):
                 args = (self.process_ctx, elements) if spec.non_keyed else (key, self.process_ctx, elements)
                 results = self._call(f.process, where, *args)
         if results is not None:
-            ts = window.max_timestamp()
-            for r in results:
-                self._out_values.append(r)
-                self._out_ts.append(ts)
+            self.process_ctx.side_outputs.split(results, window.max_timestamp(), self._out_values, self._out_ts)
 
     def _evict_and_reduce(self, stamped: list, window, state):
         """EvictingWindowOperator: evict, then reduce/aggregate what is left, then evict after."""
@@ -295,11 +292,7 @@ class WindowOperator(TaskOperator):
         if self._late[0]:
             late, self._late = self._late, ([], [])
             self.output.collect_side(self.late_tag, late[0], late[1])
-        side = self.process_ctx.side
-        if side:
-            self.process_ctx.side = {}
-            for tag_id, (values, ts) in side.items():
-                self.output.collect_side(tag_id, values, ts)
+        self.process_ctx.side_outputs.flush(self.output)
 
 
 class _TriggerContext(Trigger.OnMergeContext):
@@ -358,7 +351,7 @@ class _WindowProcessContext(fn.ProcessWindowFunction.Context):
     def __init__(self, op: WindowOperator):
         self.op = op
         self.window_ = None
-        self.side: dict = {}
+        self.side_outputs = SideOutputs()
 
     def window(self):
         return self.window_
@@ -376,9 +369,7 @@ class _WindowProcessContext(fn.ProcessWindowFunction.Context):
         return _ScopedStateStore(self.op, None)
 
     def output(self, output_tag, value) -> None:
-        values, stamps = self.side.setdefault(output_tag.tag_id, ([], []))
-        values.append(value)
-        stamps.append(self.window_.max_timestamp())
+        self.side_outputs.add(output_tag, value, self.window_.max_timestamp())
 
 
 class _ScopedStateStore:
