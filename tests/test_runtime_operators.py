@@ -188,7 +188,7 @@ def test_user_functions_run_once_per_record_even_when_a_batch_fails(spark, tmp_p
     env = job_env(tmp_path / "gen", 1)
     env.from_collection(["a", "b", "c", "d"], Types.STRING()).flat_map(
         explode_on_c, output_type=Types.STRING()).name("Explode").print()
-    with pytest.raises(JobExecutionException, match=r"Explode \(1/1\) failed on record 'c': ValueError: no c"):
+    with pytest.raises(JobExecutionException, match=r"Explode \(1/1\) failed on record 'c' \(split .*, offset 2\): ValueError: no c"):
         env.execute("explode")
 
 
@@ -226,3 +226,22 @@ def test_execution_attempts_move_through_the_state_machine(spark, tmp_path):
         assert states == ["SCHEDULED", "DEPLOYING", "RUNNING", "FINISHED"]
     assert sorted(l.split("> ")[1] for l in result.printed) == ["1", "2", "3"]
     assert {l.split("> ")[0] for l in result.printed} <= {"1", "2"}
+
+
+def test_a_malformed_record_names_the_file_and_line_it_came_from(spark, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "part-1.txt").write_text("1\n2\n3\n")
+    (folder / "part-2.txt").write_text("".join(f"{n}\n" for n in range(16)) + "seventeen\n18\n")
+    env = job_env(tmp_path, 1, epoch__max_records_per_split=5)    # line 17 is read by the epoch after 3 others
+    env.read_text_file(str(folder)).map(int).name("Parse").print()
+    with pytest.raises(JobExecutionException) as e:
+        env.execute("parse")
+    assert f"Parse (1/1) failed on record 'seventeen' (file {folder / 'part-2.txt'}, line 17): ValueError" \
+        in str(e.value)
+
+    # Past a shuffle the source's lines are gone: nothing is said rather than something wrong.
+    env = job_env(tmp_path / "keyed", 1)
+    env.read_text_file(str(folder)).key_by(lambda line: line).map(int).name("Parse").print()
+    with pytest.raises(JobExecutionException, match=r"Parse \(1/1\) failed on record 'seventeen': ValueError"):
+        env.execute("parse")

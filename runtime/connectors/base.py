@@ -76,6 +76,11 @@ class SourceReader:
         """The split's state after this epoch's read (its new offset)."""
         return self.ends.get(split.split_id, {"offset": split.end})
 
+    def origin(self, split: SplitRead, index: int) -> str:
+        """Where the ``index``-th record this epoch read of ``split`` came from, for error
+        messages (sources whose offsets count records: the split and the record's offset)."""
+        return f"split {split.split_id}, offset {split.start + index}"
+
 
 def index_range_batches(start: int, end: int, batch_size: int, make) -> Iterator[Batch]:
     """Batches of ``make(i)`` for i in [start, end): sources whose offsets are record indexes."""

@@ -99,3 +99,6 @@ class FileReader(SourceReader):
         for lo in range(0, len(lines), batch_size):
             chunk = lines[lo:lo + batch_size]
             yield chunk, [None] * len(chunk)
+
+    def origin(self, split, index: int) -> str:
+        return f"file {split.split_id}, line {split.state.get('line', 0) + index + 1}"

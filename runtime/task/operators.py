@@ -22,7 +22,17 @@ from runtime.task.timer_service import InternalTimerService
 
 
 class UserCodeException(RuntimeError):
-    """A user function failed: names the operator, the subtask (i/p) and the record."""
+    """A user function failed: names the operator, the subtask (i/p), the record and, when the
+    source chain knows it, where the record came from (a file and line, a split and offset)."""
+
+    def __init__(self, where: str, record, error: BaseException, trace: str, origin: Optional[str] = None):
+        self.where, self.record, self.error, self.trace, self.origin = where, record, error, trace, origin
+        at = f" ({origin})" if origin else ""
+        super().__init__(f"{where} failed on record {record!r}{at}: {type(error).__name__}: {error}\n"
+                         f"--- original traceback ---\n{trace}")
+
+    def at(self, origin: str) -> "UserCodeException":
+        return UserCodeException(self.where, self.record, self.error, self.trace, origin)
 
 
 class Output:
@@ -299,10 +309,8 @@ class TaskOperator:
         return out
 
     def fail(self, error: BaseException, record) -> None:
-        raise UserCodeException(
-            f"{self.name} {self.ctx.subtask_label} failed on record {record!r}: "
-            f"{type(error).__name__}: {error}\n--- original traceback ---\n{traceback.format_exc()}"
-        ) from error
+        raise UserCodeException(f"{self.name} {self.ctx.subtask_label}", record, error,
+                                traceback.format_exc()) from error
 
 
 class SourceOperator(TaskOperator):

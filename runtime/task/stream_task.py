@@ -13,7 +13,7 @@ import pickle
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 from runtime.checkpoint.state_table import OPERATOR_PREFIX
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
@@ -308,6 +308,7 @@ class StreamTask:
             # Re-emit the watermark the splits had reached, before any record of this epoch.
             emitted = self._emit_split_watermark(generators, states, set(), emitted)
         iterators = [(s, reader.read(s, self.tdd.batch_size)) for s in splits]
+        read = dict.fromkeys(states, 0)      # records read of each split so far: the batch's first index
         active_this_epoch: set = set()
         while iterators:
             still = []
@@ -321,13 +322,17 @@ class StreamTask:
                     continue
                 active_this_epoch.add(split.split_id)
                 records += len(values)
-                if assigner is not None:
-                    timestamps = assign_timestamps(self.head, assigner, values, timestamps)
-                gen = generators[split.split_id]
-                latest = extreme(max, timestamps) if gen is not None else None
-                if latest is not None:
-                    gen.on_event(latest)
-                out.collect(values, timestamps)
+                try:
+                    if assigner is not None:
+                        timestamps = assign_timestamps(self.head, assigner, values, timestamps)
+                    gen = generators[split.split_id]
+                    latest = extreme(max, timestamps) if gen is not None else None
+                    if latest is not None:
+                        gen.on_event(latest)
+                    out.collect(values, timestamps)
+                except UserCodeException as e:
+                    raise _with_origin(e, values, lambda i: reader.origin(split, read[split.split_id] + i)) from e.error
+                read[split.split_id] += len(values)
                 if has_watermarks:
                     emitted = self._emit_split_watermark(generators, states, active_this_epoch, emitted)
             iterators = still
@@ -439,3 +444,10 @@ def _operator_value(entries: list, subtask: Optional[int]):
 def run_task(job_graph: JobGraph, tdd: TaskDeploymentDescriptor, job_parameters: dict,
              inputs: Iterable) -> Iterator[tuple]:
     return StreamTask(job_graph, tdd, job_parameters).run(inputs)
+
+
+def _with_origin(error: UserCodeException, batch: list, origin: Callable[[int], str]) -> UserCodeException:
+    """The failure with its record's origin, when the record is one of the source's batch (the
+    same object: it failed in the source chain before anything replaced it); else as it was."""
+    found = [i for i, v in enumerate(batch) if v is error.record]
+    return error.at(origin(found[0])) if len(found) == 1 and error.origin is None else error
