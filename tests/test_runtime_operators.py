@@ -228,20 +228,60 @@ def test_execution_attempts_move_through_the_state_machine(spark, tmp_path):
     assert {l.split("> ")[0] for l in result.printed} <= {"1", "2"}
 
 
-def test_a_malformed_record_names_the_file_and_line_it_came_from(spark, tmp_path):
+class ParseEach(ProcessFunction):
+    def process_element(self, value, ctx):
+        yield int(value)
+
+
+class RejectRepeats(MapFunction):
+    """Fails on a line it saw before: the first occurrence passes, the repeat is the bad record."""
+
+    def open(self, runtime_context):
+        self.seen = set()
+
+    def map(self, value):
+        if value in self.seen:
+            raise ValueError(f"{value} again")
+        self.seen.add(value)
+        return value
+
+
+def failure(env, name) -> str:
+    with pytest.raises(JobExecutionException) as e:
+        env.execute(name)
+    return str(e.value)
+
+
+@pytest.mark.parametrize("settings", [{}, dict(task__batch_size=3), dict(epoch__max_records_per_split=5)])
+def test_a_malformed_record_names_the_file_and_line_it_came_from(spark, tmp_path, settings):
     folder = tmp_path / "in"
     folder.mkdir()
     (folder / "part-1.txt").write_text("1\n2\n3\n")
     (folder / "part-2.txt").write_text("".join(f"{n}\n" for n in range(16)) + "seventeen\n18\n")
-    env = job_env(tmp_path, 1, epoch__max_records_per_split=5)    # line 17 is read by the epoch after 3 others
+    at = f"failed on record 'seventeen' (file {folder / 'part-2.txt'}, line 17): ValueError"
+    # Line 17 is the 2nd record of the 6th batch of 3, or of the 4th epoch of 5 lines.
+    env = job_env(tmp_path / "map", 1, **settings)
     env.read_text_file(str(folder)).map(int).name("Parse").print()
-    with pytest.raises(JobExecutionException) as e:
-        env.execute("parse")
-    assert f"Parse (1/1) failed on record 'seventeen' (file {folder / 'part-2.txt'}, line 17): ValueError" \
-        in str(e.value)
+    assert f"Parse (1/1) {at}" in failure(env, "map")
+    env = job_env(tmp_path / "process", 1, **settings)
+    env.read_text_file(str(folder)).process(ParseEach(), Types.LONG()).name("Parse").print()
+    assert f"Parse (1/1) {at}" in failure(env, "process")
 
-    # Past a shuffle the source's lines are gone: nothing is said rather than something wrong.
-    env = job_env(tmp_path / "keyed", 1)
+    # Past a filter (or a map, or a shuffle) the source's positions are gone: nothing is said
+    # rather than something wrong.
+    env = job_env(tmp_path / "filtered", 1, **settings)
+    env.read_text_file(str(folder)).filter(lambda line: True).map(int).name("Parse").print()
+    assert "Parse (1/1) failed on record 'seventeen': ValueError" in failure(env, "filtered")
+    env = job_env(tmp_path / "keyed", 1, **settings)
     env.read_text_file(str(folder)).key_by(lambda line: line).map(int).name("Parse").print()
-    with pytest.raises(JobExecutionException, match=r"Parse \(1/1\) failed on record 'seventeen': ValueError"):
-        env.execute("parse")
+    assert "Parse (1/1) failed on record 'seventeen': ValueError" in failure(env, "keyed")
+
+
+def test_the_line_of_a_repeated_record_is_its_own(spark, tmp_path):
+    # Both "7" lines are one interned string object: the line comes from the record's position
+    # in the batch, not from finding the object in it.
+    (tmp_path / "in.txt").write_text("1\n2\n7\n4\n5\n7\n8\n")
+    env = job_env(tmp_path, 1)
+    env.read_text_file(str(tmp_path / "in.txt")).map(RejectRepeats()).name("Unique").print()
+    assert f"Unique (1/1) failed on record '7' (file {tmp_path / 'in.txt'}, line 6): ValueError: 7 again" \
+        in failure(env, "unique")

@@ -1,14 +1,17 @@
 """PyFlink's side outputs: a function yields ``(output_tag, value)`` to send ``value`` to that
 side output (PyFlink's rule: a tuple whose first element is an OutputTag), in every function
-that can emit, also from ``on_timer``; ``ctx.output(tag, value)`` is the same. Each job runs
-in one epoch and with one record per epoch; the answers follow from the functions by hand.
+that can emit, also from ``on_timer`` and CEP's functions; ``ctx.output(tag, value)`` is the
+same. Each job runs in one epoch and with one record per epoch; the answers follow from the
+functions by hand.
 """
 import pytest
 
+from runtime.cep import CEP, Pattern, PatternProcessFunction, TimedOutPartialMatchHandler
 from runtime.common import Duration, Time, Types, WatermarkStrategy
 from runtime.datastream import (
     CoProcessFunction, KeyedCoProcessFunction, KeyedProcessFunction, OutputTag, ProcessAllWindowFunction,
     ProcessFunction, ProcessWindowFunction, TumblingEventTimeWindows)
+from runtime.execution.executor import JobExecutionException
 from runtime_env import job_env
 
 ODD = OutputTag("odd", Types.LONG())
@@ -142,3 +145,84 @@ def test_window_functions_yield_to_side_outputs(spark, tmp_path, way):
         timestamped(env).window_all(TumblingEventTimeWindows.of(Time.seconds(2))).process(AllWindowSplit()),
         [ODD]))
     assert got == {"main": [1, 1, 2], "odd": [2000, 4000, 6000]}
+
+
+TIMED_OUT = OutputTag("timed-out")
+MATCHED_AT = OutputTag("matched-at", Types.LONG())
+
+
+class YieldingPairs(PatternProcessFunction, TimedOutPartialMatchHandler):
+    def process_match(self, match, ctx):
+        yield match["a"][0][0], [e[2] for e in match["a"] + match["b"]]
+        yield MATCHED_AT, ctx.timestamp()
+
+    def process_timed_out_match(self, match, ctx):
+        yield TIMED_OUT, (match["a"][0][0], [e[2] for e in match["a"]], ctx.timestamp())
+
+
+@pytest.mark.parametrize("way", list(WAYS))
+def test_cep_functions_yield_to_side_outputs(spark, tmp_path, way):
+    def build(env):
+        events = [("k1", "b", 20), ("k1", "a", 10), ("k2", "a", 5), ("k2", "b", 300), ("k1", "a", 400)]
+        stream = (env.from_collection(events, Types.TUPLE([Types.STRING(), Types.STRING(), Types.LONG()]))
+                  .assign_timestamps_and_watermarks(WatermarkStrategy.for_bounded_out_of_orderness(
+                      Duration.of_millis(50)).with_timestamp_assigner(lambda e, _: e[2])))
+        pattern = (Pattern.begin("a").where(lambda e: e[1] == "a").followed_by("b").where(lambda e: e[1] == "b")
+                   .within(Time.milliseconds(100)))
+        return CEP.pattern(stream.key_by(lambda e: e[0]), pattern).process(YieldingPairs()), [MATCHED_AT, TIMED_OUT]
+    got = collect(tmp_path, way, build)
+    # k1's a (10) and b (20) match at 20; k2's a (5) times out at 105, before its b (300);
+    # k1's second a (400) times out at 500, when the input ends.
+    assert got == {"main": [("k1", [10, 20])], "matched-at": [20],
+                   "timed-out": [("k1", [400], 500), ("k2", [5], 105)]}
+
+
+class TimedOutToMain(PatternProcessFunction, TimedOutPartialMatchHandler):
+    def process_match(self, match, ctx):
+        return []
+
+    def process_timed_out_match(self, match, ctx):
+        yield "timed out"
+
+
+def test_a_timed_out_match_goes_to_side_outputs_only(spark, tmp_path):
+    env = job_env(tmp_path)
+    events = env.from_collection([("k", "a", 1)], Types.TUPLE([Types.STRING(), Types.STRING(), Types.LONG()]))
+    pattern = Pattern.begin("a").where(lambda e: e[1] == "a").next("b").within(Time.milliseconds(10))
+    CEP.pattern(events.key_by(lambda e: e[0]), pattern).in_processing_time().process(TimedOutToMain()).print()
+    with pytest.raises(JobExecutionException, match=r"TimedOutToMain.process_timed_out_match returned "
+                                                    r"'timed out'; a timed-out match goes to a side output"):
+        env.execute("timed out")
+
+
+class FailingTimer(KeyedProcessFunction):
+    def process_element(self, value, ctx):
+        ctx.timer_service().register_event_time_timer(ctx.timestamp() + 100)
+
+    def on_timer(self, timestamp, ctx):
+        yield TIMER, "before"
+        raise ValueError("timer broke")
+
+
+class FailingWindow(ProcessWindowFunction):
+    def process(self, key, context, elements):
+        yield ODD, 1
+        raise ValueError("window broke")
+
+
+def test_a_function_failing_while_it_yields_is_named(spark, tmp_path):
+    def keyed(env):
+        return (env.from_collection([("a", 1000)], type_info=Types.TUPLE([Types.STRING(), Types.LONG()]))
+                .assign_timestamps_and_watermarks(WatermarkStrategy.for_monotonous_timestamps()
+                                                  .with_timestamp_assigner(lambda e, _: e[1]))
+                .key_by(lambda e: e[0]))
+    env = job_env(tmp_path / "timer")
+    keyed(env).process(FailingTimer()).name("Timers").print()
+    with pytest.raises(JobExecutionException,
+                       match=r"Timers \(1/1\) failed on record \"timer 1100 of key 'a'\": ValueError: timer broke"):
+        env.execute("timer")
+    env = job_env(tmp_path / "window")
+    keyed(env).window(TumblingEventTimeWindows.of(Time.seconds(2))).process(FailingWindow()).name("Windows").print()
+    with pytest.raises(JobExecutionException,
+                       match=r"Windows \(1/1\) failed on record \"window .* of key 'a'\": ValueError: window broke"):
+        env.execute("window")

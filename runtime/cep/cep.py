@@ -14,7 +14,7 @@ from typing import Optional
 from runtime.common import Types
 from runtime.datastream.data_stream import DataStream, KeyedStream, NullByteKeySelector
 from runtime.datastream.functions import KeyedProcessFunction, TimeDomain
-from runtime.datastream.output_tag import OutputTag
+from runtime.datastream.output_tag import OutputTag, is_side_output
 from runtime.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
 from .functions import PatternProcessFunction, SelectAdapter, TimedOutPartialMatchHandler
@@ -180,10 +180,13 @@ class CepOperator(KeyedProcessFunction):
         out = self._matches(matches, time, ctx)
         handler = self.function if isinstance(self.function, TimedOutPartialMatchHandler) else None
         for match, timeout_timestamp in (timed_out if handler is not None else ()):
-            result = handler.process_timed_out_match(match, _MatchContext(ctx, timeout_timestamp))
-            if result is not None and list(result):
-                raise TypeError(f"{type(handler).__name__}.process_timed_out_match returned results; "
-                                f"report timed-out matches with ctx.output(output_tag, value)")
+            match_ctx = _MatchContext(ctx, timeout_timestamp)
+            # Flink's handler has only side outputs: ``yield output_tag, value`` or ctx.output.
+            for r in handler.process_timed_out_match(match, match_ctx) or ():
+                if not is_side_output(r):
+                    raise TypeError(f"{type(handler).__name__}.process_timed_out_match returned {r!r}; a timed-out "
+                                    f"match goes to a side output: yield output_tag, value (or ctx.output)")
+                match_ctx.output(r[0], r[1])
         return state, out
 
     def _matches(self, matches, timestamp, ctx) -> list:

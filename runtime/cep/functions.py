@@ -11,7 +11,8 @@ from runtime.datastream.functions import Function
 class PatternProcessFunction(Function):
     """``process_match(match, ctx)``: yields the results of one match, ``match`` being
     ``{pattern name: [events]}``. ``ctx.timestamp()`` is the match's time (the event that
-    completed it, or the processing time), ``ctx.output(tag, value)`` writes a side output."""
+    completed it, or the processing time); yielding ``(output_tag, value)`` writes a side
+    output, as ``ctx.output(output_tag, value)`` does."""
 
     def process_match(self, match: dict, ctx) -> Iterable | None:
         raise NotImplementedError(f"{type(self).__name__} must implement process_match(match, ctx)")
@@ -19,8 +20,9 @@ class PatternProcessFunction(Function):
 
 class TimedOutPartialMatchHandler:
     """Mixed into a PatternProcessFunction: ``process_timed_out_match(match, ctx)`` is called for
-    each partial match that ran past ``within``; it reports through ``ctx.output(tag, value)``,
-    ``ctx.timestamp()`` being the moment it timed out (start + within)."""
+    each partial match that ran past ``within``; it reports to side outputs only, yielding
+    ``(output_tag, value)`` or calling ``ctx.output(output_tag, value)``, ``ctx.timestamp()``
+    being the moment it timed out (start + within)."""
 
     def process_timed_out_match(self, match: dict, ctx) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement process_timed_out_match(match, ctx)")

@@ -23,3 +23,10 @@ class OutputTag:
 
     def __str__(self):
         return f"OutputTag({self.tag_id})"
+
+
+def is_side_output(record) -> bool:
+    """PyFlink's rule for what a function returns or yields: ``(output_tag, value)``, a tuple
+    whose first element is an OutputTag, goes to that side output, anything else to the main
+    output (pyflink.fn_execution.datastream: ``_emit_results``)."""
+    return isinstance(record, tuple) and len(record) > 0 and isinstance(record[0], OutputTag)

@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.datastream import functions as fn
 from runtime.datastream import operators as ops
-from runtime.datastream.output_tag import OutputTag
+from runtime.datastream.output_tag import is_side_output
 from runtime.datastream.state import ValueStateDescriptor
 from runtime.task.state_backend import VOID_NAMESPACE, HeapKeyedStateBackend
 from runtime.task.timer_service import InternalTimerService
@@ -25,8 +25,12 @@ class UserCodeException(RuntimeError):
     """A user function failed: names the operator, the subtask (i/p), the record and, when the
     source chain knows it, where the record came from (a file and line, a split and offset)."""
 
-    def __init__(self, where: str, record, error: BaseException, trace: str, origin: Optional[str] = None):
+    def __init__(self, where: str, record, error: BaseException, trace: str, origin: Optional[str] = None,
+                 batch: Optional[list] = None, index: Optional[int] = None):
         self.where, self.record, self.error, self.trace, self.origin = where, record, error, trace, origin
+        # The failed operator's input batch and the record's index in it: the source task tells
+        # the record's origin when that batch is the one it read (runtime.task.stream_task).
+        self.batch, self.index = batch, index
         at = f" ({origin})" if origin else ""
         super().__init__(f"{where} failed on record {record!r}{at}: {type(error).__name__}: {error}\n"
                          f"--- original traceback ---\n{trace}")
@@ -84,7 +88,7 @@ class SideOutputs:
         """Append ``results`` to ``out`` (main output), the side-output ones to their tags."""
         n = len(out)
         for r in results:
-            if isinstance(r, tuple) and r and isinstance(r[0], OutputTag):
+            if is_side_output(r):
                 self.add(r[0], r[1], timestamp)
             else:
                 out.append(r)
@@ -296,6 +300,14 @@ class TaskOperator:
         except Exception as e:
             self.fail(e, record)
 
+    def _call_drained(self, f: Callable, record, *args) -> list:
+        """What ``f`` returned or yielded, as a list: a generator is drained here, so that its
+        failure is named like a return's (user functions yield their results lazily)."""
+        def drained():
+            results = f(*args)
+            return [] if results is None else list(results)
+        return self._call(drained, record)
+
     def each(self, f: Callable, *columns: list) -> list:
         """``f`` applied to each record (``map(f, *columns)``); a failure names the record.
 
@@ -305,12 +317,15 @@ class TaskOperator:
         try:
             out.extend(map(f, *columns))
         except Exception as e:
-            self.fail(e, columns[0][len(out)] if columns and len(out) < len(columns[0]) else None)
+            if columns and len(out) < len(columns[0]):
+                self.fail(e, columns[0][len(out)], columns[0], len(out))
+            self.fail(e, None)
         return out
 
-    def fail(self, error: BaseException, record) -> None:
+    def fail(self, error: BaseException, record, batch: Optional[list] = None, index: Optional[int] = None) -> None:
+        """Raise the failure on ``record``, ``batch[index]`` when the operator knows its position."""
         raise UserCodeException(f"{self.name} {self.ctx.subtask_label}", record, error,
-                                traceback.format_exc()) from error
+                                traceback.format_exc(), batch=batch, index=index) from error
 
 
 class SourceOperator(TaskOperator):
@@ -353,19 +368,20 @@ class StreamFlatMap(TaskOperator):
             try:
                 out.extend(chain.from_iterable(filter(_is_not_none, pending) if None in results else pending))
             except Exception as e:
-                self.fail(e, values[len(results) - length_hint(pending) - 1])
+                failed = len(results) - length_hint(pending) - 1
+                self.fail(e, values[failed], values, failed)
             self.output.collect(out, [None] * len(out))
             return
         out, out_ts = [], []
-        v = None
+        i = 0
         try:
-            for v, t, result in zip(values, timestamps, results):
+            for i, (t, result) in enumerate(zip(timestamps, results)):
                 if result is not None:
                     n = len(out)
                     out.extend(result)
                     out_ts.extend([t] * (len(out) - n))
         except Exception as e:
-            self.fail(e, v)
+            self.fail(e, values[i], values, i)
         self.output.collect(out, out_ts)
 
 
@@ -416,9 +432,9 @@ class _ProcessBase(TaskOperator):
         ctx = self.pctx
         out, out_ts = [], []
         keyed = self.backend is not None
-        v = None
+        i = 0
         try:
-            for v, t in zip(values, timestamps):
+            for i, (v, t) in enumerate(zip(values, timestamps)):
                 ctx._timestamp = t
                 if keyed:
                     ctx._key = self.key_of(v, input_index)
@@ -429,7 +445,7 @@ class _ProcessBase(TaskOperator):
         except UserCodeException:
             raise
         except Exception as e:
-            self.fail(e, v)
+            self.fail(e, values[i], values, i)
         self.output.collect(out, out_ts)
         ctx.side_outputs.flush(self.output)
 
@@ -439,11 +455,10 @@ class _ProcessBase(TaskOperator):
             return
         ctx = self.pctx
         ctx._timestamp, ctx._key, ctx._domain = timestamp, key, domain
-        result = self._call(on_timer, f"timer {timestamp} of key {key!r}", timestamp, ctx)
-        if result is not None:
-            values, stamps = [], []
-            ctx.side_outputs.split(result, timestamp if domain == fn.TimeDomain.EVENT_TIME else None, values, stamps)
-            self.output.collect(values, stamps)
+        results = self._call_drained(on_timer, f"timer {timestamp} of key {key!r}", timestamp, ctx)
+        values, stamps = [], []
+        ctx.side_outputs.split(results, timestamp if domain == fn.TimeDomain.EVENT_TIME else None, values, stamps)
+        self.output.collect(values, stamps)
         ctx.side_outputs.flush(self.output)
 
     def on_event_time(self, timestamp, key, namespace):
@@ -652,12 +667,12 @@ class StreamSink(TaskOperator):
             self.writer.write(values)
         else:
             invoke = self.spec.sink.invoke
-            v = None
+            i = 0
             try:
-                for v in values:
+                for i, v in enumerate(values):
                     invoke(v, None)
             except Exception as e:
-                self.fail(e, v)
+                self.fail(e, values[i], values, i)
 
     def process_watermark(self, watermark, input_index):
         self.current_watermark = max(self.current_watermark, watermark)

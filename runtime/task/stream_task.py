@@ -447,7 +447,9 @@ def run_task(job_graph: JobGraph, tdd: TaskDeploymentDescriptor, job_parameters:
 
 
 def _with_origin(error: UserCodeException, batch: list, origin: Callable[[int], str]) -> UserCodeException:
-    """The failure with its record's origin, when the record is one of the source's batch (the
-    same object: it failed in the source chain before anything replaced it); else as it was."""
-    found = [i for i, v in enumerate(batch) if v is error.record]
-    return error.at(origin(found[0])) if len(found) == 1 and error.origin is None else error
+    """The failure with its record's origin when the failed operator's input was the very batch
+    the source read (chained to the source, or after a timestamp assigner that passes it on):
+    the record's index there is its index in the read. Past a filter, a map or a shuffle the
+    position is lost: nothing is said rather than something wrong (records are not compared,
+    equal or interned values would name the wrong line)."""
+    return error.at(origin(error.index)) if error.batch is batch and error.index is not None else error

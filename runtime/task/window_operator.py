@@ -69,14 +69,14 @@ class WindowOperator(TaskOperator):
     # ---- records -----------------------------------------------------------------------
 
     def process_batch(self, values, timestamps, input_index):
-        v = None
+        i = 0
         try:
-            for v, t in zip(values, timestamps):
+            for i, (v, t) in enumerate(zip(values, timestamps)):
                 self._process_element(v, t)
         except UserCodeException:
             raise
         except Exception as e:
-            self.fail(e, v)
+            self.fail(e, values[i], values, i)
         self._flush()
 
     def _process_element(self, value, timestamp) -> None:
@@ -251,13 +251,12 @@ class WindowOperator(TaskOperator):
             where = f"window {window} of key {key!r}"
             if kind == "apply":
                 args = (window, elements) if spec.non_keyed else (key, window, elements)
-                results = self._call(f.apply, where, *args)
+                results = self._call_drained(f.apply, where, *args)
             else:
                 self.process_ctx.window_ = window
                 args = (self.process_ctx, elements) if spec.non_keyed else (key, self.process_ctx, elements)
-                results = self._call(f.process, where, *args)
-        if results is not None:
-            self.process_ctx.side_outputs.split(results, window.max_timestamp(), self._out_values, self._out_ts)
+                results = self._call_drained(f.process, where, *args)
+        self.process_ctx.side_outputs.split(results, window.max_timestamp(), self._out_values, self._out_ts)
 
     def _evict_and_reduce(self, stamped: list, window, state):
         """EvictingWindowOperator: evict, then reduce/aggregate what is left, then evict after."""
