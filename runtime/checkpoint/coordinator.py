@@ -11,6 +11,7 @@ the epoch log with the same checkpoint id, commits exactly what the crashed one 
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from typing import Optional
@@ -38,6 +39,7 @@ class CheckpointCoordinator:
         self.next_id = storage.max_checkpoint_id() + 1
         self.last_epoch: Optional[int] = None           # epoch of the last checkpoint
         self.last_time = time.time()
+        self.swept = False      # whether this run finished the discarding of earlier runs
 
     def restored(self, record: CheckpointRecord) -> None:
         self.last_epoch = record.epoch
@@ -93,6 +95,7 @@ class CheckpointCoordinator:
                 "vertex": v.name, "parallelism": v.parallelism,
                 "max_parallelism": v.max_parallelism, "keyed": bool(n.is_keyed),
                 "files": [{"path": os.path.relpath(f.path, root), "size": f.size, "rows": f.rows,
+                           "checksum": f.checksum,
                            "subtask": f.subtask, "key_group_min": f.key_group_min,
                            "key_group_max": f.key_group_max, "source_state": f.path in source_ids}
                           for f in files]})
@@ -108,7 +111,7 @@ class CheckpointCoordinator:
             started_at=started, completed_at=now)
         self.storage.record([record], before_commit=lambda: fault_point("during-checkpoint-record", epoch))
         self.last_epoch, self.last_time = epoch, now
-        self._retain()
+        self._retain(epoch)
         return record
 
     def fail(self, checkpoint_id: int, epoch: int, started: float, reason: str) -> None:
@@ -129,16 +132,20 @@ class CheckpointCoordinator:
                 files.append(write_state_file(table, directory, head.operator_id, -1))
         return files
 
-    def _retain(self) -> None:
-        """Keep the last N completed checkpoints; discard the state only they referred to."""
+    def _retain(self, epoch: int) -> None:
+        """Keep the last N completed checkpoints; discard the state only they referred to.
+
+        Marked DISCARDED first, then deleted: a kill in between leaves partitions of DISCARDED
+        checkpoints, which the run's first retention deletes too (discarding is idempotent).
+        INVALID checkpoints are not completed: never retained, never deleted."""
         completed = self.storage.completed()
         doomed = completed[:-self.max_retained] if len(completed) > self.max_retained else []
-        if not doomed:
-            return
-        self.storage.record([CheckpointRecord(r.checkpoint_id, r.epoch, r.kind, DISCARDED, r.run_id,
-                                              r.duration_ms, r.state_bytes, r.state_rows,
-                                              operators=r.operators, started_at=r.started_at,
-                                              completed_at=r.completed_at) for r in doomed])
+        if doomed:
+            self.storage.record([dataclasses.replace(r, status=DISCARDED) for r in doomed])
+            fault_point("during-retention", epoch)
+        if not self.swept:      # once per run: what an earlier run was killed before deleting
+            doomed = [r for r in self.storage.history() if r.status == DISCARDED and r.kind == CHECKPOINT]
+            self.swept = True
         ids = [r.checkpoint_id for r in doomed]
         for table in {op["table"] for r in doomed for op in r.operators}:
             self.storage.discard_state(table, ids)

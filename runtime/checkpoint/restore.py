@@ -1,12 +1,20 @@
 """Restoring a job from a checkpoint or savepoint, at the same or another parallelism.
 
-Choosing the checkpoint (the latest completed one, a given id, or a savepoint path; an
-unreadable one falls back to the previous with a warning), checking it fits the job (state
-mapped to operators by uid, max parallelism unchanged), and assigning its files to the new
-subtasks: keyed state by key-group range, operator state to every subtask.
+Choosing the checkpoint (the latest completed one, a given id, or a savepoint path; a
+damaged one is marked INVALID and falls back to the previous with a warning), checking it
+fits the job (state mapped to operators by uid, max parallelism unchanged), and assigning its
+files to the new subtasks: keyed state by key-group range, operator state to every subtask.
+
+A state file is trusted when it is the file its checkpoint recorded. Before anything runs,
+cheap checks (it exists, has the recorded size, ends in a Parquet footer) find missing and
+truncated files; its bytes are verified against the recorded SHA-256 where a restore reads
+them anyway (the tasks, the driver for source positions), so nothing is read twice. Either
+way the checkpoint becomes INVALID (kept on disk, never restored, never retained) and the
+restore falls back to the previous retained one, never past the oldest into a fresh start.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -16,7 +24,8 @@ from typing import Optional, Union
 import pyarrow.parquet as pq
 
 from runtime.checkpoint.state_table import SOURCE_STATE, read_state_file, table_to_snapshot
-from runtime.checkpoint.storage import COMPLETED, SAVEPOINT, CheckpointException, CheckpointRecord, CheckpointStorage
+from runtime.checkpoint.storage import (
+    CHECKPOINT, COMPLETED, DISCARDED, INVALID, SAVEPOINT, CheckpointException, CheckpointRecord, CheckpointStorage)
 from runtime.graph.job_graph import JobGraph
 from runtime.state.key_groups import compute_key_group_range_for_operator_index
 from runtime.task.stream_task import RestoredState
@@ -45,60 +54,141 @@ def load_savepoint(path: str) -> RestorePoint:
     return RestorePoint(CheckpointRecord(**row), path)
 
 
-def validate(point: RestorePoint) -> None:
-    """Every file the checkpoint refers to exists and is readable Parquet."""
-    what = (f"savepoint {point.root}" if point.record.kind == SAVEPOINT
-            else f"checkpoint {point.record.checkpoint_id}")
+class NoUsableCheckpointException(CheckpointException):
+    """Every retained checkpoint is damaged: starting without state would write again what the
+    sinks already hold, so the run refuses. ``damage`` says what is wrong, per checkpoint;
+    ``sinks`` (added by who knows the job's sinks) hold its committed output."""
+
+    def __init__(self, job: str, damage: list[str], sinks: Optional[list[str]] = None):
+        self.job, self.damage, self.sinks = job, damage, sinks
+        if sinks:
+            held = (f" These sinks hold the job's committed output and would receive everything again: "
+                    f"{', '.join(sinks)}.")
+        else:       # no Delta sink (or not known here): the checkpoints still say work was committed
+            held = " The epoch log holds committed epochs of the job." if sinks is not None else ""
+        super().__init__(
+            f"Cannot restore job {job}: every retained checkpoint is damaged ({'; '.join(damage)}).{held} "
+            f"To start over deliberately, run with --restore-from none (Airflow: restore_from=none); to resume "
+            f"from a savepoint, pass its path.")
+
+    def naming(self, job: str, sinks: list[str]) -> "NoUsableCheckpointException":
+        """The same refusal with the job's name and the sinks holding its committed output."""
+        return NoUsableCheckpointException(job, self.damage, sinks)
+
+
+def damage(point: RestorePoint) -> list[str]:
+    """What cheap checks find wrong with the point's files: missing, another size than
+    recorded (cut short or overwritten), or no Parquet footer. Bytes changed in place are
+    found by the checksum when the file is read (read_state_file)."""
+    found = []
     for f in point.files():
-        try:
-            pq.read_metadata(f["path"])
-        except FileNotFoundError:
-            raise CheckpointException(f"{what}: state file {f['path']} is missing") from None
-        except Exception as e:
-            raise CheckpointException(f"{what}: state file {f['path']} is corrupt ({e})") from None
+        path = f["path"]
+        if not os.path.isfile(path):
+            found.append(f"state file {path} is missing")
+        elif f.get("size") is not None and os.path.getsize(path) != f["size"]:
+            found.append(f"state file {path} is corrupt ({os.path.getsize(path)} bytes, the checkpoint "
+                         f"wrote {f['size']})")
+        else:
+            try:
+                pq.read_metadata(path)
+            except Exception as e:
+                found.append(f"state file {path} is corrupt ({e})")
+    return found
+
+
+def _what(point: RestorePoint) -> str:
+    return (f"savepoint {point.root}" if point.record.kind == SAVEPOINT
+            else f"checkpoint {point.record.checkpoint_id}")
+
+
+def validate(point: RestorePoint) -> None:
+    """Every file the point refers to exists and is the file the checkpoint wrote."""
+    found = damage(point)
+    if found:
+        raise CheckpointException(f"{_what(point)}: " + "; ".join(found))
 
 
 def choose(storage: CheckpointStorage, restore_from: Union[str, int], warn=None) -> Optional[RestorePoint]:
     """The restore point for ``restore_from``: "latest", a checkpoint id, or a savepoint path.
 
-    A checkpoint with a missing or corrupt file is reported and skipped for the previous
-    complete one, so nothing has to be deleted by hand. None when there is no checkpoint.
+    A checkpoint the cheap checks find damaged (``damage``) is marked INVALID, never deleted,
+    and ``latest`` falls back to the previous one; if every retained checkpoint is damaged,
+    NoUsableCheckpointException. None when there is no checkpoint. An explicit id restores
+    that checkpoint or fails: it is never swapped for another.
     """
-    warn = warn or (lambda msg: print(f"WARNING: {msg}", file=sys.stderr, flush=True))
+    warn = warn or print_warning
     if isinstance(restore_from, str) and restore_from not in ("latest",) and not restore_from.isdigit():
         point = load_savepoint(restore_from)
         validate(point)
         return point
-    # "latest" is the newest checkpoint since the job last started over (restore_from=none).
-    completed = storage.latest_lineage() if restore_from == "latest" else storage.completed()
     if restore_from != "latest":
         wanted = int(restore_from)
         known = {r.checkpoint_id: r for r in storage.history() if r.kind != SAVEPOINT}
         if wanted not in known:
-            ids = ", ".join(str(r.checkpoint_id) for r in completed) or "none"
+            ids = ", ".join(str(r.checkpoint_id) for r in storage.completed()) or "none"
             raise CheckpointException(f"{storage.job_dir}: there is no checkpoint {wanted} (completed: {ids})")
         if known[wanted].status != COMPLETED:
             raise CheckpointException(
                 f"checkpoint {wanted} is {known[wanted].status}"
                 + (f" ({known[wanted].failure})" if known[wanted].failure else "")
                 + ": only completed checkpoints can be restored")
-        completed = [r for r in completed if r.checkpoint_id <= wanted]
-    for record in reversed(completed):
+        point = RestorePoint(known[wanted], storage.job_dir)
+        found = damage(point)
+        if found:
+            invalidate(storage, point.record, found)
+            raise CheckpointException(f"checkpoint {wanted} is damaged, now marked INVALID: " + "; ".join(found))
+        return point
+    # "latest" is the newest checkpoint since the job last started over (restore_from=none).
+    for record in reversed(storage.latest_lineage()):
         point = RestorePoint(record, storage.job_dir)
-        try:
-            validate(point)
+        found = damage(point)
+        if not found:
             return point
-        except CheckpointException as e:
-            earlier = [r.checkpoint_id for r in completed if r.checkpoint_id < record.checkpoint_id]
-            warn(f"{e}; " + (f"falling back to checkpoint {earlier[-1]}" if earlier else
-                             "no earlier complete checkpoint, starting without state"))
+        invalidate(storage, record, found, warn)
+    # Damaged retained checkpoints (found now or by an earlier run; retention discarded the older
+    # ones) and no usable one: a fresh start would write again what they had committed.
+    first = storage.lineage_start() or 0
+    history = [r for r in storage.history() if r.kind == CHECKPOINT and r.checkpoint_id >= first]
+    oldest = max((r.checkpoint_id for r in history if r.status == DISCARDED), default=-1)
+    damaged = [f"checkpoint {r.checkpoint_id}: {r.failure}" for r in history
+               if r.status == INVALID and r.checkpoint_id > oldest]
+    if damaged:
+        raise NoUsableCheckpointException(os.path.basename(storage.job_dir), damaged)
     return None
+
+
+def print_warning(message: str) -> None:
+    print(f"WARNING: {message}", file=sys.stderr, flush=True)
+
+
+def invalidate(storage: CheckpointStorage, record: CheckpointRecord, found: list[str], warn=None) -> None:
+    """Mark a damaged checkpoint INVALID: kept for inspection, never restored, never retained.
+    ``warn`` is told which checkpoint ``latest`` falls back to, if there is one."""
+    storage.record([dataclasses.replace(record, status=INVALID, failure="; ".join(found))])
+    earlier = [r.checkpoint_id for r in storage.latest_lineage() if r.checkpoint_id < record.checkpoint_id]
+    if warn and earlier:
+        warn(f"checkpoint {record.checkpoint_id}: {'; '.join(found)}; marked INVALID, "
+             f"falling back to checkpoint {earlier[-1]}")
+
+
+def damaged_checkpoints(storage: CheckpointStorage, damaged_files: dict) -> list[tuple]:
+    """(record, what is wrong) of each completed checkpoint holding one of ``damaged_files``
+    (path -> message), as a restore or a running job found them."""
+    if not damaged_files:
+        return []
+    wrong = {os.path.abspath(p): what for p, what in damaged_files.items()}
+    out = []
+    for record in storage.completed():
+        paths = [os.path.abspath(f["path"]) for f in RestorePoint(record, storage.job_dir).files()]
+        found = [wrong[p] for p in paths if p in wrong]
+        if found:
+            out.append((record, found))
+    return out
 
 
 def check_compatibility(point: RestorePoint, job_graph: JobGraph, allow_non_restored_state: bool) -> None:
     nodes = {n.operator_id: (v, n) for v in job_graph.vertices for n in v.operators}
-    what = (f"savepoint {point.root}" if point.record.kind == SAVEPOINT
-            else f"checkpoint {point.record.checkpoint_id}")
+    what = _what(point)
     for op in point.record.operators:
         found = nodes.get(op["operator_id"])
         if found is None:
@@ -121,9 +211,11 @@ def check_compatibility(point: RestorePoint, job_graph: JobGraph, allow_non_rest
 def assign_state(files: list[dict], parallelism: dict, job_graph: JobGraph) -> dict:
     """RestoredState per (vertex id, subtask): the files overlapping each subtask's key groups.
 
-    ``files`` are dicts with operator_id, path, key_group_min/max; ``parallelism`` maps an
-    operator id to the parallelism its state was written at.
+    ``files`` are dicts with operator_id, path, key_group_min/max and the checksum the file was
+    recorded with (verified as the task reads it); ``parallelism`` maps an operator id to the
+    parallelism its state was written at.
     """
+    checksums = {f["path"]: f["checksum"] for f in files if f.get("checksum")}
     by_operator: dict[str, list] = {}
     for f in files:
         by_operator.setdefault(f["operator_id"], []).append(f)
@@ -146,7 +238,9 @@ def assign_state(files: list[dict], parallelism: dict, job_graph: JobGraph) -> d
                         continue    # same parallelism, no key groups: each subtask takes its own
                     paths.append(f["path"])
                 chosen[uid] = tuple(paths)
-            out[(v.id, s)] = RestoredState(chosen, {uid: parallelism.get(uid) for uid in ids})
+            out[(v.id, s)] = RestoredState(chosen, {uid: parallelism.get(uid) for uid in ids},
+                                           {p: checksums[p] for paths in chosen.values() for p in paths
+                                            if p in checksums})
     return out
 
 
@@ -156,6 +250,7 @@ def source_positions(point: RestorePoint) -> dict:
     for f in point.files():
         if not f.get("source_state"):
             continue
-        state = table_to_snapshot([read_state_file(f["path"])])["operator_state"].get(SOURCE_STATE, [])
+        table = read_state_file(f["path"], checksum=f.get("checksum"))
+        state = table_to_snapshot([table])["operator_state"].get(SOURCE_STATE, [])
         out.setdefault(f["operator_id"], {}).update(dict(v for _, v in state))
     return out

@@ -74,7 +74,7 @@ def read_state(storage: CheckpointStorage, operator: str, checkpoint: Optional[s
                                   f"{operator!r}; operators with state: {known}")
     rows = []
     for f in (f for f in point.files() if f["operator_id"] == ops[0]["operator_id"]):
-        table = read_state_file(f["path"])
+        table = read_state_file(f["path"], checksum=f.get("checksum"))
         types = state_types(table)
         keys = decode_keys(table)
         values = _values(table, types)

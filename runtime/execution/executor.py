@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from runtime.checkpoint.coordinator import CheckpointCoordinator
+from runtime.checkpoint.state_table import CorruptStateException
 from runtime.checkpoint.storage import CheckpointException, CheckpointStorage
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.connectors import create_enumerator
@@ -52,9 +53,10 @@ class JobExecutionException(RuntimeError):
     ``failed_tasks`` are the (vertex id, subtask) that failed, when known; ``restart`` is the
     restart strategy's decision on this failure (set by the run that failed)."""
 
-    def __init__(self, message: str, failed_tasks: tuple = ()):
+    def __init__(self, message: str, failed_tasks: tuple = (), damaged_files: Optional[dict] = None):
         super().__init__(message)
         self.failed_tasks = tuple(failed_tasks)
+        self.damaged_files = damaged_files or {}    # restored state file -> what is wrong with it
         self.restart = None
 
 
@@ -216,7 +218,7 @@ class JobRunner:
     def _preflight(self):
         """Misuse fails here, before Spark starts or anything is written: the job's inputs,
         another run holding the job, and the restore point (which must fit the job)."""
-        from runtime.checkpoint.restore import check_compatibility, choose
+        from runtime.checkpoint.restore import NoUsableCheckpointException, check_compatibility, choose
         from runtime.checkpoint.storage import JobAlreadyRunningException, already_running
         for enumerator in self.enumerators.values():
             enumerator.check()
@@ -225,7 +227,10 @@ class JobRunner:
             raise JobAlreadyRunningException(already_running(self.job_dir, holder))
         if self.options.restore_from == START_OVER:
             return None
-        point = choose(self.storage, self.options.restore_from or "latest")
+        try:
+            point = choose(self.storage, self.options.restore_from or "latest")
+        except NoUsableCheckpointException as e:
+            raise e.naming(self.job_graph.job_name, committed_sinks(self.job_graph)) from None
         if point is not None:
             check_compatibility(point, self.job_graph, self.options.allow_non_restored_state)
         return point
@@ -251,8 +256,7 @@ class JobRunner:
 
     def _warn_start_over(self) -> None:
         """``--restore-from none``: say which sinks already hold what this run writes again."""
-        from runtime.connectors.delta import committed_version
-        sinks = [table for _, table, app_id in self._delta_sinks() if committed_version(table, app_id) is not None]
+        sinks = committed_sinks(self.job_graph)
         completed = self.storage.latest_lineage()
         what = f"checkpoint {completed[-1].checkpoint_id} is not restored" if completed else "nothing is restored"
         again = (f"; these sinks already hold this job's committed output and will receive everything "
@@ -288,6 +292,38 @@ class JobRunner:
         replay = f", replaying {len(self.replay)} logged epoch(s)" if self.replay else ""
         self._say(f"restored {what} (epoch {record.epoch}){replay}")
 
+    def _fall_back(self, error) -> bool:
+        """State files of completed checkpoints found damaged as they were read (their checksum,
+        or gone): mark those checkpoints INVALID and restore the one ``latest`` now picks, then
+        replay the logged epochs after it (their sink commits are no-ops). False when the files
+        are no checkpoint's of this job (a savepoint's, a scratch snapshot's): the failure stands.
+        A checkpoint restored by its id is never swapped for another: that fails."""
+        from runtime.checkpoint.restore import (
+            NoUsableCheckpointException, choose, damaged_checkpoints, invalidate, print_warning)
+        while True:
+            found = damaged_checkpoints(self.storage, error.damaged_files)
+            if not found:
+                return False
+            pinned = str(self.options.restore_from or "")
+            for record, what in found:
+                if pinned.isdigit() and record.checkpoint_id == int(pinned) == self.restored_from:
+                    invalidate(self.storage, record, what)
+                    raise CheckpointException(f"checkpoint {pinned} is damaged, now marked INVALID: "
+                                              + "; ".join(what)) from None
+                invalidate(self.storage, record, what, print_warning)
+            try:
+                point = choose(self.storage, "latest")
+            except NoUsableCheckpointException as e:
+                raise e.naming(self.job_graph.job_name, committed_sinks(self.job_graph)) from None
+            if point is None:
+                return False
+            self.restored, self.task_watermarks, self.pending_sink_files, self.replay = {}, {}, {}, []
+            try:
+                self._restore(point)
+                return True
+            except CorruptStateException as e:
+                error = e
+
     # ---- the run -------------------------------------------------------------------------
 
     def run(self) -> JobExecutionResult:
@@ -301,16 +337,24 @@ class JobRunner:
             self.run_id, self.job_graph.job_name, RUNNING, started, self.options.dag_run_id or "",
             self.options.attempt, parallelism={v.name: v.parallelism for v in self.job_graph.vertices}))
         try:
-            self._start()
-            result.restored_from = self.restored_from
-            execution = replace(execution, restored_from=self.restored_from)
+            try:
+                self._start()
+            except CorruptStateException as e:      # a source's position, read on the driver
+                if not self._fall_back(e):
+                    raise
             broadcast = self.sc.broadcast(dumps_by_value(self.job_graph))
             self._transition_all(ExecutionState.SCHEDULED)
             self._transition_all(ExecutionState.DEPLOYING)
             epoch = self.first_epoch
             while True:
                 epoch_started = time.time()
-                summary, end_of_input = self._run_epoch(epoch, broadcast, result)
+                try:
+                    summary, end_of_input = self._run_epoch(epoch, broadcast, result)
+                except JobExecutionException as e:
+                    if not self._fall_back(e):
+                        raise
+                    epoch = self.first_epoch
+                    continue
                 result.epochs.append(summary)
                 if not self.options.quiet:
                     print(summary.progress_line(self.job_graph.job_name), file=sys.stderr, flush=True)
@@ -341,6 +385,7 @@ class JobRunner:
                 enumerator.close()
             self.storage.release(self.run_id, status)
             shutil.rmtree(self.run_dir, ignore_errors=True)
+            result.restored_from = self.restored_from       # after a fallback, the checkpoint it took
             result.execution_graph = self.execution_graph
             result.net_runtime_ms = (time.time() - started) * 1000
             if status != "FAILED":
@@ -355,7 +400,8 @@ class JobRunner:
     def _progress(self, execution: ExecutionRecord, result: JobExecutionResult, state: str, **more) -> ExecutionRecord:
         last = max((e.checkpoint_id for e in result.epochs if e.checkpoint_id), default=None)
         return replace(execution, state=state, ended_at=time.time(), epochs=len(result.epochs),
-                       records_in=sum(e.records_in for e in result.epochs), last_checkpoint=last, **more)
+                       records_in=sum(e.records_in for e in result.epochs), last_checkpoint=last,
+                       restored_from=self.restored_from, **more)
 
     def _failed(self, execution: ExecutionRecord, result: JobExecutionResult, error: Exception) -> None:
         """Record the failure with the restart strategy's decision on it, also set as
@@ -474,9 +520,10 @@ class JobRunner:
             if checkpoint_id is not None:
                 self.coordinator.fail(checkpoint_id, epoch, started, failed[0].failure.split("\n", 1)[0])
             raise JobExecutionException(f"Job '{self.job_graph.job_name}' failed in epoch {epoch}: {failed[0].failure}",
-                                        tuple((a.job_vertex_id, a.subtask_index) for a in failed))
-        if epoch == self.first_epoch:
-            self._transition_all(ExecutionState.RUNNING)
+                                        tuple((a.job_vertex_id, a.subtask_index) for a in failed),
+                                        {p: what for a in failed for p, what in a.damaged_files.items()})
+        if self.execution_graph.all_execution_vertices[0].execution_state == ExecutionState.DEPLOYING:
+            self._transition_all(ExecutionState.RUNNING)     # the first epoch done, after a fallback too
         order = {v.id: i for i, v in enumerate(self.job_graph.vertices)}
         for a in sorted(acks, key=lambda a: (order[a.job_vertex_id], a.subtask_index)):
             for line in a.print_lines:
@@ -530,7 +577,8 @@ class JobRunner:
         return summary, end_of_input
 
     def _hand_over(self, state_files: list) -> None:
-        """The next epoch restores what this one snapshotted (same parallelism: own key groups)."""
+        """The next epoch restores what this one snapshotted (same parallelism: own key groups).
+        Files this run just wrote are read without hashing them: every epoch does this."""
         from runtime.checkpoint.restore import assign_state
         files = [{"operator_id": f.operator_id, "path": f.path, "subtask": f.subtask,
                   "key_group_min": f.key_group_min, "key_group_max": f.key_group_max} for f in state_files]
@@ -548,7 +596,7 @@ class JobRunner:
         (job and sink, version); a replayed commit is a no-op. Returns table -> version."""
         from runtime.connectors.delta import commit_sink_files
         versions = {}
-        for node_id, table, app_id in self._delta_sinks():
+        for node_id, table, app_id in delta_sinks(self.job_graph):
             files = self.pending_sink_files.pop(node_id, [])
             commit_sink_files(table, files, None, app_id + app_suffix, version)
             if files or os.path.isdir(os.path.join(table, "_delta_log")):
@@ -556,11 +604,18 @@ class JobRunner:
                 versions[table] = DeltaTable(table).version() if DeltaTable.is_deltatable(table) else None
         return versions
 
-    def _delta_sinks(self) -> list[tuple]:
-        """(node id, table, app id) of the job's Delta sinks; the app id makes their commits exactly once."""
-        return [(n.id, n.operator.sink.table_path, f"sluice-{slug(self.job_graph.job_name)}-{n.operator_id}")
-                for v in self.job_graph.vertices for n in v.operators
-                if n.kind == "sink" and getattr(n.operator, "kind", None) == "delta"]
+
+def delta_sinks(job_graph: JobGraph) -> list[tuple]:
+    """(node id, table, app id) of the job's Delta sinks; the app id makes their commits exactly once."""
+    return [(n.id, n.operator.sink.table_path, f"sluice-{slug(job_graph.job_name)}-{n.operator_id}")
+            for v in job_graph.vertices for n in v.operators
+            if n.kind == "sink" and getattr(n.operator, "kind", None) == "delta"]
+
+
+def committed_sinks(job_graph: JobGraph) -> list[str]:
+    """The job's Delta sinks that already hold output it committed (its app transaction)."""
+    from runtime.connectors.delta import committed_version
+    return [table for _, table, app_id in delta_sinks(job_graph) if committed_version(table, app_id) is not None]
 
 
 def _user_modules() -> list:

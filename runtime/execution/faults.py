@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import time
 
-POINTS = ("mid-epoch", "after-state-files", "after-state-commit", "after-sink-commit", "during-checkpoint-record")
+POINTS = ("mid-epoch", "after-state-files", "after-state-commit", "after-sink-commit", "during-checkpoint-record",
+          "during-retention")
 
 
 def fault_point(name: str, epoch: int) -> None:

@@ -18,7 +18,7 @@ from typing import Optional
 
 from runtime.client import CompiledJob, compile_job
 from runtime.checkpoint.coordinator import checkpointing_enabled
-from runtime.execution.executor import execute_stream_graph, job_dir
+from runtime.execution.executor import committed_sinks, execute_stream_graph, job_dir
 from runtime.execution.history import FAILED, ExecutionHistory, ExecutionRecord
 from runtime.execution.options import ExecutionOptions
 from runtime.graph.execution_graph import ExecutionGraph
@@ -179,12 +179,15 @@ def resolve_restore_point(job: CompiledJob, request: RunRequest, warehouse: str)
     """The restore point the run will start from, checked now against the job (uids, max
     parallelism), so a wrong checkpoint id or savepoint fails before anything is deployed, as
     a Flink submission does, instead of becoming a restart."""
-    from runtime.checkpoint.restore import check_compatibility, choose
+    from runtime.checkpoint.restore import NoUsableCheckpointException, check_compatibility, choose
     from runtime.checkpoint.storage import SAVEPOINT, CheckpointStorage
     directory = job_dir(warehouse, job.job_graph.job_name)
     point = None
     if request.restore_from != "none":
-        chosen = choose(CheckpointStorage(directory), request.restore_from)
+        try:
+            chosen = choose(CheckpointStorage(directory), request.restore_from)
+        except NoUsableCheckpointException as e:     # the same refusal as sluice run's
+            raise e.naming(job.job_graph.job_name, committed_sinks(job.job_graph)) from None
         if chosen is not None:
             check_compatibility(chosen, job.job_graph, request.allow_non_restored_state)
             point = chosen.root if chosen.record.kind == SAVEPOINT else chosen.record.checkpoint_id

@@ -64,6 +64,7 @@ class RestoredState:
 
     files: dict = field(default_factory=dict)          # operator id -> tuple of paths
     parallelism: dict = field(default_factory=dict)    # operator id -> parallelism at the snapshot
+    checksums: dict = field(default_factory=dict)      # path -> checksum recorded with the file
 
 
 @dataclass
@@ -85,6 +86,7 @@ class Acknowledgement:
     late_records_dropped: int = 0
     duration_ms: float = 0.0
     started_at: float = 0.0
+    damaged_files: dict = field(default_factory=dict)   # restored state file -> what is wrong with it
 
 
 def _key_of(selector, value):
@@ -197,7 +199,7 @@ class StreamTask:
         started = time.time()
         ack = Acknowledgement(self.tdd.job_vertex_id, self.tdd.subtask_index, started_at=started)
         try:
-            self._restore()
+            self._restore(ack)
             self._restore_watermarks()
             for op in reversed(self._all_operators()):
                 op.open()
@@ -243,8 +245,8 @@ class StreamTask:
         ack.duration_ms = (time.time() - started) * 1000
         yield ACK, pickle.dumps(ack, protocol=5)
 
-    def _restore(self) -> None:
-        from runtime.checkpoint.state_table import read_state_file, table_to_snapshot
+    def _restore(self, ack: Acknowledgement) -> None:
+        from runtime.checkpoint.state_table import CorruptStateException, read_state_file, table_to_snapshot
         restored = self.tdd.restored_state
         if restored is None:
             return
@@ -253,7 +255,11 @@ class StreamTask:
             paths = restored.files.get(op.node.operator_id)
             if not paths:
                 continue
-            snapshot = table_to_snapshot(read_state_file(p, kgr) for p in paths)
+            try:
+                snapshot = table_to_snapshot(read_state_file(p, kgr, restored.checksums.get(p)) for p in paths)
+            except CorruptStateException as e:
+                ack.damaged_files.update(e.damaged_files)    # the driver marks its checkpoint INVALID
+                raise
             same_parallelism = restored.parallelism.get(op.node.operator_id) == self.ctx.parallelism
             for name, entries in snapshot.pop("operator_state").items():
                 if name.startswith(OPERATOR_PREFIX):
