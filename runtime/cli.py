@@ -76,7 +76,7 @@ def _run(args: argparse.Namespace) -> int:
 def _storage(args: argparse.Namespace):
     """The checkpoint storage of the job script's job (compiled, not run)."""
     from runtime.checkpoint.storage import CheckpointStorage
-    from runtime.execution.executor import job_dir
+    from runtime.storage.layout import job_dir
     from runtime.execution.options import ExecutionOptions
     graph = compile_job(args.job, args.job_args).stream_graph
     options = ExecutionOptions.from_configuration(dict(graph.settings.configuration))

@@ -68,7 +68,10 @@ def kill_at(tmp_path, point: str, epoch: int, restore: bool, *extra: str) -> str
         while not marker.exists() and proc.poll() is None and time.time() < deadline:
             time.sleep(0.05)
         halted = marker.exists()
-        os.killpg(proc.pid, signal.SIGKILL)         # the driver, its JVM and their children
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)     # the driver, its JVM and their children
+        except ProcessLookupError:
+            pass                                    # it ended by itself: its log says how
         if halted:
             pid = int(marker.read_text().split(":")[2])
             try:

@@ -89,13 +89,13 @@ def xcom(run, task_id: str, key: str = "return_value"):
 
 def executions(tmp_path, job_name):
     from runtime.execution.history import ExecutionHistory
-    from runtime.jobmaster.steps import job_dir
+    from runtime.storage.layout import job_dir
     return ExecutionHistory(job_dir(str(tmp_path / "warehouse"), job_name)).executions()
 
 
 def checkpoints(tmp_path, job_name):
     from runtime.checkpoint.storage import CheckpointStorage
-    from runtime.jobmaster.steps import job_dir
+    from runtime.storage.layout import job_dir
     return CheckpointStorage(job_dir(str(tmp_path / "warehouse"), job_name)).completed()
 
 

@@ -47,7 +47,7 @@ def spark_submit_plane(airflow_db, spark, tmp_path, monkeypatch):
 def history_pids(tmp_path, job_name) -> set:
     """The process ids that wrote the job's execution history (the table's ``pid`` column)."""
     from runtime.execution.history import ExecutionHistory
-    from runtime.jobmaster.steps import job_dir
+    from runtime.storage.layout import job_dir
     return {row["pid"] for row in ExecutionHistory(job_dir(str(tmp_path / "warehouse"), job_name))._rows()}
 
 
@@ -136,7 +136,7 @@ def submit(tmp_path, monkeypatch):
 def record_attempt(warehouse, dag_run_id, attempt, state, restart=None):
     import time
     from runtime.execution.history import ExecutionHistory, ExecutionRecord
-    from runtime.jobmaster.steps import job_dir
+    from runtime.storage.layout import job_dir
     ExecutionHistory(job_dir(warehouse, "counts_args")).record(ExecutionRecord(
         f"run-{dag_run_id}-{attempt}", "counts_args", state, time.time(), dag_run_id, attempt,
         ended_at=None if state == "RUNNING" else time.time(), restart=restart))

@@ -2,7 +2,7 @@
 sinks and the final state equal those of a run without failures: nothing lost, nothing twice.
 
 The job runs in a subprocess (`sluice run`); when it reaches the chosen point it stops there
-(runtime.execution.faults) and the test kills its whole process group with SIGKILL. A chain
+(runtime.common.faults) and the test kills its whole process group with SIGKILL. A chain
 kills one run after another at several points, each run restoring the latest checkpoint;
 the last run completes in this process. SLUICE_FAULT_SEEDS=N runs N chains (default 2).
 """
@@ -18,7 +18,7 @@ from checkpoint_harness import (
 from runtime.checkpoint.savepoint import read_state
 from runtime.checkpoint.storage import CheckpointStorage
 from runtime.client import run_job
-from runtime.execution.faults import POINTS
+from runtime.common.faults import POINTS
 
 SEEDS = int(os.environ.get("SLUICE_FAULT_SEEDS", "2"))
 

@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 
 from runtime.common.typeinfo import PickledBytesTypeInfo, TypeInformation, arrow_to_records, records_to_arrow
 from runtime.datastream.window import GlobalWindow, TimeWindow
+from runtime.storage.delta_files import file_stats
 
 TIMER_PREFIX = "_timer_state/"
 OPERATOR_PREFIX = "_operator/"
@@ -263,7 +264,6 @@ class StateFile:
 
 
 def write_state_file(table: pa.Table, directory: str, operator_id: str, subtask: int) -> StateFile:
-    from runtime.connectors.delta import _stats
     os.makedirs(directory, exist_ok=True)
     label = f"{subtask:05d}" if subtask >= 0 else "enumerator"     # -1: written by the driver
     path = os.path.join(directory, f"part-{label}-{uuid.uuid4().hex}.parquet")
@@ -280,7 +280,7 @@ def write_state_file(table: pa.Table, directory: str, operator_id: str, subtask:
         mm = pc.min_max(kg)
         lo, hi = mm["min"].as_py(), mm["max"].as_py()
     return StateFile(operator_id, subtask, path, data.size, table.num_rows, lo, hi,
-                     table.schema, _stats(table.drop_columns([c for c in table.column_names
+                     table.schema, file_stats(table.drop_columns([c for c in table.column_names
                                                                if c.startswith("value")])),
                      checksum_of(memoryview(data)))
 

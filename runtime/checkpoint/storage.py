@@ -25,6 +25,8 @@ from typing import Optional
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from runtime.storage.delta_files import append, arrow_table, read_table
+
 COMPLETED, FAILED, DISCARDED, INVALID = "COMPLETED", "FAILED", "DISCARDED", "INVALID"
 CHECKPOINT, SAVEPOINT = "CHECKPOINT", "SAVEPOINT"
 
@@ -58,17 +60,6 @@ class JobAlreadyRunningException(RuntimeError):
 
 class CheckpointException(RuntimeError):
     """A checkpoint could not be read or restored; names the checkpoint and the file."""
-
-
-def _table(schema: pa.Schema, rows: list[dict]) -> pa.Table:
-    return pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
-
-
-def _read(path: str) -> Optional[pa.Table]:
-    from deltalake import DeltaTable
-    if not DeltaTable.is_deltatable(path):
-        return None
-    return pa.table(DeltaTable(path).to_pyarrow_dataset().to_table())
 
 
 @dataclass(frozen=True)
@@ -134,7 +125,7 @@ class CheckpointStorage:
 
     def history(self) -> list[CheckpointRecord]:
         """Every checkpoint in its latest state, by id (savepoints as separate entries)."""
-        table = _read(self.checkpoints_path)
+        table = read_table(self.checkpoints_path)
         if table is None:
             return []
         latest: dict = {}
@@ -148,12 +139,12 @@ class CheckpointStorage:
 
     def record(self, records: list[CheckpointRecord], before_commit=None) -> None:
         """Append checkpoint rows in one commit; ``before_commit`` runs once the file is staged."""
-        _append(self.checkpoints_path, _table(CHECKPOINTS_SCHEMA, [r.to_row() for r in records]),
+        append(self.checkpoints_path, arrow_table(CHECKPOINTS_SCHEMA, [r.to_row() for r in records]),
                 before_commit=before_commit)
 
     def max_checkpoint_id(self) -> int:
         ids = [r.checkpoint_id for r in self.history()]
-        log = _read(self.epoch_log_path)
+        log = read_table(self.epoch_log_path)
         if log is not None:
             ids.extend(i for i in log.column("checkpoint_id").to_pylist() if i is not None)
         return max(ids, default=0)
@@ -213,7 +204,7 @@ class CheckpointStorage:
                 raise JobAlreadyRunningException(already_running(self.job_dir, holder))
             if not DeltaTable.is_deltatable(self.epoch_log_path):
                 try:
-                    _append(self.epoch_log_path, _table(EPOCH_LOG_SCHEMA, []), create_only=True)
+                    append(self.epoch_log_path, arrow_table(EPOCH_LOG_SCHEMA, []), create_only=True)
                 except Exception:
                     if not DeltaTable.is_deltatable(self.epoch_log_path):
                         raise
@@ -226,7 +217,7 @@ class CheckpointStorage:
         raise JobAlreadyRunningException(f"{self.job_dir}: another run claimed the job while this one started")
 
     def running_holder(self, lease_timeout_s: float) -> Optional[dict]:
-        log = _read(self.epoch_log_path)
+        log = read_table(self.epoch_log_path)
         if log is None:
             return None
         runs: dict = {}
@@ -269,7 +260,7 @@ class CheckpointStorage:
 
     def lineage_start(self) -> Optional[int]:
         """The first checkpoint id of the job's latest fresh start (None: never logged one)."""
-        log = _read(self.epoch_log_path)
+        log = read_table(self.epoch_log_path)
         if log is None:
             return None
         starts = [r for r in log.sort_by([("logged_at", "ascending")]).to_pylist() if r["kind"] == "start"]
@@ -287,7 +278,7 @@ class CheckpointStorage:
         Only entries logged after the epoch that took the checkpoint (or the start) count: its
         lineage; of an epoch planned several times the latest plan wins, and a gap ends the replay.
         """
-        log = _read(self.epoch_log_path)
+        log = read_table(self.epoch_log_path)
         if log is None:
             return []
         rows = log.sort_by([("logged_at", "ascending")]).to_pylist()
@@ -312,7 +303,7 @@ class CheckpointStorage:
     def _log(self, rows: list[dict]) -> None:
         from deltalake import CommitProperties, write_deltalake
         host, pid = socket.gethostname(), os.getpid()
-        table = _table(EPOCH_LOG_SCHEMA, [{**r, "host": host, "pid": pid, "logged_at": int(time.time() * 1e6)}
+        table = arrow_table(EPOCH_LOG_SCHEMA, [{**r, "host": host, "pid": pid, "logged_at": int(time.time() * 1e6)}
                                           for r in rows])
         try:
             write_deltalake(self._epoch_log, table, mode="append",
@@ -350,32 +341,6 @@ def _pid_alive(pid) -> bool:
     except OSError:
         return True
 
-
-def _append(path: str, table: pa.Table, before_commit=None, create_only: bool = False) -> None:
-    """Append ``table`` as one Parquet file and one commit; ``before_commit`` between the two."""
-    from deltalake import DeltaTable, Schema
-    from deltalake.transaction import AddAction, create_table_with_add_actions
-    from runtime.connectors.delta import _stats
-    os.makedirs(path, exist_ok=True)
-    actions = []
-    if table.num_rows:
-        name = f"part-{uuid.uuid4().hex}.parquet"
-        pq.write_table(table, os.path.join(path, name))
-        actions.append(AddAction(name, os.path.getsize(os.path.join(path, name)), {}, int(time.time() * 1000),
-                                 True, _stats(table)))
-    if before_commit is not None:
-        before_commit()
-    if not DeltaTable.is_deltatable(path):
-        try:
-            create_table_with_add_actions(path, Schema.from_arrow(table.schema), actions, mode="error")
-            return
-        except Exception:
-            if not DeltaTable.is_deltatable(path):
-                raise
-    if create_only:
-        return
-    dt = DeltaTable(path)
-    dt.create_write_transaction(actions, "append", table.schema)
 
 
 def _merged_schema(schemas: list) -> pa.Schema:

@@ -21,7 +21,7 @@ from typing import Any, Iterable, List, Optional, Sequence, Union
 import numpy as np
 import pyarrow as pa
 
-from runtime.common.types import Row, RowKind, _make_rows
+from runtime.common.types import Row, RowKind, make_rows
 
 __all__ = [
     "TypeInformation", "Types", "BasicType", "BasicTypeInfo", "InstantTypeInfo",
@@ -737,7 +737,7 @@ class RowTypeInfo(_CompositeTypeInfo):
     def _from_columns(self, columns: list, length: int) -> list:
         # A copy per batch, so a caller mutating row._fields cannot rename this type's fields.
         names = None if self._field_names is None else list(self._field_names)
-        return _make_rows(super()._from_columns(columns, length), names)
+        return make_rows(super()._from_columns(columns, length), names)
 
 
 # --------------------------------------------------------------------------- Types

@@ -246,7 +246,7 @@ _tuple_new = tuple.__new__
 _set = object.__setattr__
 
 
-def _make_rows(value_tuples: Iterable[tuple], field_names: Optional[List[str]]) -> List[Row]:
+def make_rows(value_tuples: Iterable[tuple], field_names: Optional[List[str]]) -> List[Row]:
     """Rows from tuples of values, all sharing one field-name list (fast path for decoders)."""
     if field_names is None:
         return [_tuple_new(Row, t) for t in value_tuples]

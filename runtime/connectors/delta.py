@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import math
 import os
 import time
 import uuid
@@ -30,13 +29,13 @@ from typing import Any, Iterator, Optional
 from urllib.parse import quote, unquote
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from runtime.common.typeinfo import PickledBytesTypeInfo, infer_type_info, records_to_arrow
-from runtime.common.types import Row, _make_rows
+from runtime.common.types import Row, make_rows
 from runtime.connectors.base import SourceReader, SplitEnumerator
+from runtime.storage.delta_files import file_stats
 from runtime.task.stream_task import SplitRead
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -257,7 +256,7 @@ class DeltaSourceReader(SourceReader):
                     else:      # a column added to the table after this file was written
                         columns.append(pa.nulls(table.num_rows, field.type))
                 values = [c.to_pylist() for c in columns]
-                records = _make_rows(zip(*values), row_names)
+                records = make_rows(zip(*values), row_names)
                 for i in range(0, len(records), batch_size):
                     chunk = records[i:i + batch_size]
                     yield chunk, [None] * len(chunk)
@@ -363,30 +362,6 @@ def records_to_table(records: list, target: Optional[pa.Schema] = None) -> pa.Ta
 
 # ---- sink: files (task side) ----------------------------------------------------------------
 
-_STAT_TYPES = (pa.types.is_integer, pa.types.is_floating, pa.types.is_string, pa.types.is_date)
-
-
-def _stats(table: pa.Table) -> str:
-    """Delta file statistics: numRecords, and nullCount/minValues/maxValues of simple columns."""
-    mins, maxs, nulls = {}, {}, {}
-    for name, column in zip(table.column_names, table.columns):
-        t = column.type
-        if not any(check(t) for check in _STAT_TYPES):
-            continue
-        nulls[name] = column.null_count
-        if column.null_count == len(column):
-            continue
-        mm = pc.min_max(column)
-        lo, hi = mm["min"].as_py(), mm["max"].as_py()
-        if isinstance(lo, float) and (math.isnan(lo) or math.isnan(hi) or pc.any(pc.is_nan(column)).as_py()):
-            continue
-        if isinstance(lo, str) and max(len(lo), len(hi)) > 64:
-            continue
-        if isinstance(lo, datetime.date):
-            lo, hi = lo.isoformat(), hi.isoformat()
-        mins[name], maxs[name] = lo, hi
-    return json.dumps({"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs,
-                       "nullCount": nulls})
 
 
 def _partition_dir(columns: list[str], values: tuple) -> str:
@@ -452,7 +427,7 @@ class DeltaSinkWriter:
                 "size": fs.get_file_info(path).size,
                 "num_records": part.num_rows,
                 "partition_values": dict(zip(partition_by, values)),
-                "stats": _stats(part),
+                "stats": file_stats(part),
                 "modification_time": int(time.time() * 1000),
                 "schema": table.schema,
                 "partition_by": partition_by,

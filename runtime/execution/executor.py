@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import re
 import shutil
 import sys
 import time
@@ -32,6 +31,7 @@ from runtime.graph.execution_state import ExecutionState
 from runtime.graph.job_graph import JobGraph, create_job_graph
 from runtime.graph.stream_graph import StreamGraph
 from runtime.scheduler.slots import SlotPlan, compute_slot_plan, slots_required_per_group
+from runtime.storage.layout import job_dir, slug
 from runtime.task.stream_task import ACK, TaskDeploymentDescriptor
 from runtime.task.watermarks import assign_watermarks, checkpointed
 
@@ -105,15 +105,6 @@ class JobExecutionResult:
 
 
 START_OVER = "none"     # restore_from value of a deliberate fresh start
-
-
-def slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-").lower() or "job"
-
-
-def job_dir(warehouse: str, job_name: str) -> str:
-    """A job's folder in the warehouse: its checkpoints, state, epoch log and history."""
-    return os.path.join(warehouse, slug(job_name))
 
 
 # ---- inside the Spark tasks ------------------------------------------------------------

@@ -16,6 +16,8 @@ from typing import Optional
 
 import pyarrow as pa
 
+from runtime.storage.delta_files import append, arrow_table, read_table
+
 RUNNING, FINISHED, FAILED, CANCELED = "RUNNING", "FINISHED", "FAILED", "CANCELED"
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -70,17 +72,15 @@ class ExecutionHistory:
         self.path = os.path.join(job_dir, "executions")
 
     def record(self, record: ExecutionRecord) -> ExecutionRecord:
-        from runtime.checkpoint.storage import _append, _table
         now = time.time()
         row = {**asdict(record), "started_at": _us(record.started_at), "ended_at": _us(record.ended_at),
                "parallelism": json.dumps(record.parallelism), "failed_tasks": json.dumps(list(record.failed_tasks)),
                "host": socket.gethostname(), "pid": os.getpid(), "recorded_at": _us(now)}
-        _append(self.path, _table(EXECUTIONS_SCHEMA, [row]))
+        append(self.path, arrow_table(EXECUTIONS_SCHEMA, [row]))
         return replace(record, recorded_at=now)
 
     def _rows(self) -> list[dict]:
-        from runtime.checkpoint.storage import _read
-        table = _read(self.path)
+        table = read_table(self.path)
         return [] if table is None else table.sort_by([("recorded_at", "ascending")]).to_pylist()
 
     def executions(self) -> list[ExecutionRecord]:

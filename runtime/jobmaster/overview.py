@@ -18,10 +18,10 @@ from typing import Optional
 
 from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, CheckpointRecord, CheckpointStorage
 from runtime.client import CompiledJob, compile_job
-from runtime.execution.executor import job_dir
 from runtime.execution.history import ExecutionHistory, ExecutionRecord
 from runtime.jobmaster.deployment import JobSpec, discover_jobs, resolve_args
 from runtime.jobmaster.plans import latest_plan, load_plan, script_sha256
+from runtime.storage.layout import job_dir
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,10 @@ import uuid
 from typing import Optional
 
 from runtime.client import CompiledJob
-from runtime.execution.executor import dumps_by_value, job_dir
+from runtime.execution.executor import dumps_by_value
 from runtime.graph.execution_graph import build_execution_graph
 from runtime.graph.job_graph import create_job_graph
+from runtime.storage.layout import job_dir
 
 STREAM_GRAPH = "stream_graph.pickle"
 SLOTS = "slots.json"

@@ -18,7 +18,7 @@ from typing import Optional
 
 from runtime.client import CompiledJob, compile_job
 from runtime.checkpoint.coordinator import checkpointing_enabled
-from runtime.execution.executor import committed_sinks, execute_stream_graph, job_dir
+from runtime.execution.executor import committed_sinks, execute_stream_graph
 from runtime.execution.history import FAILED, ExecutionHistory, ExecutionRecord
 from runtime.execution.options import ExecutionOptions
 from runtime.graph.execution_graph import ExecutionGraph
@@ -27,6 +27,7 @@ from runtime.jobmaster.plans import latest_plan, load_plan, script_sha256, store
 from runtime.scheduler.failover import FAILOVER_STRATEGY_KEY, REGION, pipelined_regions, tasks_to_restart
 from runtime.scheduler.restart import effective_configuration
 from runtime.scheduler.slots import TaskManager, compute_slot_plan
+from runtime.storage.layout import job_dir
 
 
 RUN_PARAMETERS = ("restore_from", "parallelism", "max_epochs", "allow_non_restored_state")

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 from runtime.checkpoint.state_table import OPERATOR_PREFIX
+from runtime.common.faults import fault_point
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.datastream.partitioner import KeyGroupStreamPartitioner
-from runtime.execution.faults import fault_point
 from runtime.graph.execution_graph import consumed_partitions
 from runtime.graph.job_graph import JobGraph, JobVertex
 from runtime.task.operators import (

@@ -1,0 +1,79 @@
+"""Delta tables written and read by the runtime itself (checkpoints, epoch log, state,
+executions): one Parquet file and one commit per append, and the file statistics Delta readers
+skip files by. Public helpers, so that no package reaches into another's private ones."""
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import time
+import uuid
+from typing import Optional
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+
+def arrow_table(schema: pa.Schema, rows: list[dict]) -> pa.Table:
+    return pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
+
+
+def read_table(path: str) -> Optional[pa.Table]:
+    from deltalake import DeltaTable
+    if not DeltaTable.is_deltatable(path):
+        return None
+    return pa.table(DeltaTable(path).to_pyarrow_dataset().to_table())
+
+
+def append(path: str, table: pa.Table, before_commit=None, create_only: bool = False) -> None:
+    """Append ``table`` as one Parquet file and one commit; ``before_commit`` between the two."""
+    from deltalake import DeltaTable, Schema
+    from deltalake.transaction import AddAction, create_table_with_add_actions
+    os.makedirs(path, exist_ok=True)
+    actions = []
+    if table.num_rows:
+        name = f"part-{uuid.uuid4().hex}.parquet"
+        pq.write_table(table, os.path.join(path, name))
+        actions.append(AddAction(name, os.path.getsize(os.path.join(path, name)), {}, int(time.time() * 1000),
+                                 True, file_stats(table)))
+    if before_commit is not None:
+        before_commit()
+    if not DeltaTable.is_deltatable(path):
+        try:
+            create_table_with_add_actions(path, Schema.from_arrow(table.schema), actions, mode="error")
+            return
+        except Exception:
+            if not DeltaTable.is_deltatable(path):
+                raise
+    if create_only:
+        return
+    dt = DeltaTable(path)
+    dt.create_write_transaction(actions, "append", table.schema)
+
+
+STAT_TYPES = (pa.types.is_integer, pa.types.is_floating, pa.types.is_string, pa.types.is_date)
+
+
+def file_stats(table: pa.Table) -> str:
+    """Delta file statistics: numRecords, and nullCount/minValues/maxValues of simple columns."""
+    mins, maxs, nulls = {}, {}, {}
+    for name, column in zip(table.column_names, table.columns):
+        t = column.type
+        if not any(check(t) for check in STAT_TYPES):
+            continue
+        nulls[name] = column.null_count
+        if column.null_count == len(column):
+            continue
+        mm = pc.min_max(column)
+        lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        if isinstance(lo, float) and (math.isnan(lo) or math.isnan(hi) or pc.any(pc.is_nan(column)).as_py()):
+            continue
+        if isinstance(lo, str) and max(len(lo), len(hi)) > 64:
+            continue
+        if isinstance(lo, datetime.date):
+            lo, hi = lo.isoformat(), hi.isoformat()
+        mins[name], maxs[name] = lo, hi
+    return json.dumps({"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs,
+                       "nullCount": nulls})
