@@ -186,7 +186,7 @@ def measure_tasks(runner, record, snapshot_root, epoch):
     """StreamTask._restore and ._snapshot of every subtask of the word-counts vertex on the files
     of `record`, with a breakdown; returns a list of dicts (one per subtask), times in ms."""
     from runtime.checkpoint.restore import assign_state
-    from runtime.checkpoint.state_table import (
+    from runtime.state.snapshot import (
         read_state_file, snapshot_to_table, state_table_name, table_to_snapshot, write_state_file)
     from runtime.task.stream_task import Acknowledgement, StreamTask, TaskDeploymentDescriptor
 
@@ -212,7 +212,7 @@ def measure_tasks(runner, record, snapshot_root, epoch):
             # What a task does: restore, open, (process), close, snapshot.
             task = StreamTask(job_graph, tdd("task"), dict(job_graph.stream_graph.settings.job_parameters))
             t = time.perf_counter()
-            task._restore()
+            task._restore(Acknowledgement(vertex.id, s))
             m["restore_ms"] = (time.perf_counter() - t) * 1000
             ops = task._all_operators()
             for op in reversed(ops):

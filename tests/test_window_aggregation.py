@@ -9,6 +9,7 @@ import pytest
 
 from runtime.common import Time, WatermarkStrategy
 from runtime.common.watermark_strategy import MIN_WATERMARK
+from runtime.connectors.collection import CollectionReader
 from runtime.datastream import StreamExecutionEnvironment, TumblingEventTimeWindows
 from runtime.datastream.operators import StreamSink
 from runtime.graph.job_graph import create_job_graph
@@ -70,7 +71,7 @@ def _window_job(records: list, to_record, key_by):
 def _run_source_then_window(job_graph, n: int):
     source, window = job_graph.vertices[0], job_graph.vertices[-1]
     tdd = TaskDeploymentDescriptor(source.id, 0, 0, epoch=0, processing_time=0, end_of_input=True,
-                                   splits=(SplitRead("collection", 0, n),))
+                                   splits=(SplitRead("collection", 0, n),), source_reader=CollectionReader)
     rows = list(run_task(job_graph, tdd, {}, []))
     source_garbage = gc.collect()
     ack = pickle.loads(rows[-1][1])

@@ -16,7 +16,7 @@ import os
 import time
 from typing import Optional
 
-from runtime.checkpoint.state_table import SOURCE_STATE, SPLIT, snapshot_to_table, state_table_name, write_state_file
+from runtime.state.snapshot import SOURCE_STATE, SPLIT, snapshot_to_table, state_table_name, write_state_file
 from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, DISCARDED, FAILED, CheckpointRecord, CheckpointStorage
 from runtime.common.faults import fault_point
 from runtime.graph.job_graph import JobGraph

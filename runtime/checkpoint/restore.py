@@ -23,7 +23,7 @@ from typing import Optional, Union
 
 import pyarrow.parquet as pq
 
-from runtime.checkpoint.state_table import SOURCE_STATE, read_state_file, table_to_snapshot
+from runtime.state.snapshot import SOURCE_STATE, read_state_file, table_to_snapshot
 from runtime.checkpoint.storage import (
     CHECKPOINT, COMPLETED, DISCARDED, INVALID, SAVEPOINT, CheckpointException, CheckpointRecord, CheckpointStorage)
 from runtime.graph.job_graph import JobGraph

@@ -17,7 +17,7 @@ from typing import Optional
 import pyarrow.compute as pc
 
 from runtime.checkpoint.restore import METADATA, RestorePoint, choose, load_savepoint
-from runtime.checkpoint.state_table import (
+from runtime.state.snapshot import (
     OPERATOR_PREFIX, TIMER_PREFIX, decode_keys, decode_values, read_state_file, state_types)
 from runtime.checkpoint.storage import SAVEPOINT, CheckpointException, CheckpointStorage
 

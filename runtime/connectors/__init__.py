@@ -1,4 +1,7 @@
-"""Source readers and enumerators, and sink writers, for the connector descriptors."""
+"""Source readers and enumerators, and sink writers, for the connector descriptors.
+
+The driver (``runtime.execution``) looks them up here and hands a task the reader and writer
+classes it needs in its deployment descriptor: the task layer knows their interfaces only."""
 from __future__ import annotations
 
 from runtime.datastream import connectors as api
@@ -28,5 +31,16 @@ def create_enumerator(source, context):
     return _entry(source)[0](source, context)
 
 
-def create_reader(source, ctx):
-    return _entry(source)[1](source, ctx)
+def reader_class(source) -> type:
+    """The task-side reader of ``source`` (a SourceReader: ``read``, ``end_state``, ``origin``)."""
+    return _entry(source)[1]
+
+
+def writer_class(sink) -> type:
+    """The task-side writer of a sink descriptor (``write(values)``, ``finish() -> committable``)."""
+    from runtime.connectors import delta
+    writers = {api.DeltaSink: delta.DeltaSinkWriter}
+    writer = writers.get(type(sink))
+    if writer is None:
+        raise TypeError(f"Sluice cannot run the sink {type(sink).__name__} yet")
+    return writer

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from runtime.checkpoint.coordinator import CheckpointCoordinator
-from runtime.checkpoint.state_table import CorruptStateException
+from runtime.state.snapshot import CorruptStateException
 from runtime.checkpoint.storage import CheckpointException, CheckpointStorage
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
-from runtime.connectors import create_enumerator
+from runtime.connectors import create_enumerator, reader_class, writer_class
 from runtime.connectors.base import EnumeratorContext
 from runtime.execution.history import FAILED, RUNNING, ExecutionHistory, ExecutionRecord
 from runtime.execution.options import ExecutionOptions
@@ -456,7 +456,10 @@ class JobRunner:
                     splits=tuple(source_plans.get(v.id, {}).get(s, ())),
                     restored_state=self.restored.get((v.id, s)),
                     snapshot_dir=snapshot_dir, batch_size=self.options.batch_size,
-                    watermarks=self.task_watermarks.get((v.id, s)))
+                    watermarks=self.task_watermarks.get((v.id, s)),
+                    source_reader=reader_class(v.head.operator.source) if v.id in self.enumerators else None,
+                    sink_writers={n.id: writer_class(n.operator.sink) for n in v.operators
+                                  if n.kind == "sink" and getattr(n.operator, "kind", None) == "delta"})
         return tdds, end_of_input, checkpoint_id
 
     def _run_epoch(self, epoch: int, broadcast, result: JobExecutionResult):

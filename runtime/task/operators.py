@@ -105,8 +105,9 @@ class TaskContext:
 
     def __init__(self, task_name: str, subtask_index: int, parallelism: int, max_parallelism: int,
                  attempt_number: int, processing_time: int, job_parameters: dict,
-                 key_group_range=None, epoch: int = 0):
+                 key_group_range=None, epoch: int = 0, sink_writers: Optional[dict] = None):
         self.epoch = epoch
+        self.sink_writers = sink_writers or {}      # sink node id -> writer class (from the driver)
         self.task_name = task_name
         self.subtask_index = subtask_index
         self.parallelism = parallelism
@@ -650,8 +651,7 @@ class StreamSink(TaskOperator):
                 prefix += (":" if prefix else "") + str(self.ctx.subtask_index + 1)
             self.prefix = prefix + "> " if prefix else ""
         if self.kind == "delta":
-            from runtime.connectors.delta import DeltaSinkWriter
-            self.writer = DeltaSinkWriter(self.spec.sink, self.ctx)
+            self.writer = self.ctx.sink_writers[self.node.id](self.spec.sink, self.ctx)
 
     def user_functions(self):
         return [self.spec.sink] if self.spec.kind == "function" else []

@@ -15,7 +15,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Optional
 
-from runtime.checkpoint.state_table import OPERATOR_PREFIX
+from runtime.state.snapshot import OPERATOR_PREFIX
 from runtime.common.faults import fault_point
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.datastream.partitioner import KeyGroupStreamPartitioner
@@ -55,6 +55,9 @@ class TaskDeploymentDescriptor:
     snapshot_dir: Optional[str] = None      # where to write this epoch's snapshot ("{operator_id}" in it)
     batch_size: int = 4096
     watermarks: Optional[TaskWatermarks] = None     # event time where the previous epoch left it
+    # The connectors' task sides, chosen by the driver: this layer knows only their interfaces.
+    source_reader: Optional[type] = None            # SourceReader class of a source vertex
+    sink_writers: dict = field(default_factory=dict)    # sink node id -> its writer class
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,8 @@ class StreamTask:
         if v.is_keyed:
             kgr = compute_key_group_range_for_operator_index(v.max_parallelism, v.parallelism, tdd.subtask_index)
         self.ctx = TaskContext(v.name, tdd.subtask_index, v.parallelism, v.max_parallelism,
-                               tdd.attempt_number, tdd.processing_time, job_parameters, kgr, tdd.epoch)
+                               tdd.attempt_number, tdd.processing_time, job_parameters, kgr, tdd.epoch,
+                               tdd.sink_writers)
         self.operators = {n.id: create_operator(n, self.ctx) for n in v.operators}
         stream_graph = job_graph.stream_graph
         for n in v.operators:
@@ -246,7 +250,7 @@ class StreamTask:
         yield ACK, pickle.dumps(ack, protocol=5)
 
     def _restore(self, ack: Acknowledgement) -> None:
-        from runtime.checkpoint.state_table import CorruptStateException, read_state_file, table_to_snapshot
+        from runtime.state.snapshot import CorruptStateException, read_state_file, table_to_snapshot
         restored = self.tdd.restored_state
         if restored is None:
             return
@@ -278,7 +282,7 @@ class StreamTask:
                 op.input_watermarks = list(inputs)
 
     def _snapshot(self, ack: Acknowledgement) -> None:
-        from runtime.checkpoint.state_table import snapshot_to_table, state_table_name, write_state_file
+        from runtime.state.snapshot import snapshot_to_table, state_table_name, write_state_file
         if not self.tdd.snapshot_dir:
             return
         started = time.time()
@@ -293,10 +297,9 @@ class StreamTask:
     # ---- sources -----------------------------------------------------------------------
 
     def _run_source(self) -> tuple[int, dict]:
-        from runtime.connectors import create_reader
         spec = self.head.spec
         strategy = spec.watermark_strategy
-        reader = create_reader(spec.source, self.ctx)
+        reader = self.tdd.source_reader(spec.source, self.ctx)
         out = self.head.output
         splits = list(self.tdd.splits)
         generators, states = {}, {}

@@ -1,0 +1,148 @@
+"""The runtime's packages depend one way (README, "Layout"): this builds the import graph of
+``runtime`` from the source with ``ast``, imports inside functions included, and names every
+import that breaks the layering.
+"""
+import ast
+import os
+from collections import defaultdict
+
+import pytest
+
+from seed import ROOT
+
+RUNTIME = os.path.join(ROOT, "runtime")
+
+# What each package may import (besides itself); the README's diagram says the same.
+LAYERS = {
+    "common": set(),
+    "storage": {"common"},
+    "datastream": {"common"},
+    "state": {"common", "datastream", "storage"},
+    "graph": {"common", "datastream", "state"},
+    "scheduler": {"common", "datastream", "graph", "state"},
+    "task": {"common", "datastream", "graph", "state", "storage"},
+    "cep": {"common", "datastream", "state", "task"},
+    "connectors": {"common", "datastream", "graph", "state", "storage", "task"},
+    "checkpoint": {"common", "datastream", "graph", "state", "storage", "task", "connectors"},
+    "execution": {"common", "datastream", "graph", "state", "storage", "task", "cep", "connectors",
+                  "checkpoint", "scheduler"},
+    "client": {"common", "datastream", "graph"},
+    "jobmaster": {"common", "datastream", "graph", "state", "storage", "task", "connectors", "checkpoint",
+                  "execution", "scheduler", "client"},
+    "cli": {"common", "datastream", "graph", "state", "storage", "checkpoint", "execution", "scheduler",
+            "client", "jobmaster"},
+}
+# The API and the compilers know nothing of Spark; nothing in runtime knows Airflow.
+NO_SPARK = {"common", "datastream", "graph", "scheduler", "client", "cep"}
+
+
+def package_of(path: str) -> str:
+    parts = os.path.relpath(path, RUNTIME).split(os.sep)
+    return parts[0][:-3] if len(parts) == 1 else parts[0]
+
+
+def imports():
+    """(file, line, importing package, imported module, imported names) of every import."""
+    for folder, _, files in os.walk(RUNTIME):
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(folder, name)
+            module = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+            with open(path) as f:
+                tree = ast.parse(f.read(), path)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    for alias in node.names:
+                        yield path, node.lineno, package_of(path), alias.name, ()
+                elif isinstance(node, ast.ImportFrom):
+                    target = node.module or ""
+                    if node.level:
+                        base = module.split(".")[:-node.level] if not name == "__init__.py" else \
+                            module.split(".")[:len(module.split(".")) - node.level + 1]
+                        target = ".".join(base + ([node.module] if node.module else []))
+                    yield path, node.lineno, package_of(path), target, tuple(a.name for a in node.names)
+
+
+def where(path, line) -> str:
+    return f"{os.path.relpath(path, ROOT)}:{line}"
+
+
+def runtime_edges():
+    for path, line, package, target, names in imports():
+        parts = target.split(".")
+        if parts[0] == "runtime" and len(parts) > 1:
+            yield path, line, package, parts[1], target, names
+
+
+def test_every_package_is_in_the_layering():
+    found = {package_of(os.path.join(folder, f)) for folder, _, files in os.walk(RUNTIME)
+             for f in files if f.endswith(".py")} - {"__init__"}
+    assert found == set(LAYERS), "add the package to LAYERS and to the README's layout diagram"
+
+
+def test_packages_import_only_the_layers_below():
+    wrong = [f"{where(path, line)}: {package} imports {target}, which it may not (it may import "
+             f"{', '.join(sorted(LAYERS[package])) or 'nothing of runtime'})"
+             for path, line, package, imported, target, _ in runtime_edges()
+             if imported != package and package in LAYERS and imported not in LAYERS[package]]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_there_is_no_import_cycle():
+    graph = defaultdict(set)
+    for _, _, package, imported, _, _ in runtime_edges():
+        if imported != package:
+            graph[package].add(imported)
+    cycle = _cycle(graph)
+    assert cycle is None, " -> ".join(cycle or ())
+
+
+def _cycle(graph):
+    state: dict = {}
+
+    def visit(node, path):
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                return path + [node, nxt]
+            if nxt not in state:
+                found = visit(nxt, path + [node])
+                if found:
+                    return found
+        state[node] = "done"
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node, [])
+            if found:
+                return found[found.index(found[-1]):]
+    return None
+
+
+def test_no_private_name_is_used_across_packages():
+    wrong = [f"{where(path, line)}: {package} uses {target}.{name}, private to {imported}"
+             for path, line, package, imported, target, names in runtime_edges() if imported != package
+             for name in names if name.startswith("_")]
+    wrong += [f"{where(path, line)}: {package} imports the private module {target}"
+              for path, line, package, imported, target, _ in runtime_edges()
+              if imported != package and any(p.startswith("_") and p != "__init__" for p in target.split("."))]
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("forbidden, packages", [("airflow", set(LAYERS)), ("pyspark", NO_SPARK)])
+def test_runtime_knows_no_airflow_and_the_api_no_spark(forbidden, packages):
+    wrong = [f"{where(path, line)}: {package} imports {target}"
+             for path, line, package, target, _ in imports()
+             if package in packages and target.split(".")[0] in (forbidden, "sluice_airflow")]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_checker_finds_what_it_must():
+    """The checks above fail on what they forbid (a checker that finds nothing proves nothing)."""
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": {"c"}}) is None
+    assert package_of(os.path.join(RUNTIME, "task", "operators.py")) == "task"
+    assert package_of(os.path.join(RUNTIME, "cli.py")) == "cli"
+    assert "datastream" not in LAYERS["common"] and "execution" not in LAYERS["checkpoint"]
