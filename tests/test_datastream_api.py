@@ -118,8 +118,8 @@ def test_operator_names_follow_flink(env):
         "Keyed Reduce",
         "Window(SlidingEventTimeWindows(10000, 5000), EventTimeTrigger, Count, PassThroughWindowFunction)",
         "Window(EventTimeSessionWindows(3000), EventTimeTrigger, Wrap)",
-        "Window(GlobalWindows(), PurgingTrigger, <lambda>)",
-        "Window(GlobalWindows(), CountTrigger, CountEvictor, <lambda>, PassThroughWindowFunction)",
+        "Window(CountTumblingWindowAssigner(3), PurgingTrigger, <lambda>)",
+        "Window(CountSlidingWindowAssigner(2, 1), PurgingTrigger, <lambda>, PassThroughWindowFunction)",
         "Window(TumblingEventTimeWindows(5000), EventTimeTrigger, ComparableAggregator, "
         "PassThroughWindowFunction)",
     ]

@@ -2,7 +2,7 @@
 geohash zone jumps by more than 70% twice in a row, within 15 minutes.
 
 A deterministic GeoHashEventsGenerator emits, every PAUSE ms, one event per zone with a
-Gaussian number of GPRS events; per zone a sliding count window of 2 (``count_window(2, 1)``)
+Gaussian number of GPRS events; per zone a sliding count window of 2 (Java's ``countWindow(2, 1)``)
 computes the delta to the zone's previous event, and the pattern ``first.next(second)``, both
 over the threshold, ``within(Time.minutes(15))``, emits the alert pairs, printed and written
 exactly once to a Delta table.
@@ -18,6 +18,7 @@ from runtime.common import Row, Time, Types, WatermarkStrategy
 from runtime.datastream import StreamExecutionEnvironment, WindowFunction
 from runtime.datastream.connectors import DataGeneratorSource
 from runtime.datastream.connectors.delta import DeltaSink
+from runtime.datastream.window import CountEvictor, CountTrigger, GlobalWindows
 from runtime.jobmaster import JobDeployment
 
 # Its Airflow DAG ("geo_alerts"): manual runs over a bounded batch of generated events, so a
@@ -114,8 +115,11 @@ def build(env, generator: GeoHashEventsGenerator, events: int, parallelism: int,
     source = env.from_source(DataGeneratorSource(generator, count=events, type_info=GEO_EVENT),
                              WatermarkStrategy.no_watermarks(), "GeoHashEventsGenerator"
                              ).set_parallelism(1).uid("geohash-events")
+    # The seeds' Java countWindow(2, 1): fire on every event with the last two, so a zone's first
+    # event comes out alone (delta 0). PyFlink's count_window(2, 1) fires full windows only.
     deltas = (source.key_by(lambda e: e.geohash, key_type=Types.STRING())
-              .count_window(2, 1).apply(Deltas(), output_type=GEO_EVENT)
+              .window(GlobalWindows.create()).trigger(CountTrigger.of(1)).evictor(CountEvictor.of(2))
+              .apply(Deltas(), output_type=GEO_EVENT)
               .set_parallelism(parallelism).uid("deltas"))
     # In processing time, as the seeds' job (its event time is commented out): a zone's deltas
     # are matched in the order its count window emits them.

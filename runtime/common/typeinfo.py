@@ -937,6 +937,24 @@ def records_to_arrow(records: Iterable[Any], type_info: TypeInformation) -> pa.R
     return pa.RecordBatch.from_arrays([array], schema=schema)
 
 
+def to_declared_type(records: Sequence[Any], type_info: TypeInformation, what: str) -> list:
+    """``records`` as values of ``type_info``, as PyFlink's serializers make them: a tuple declared
+    as a ROW becomes a Row, an int declared DOUBLE a float, a FLOAT is rounded to 32 bits.
+    A record that does not fit fails naming it, its index in ``what`` and the type."""
+    if isinstance(type_info, PickledBytesTypeInfo):
+        return list(records)
+    try:
+        return arrow_to_records(records_to_arrow(list(records), type_info), type_info)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as error:
+        for i, record in enumerate(records):     # the first record that does not fit, to name it
+            try:
+                records_to_arrow([record], type_info)
+            except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
+                raise TypeError(f"{what}: record {i}, {record!r}, does not fit its declared type "
+                                f"{type_info}: {e}. Convert it, or declare the type it has.") from None
+        raise TypeError(f"{what}: the records do not fit their declared type {type_info}: {error}") from None
+
+
 def arrow_to_records(batch: Union[pa.RecordBatch, pa.Table], type_info: TypeInformation) -> list:
     """The records of a batch made by ``records_to_arrow`` with the same ``type_info``."""
     _check_type_info(type_info, "type_info")

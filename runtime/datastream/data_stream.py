@@ -304,10 +304,9 @@ class DataStream:
         _check_assigner(window_assigner, "window_all")
         return AllWindowedStream(self, window_assigner)
 
-    def count_window_all(self, size: int, slide: Optional[int] = None) -> "AllWindowedStream":
-        assigner, trigger, evictor = _count_window_parts(size, slide, "count_window_all")
-        w = AllWindowedStream(self, assigner).trigger(trigger)
-        return w.evictor(evictor) if evictor else w
+    def count_window_all(self, size: int, slide: int = 0) -> "AllWindowedStream":
+        """Count windows over the whole stream, as ``KeyedStream.count_window`` per key."""
+        return AllWindowedStream(self, _count_window_assigner(size, slide, "count_window_all"))
 
     def window(self, *args, **kwargs):
         raise TypeError(
@@ -439,10 +438,18 @@ class KeyedStream(DataStream):
         _check_assigner(window_assigner, "window")
         return WindowedStream(self, window_assigner)
 
-    def count_window(self, size: int, slide: Optional[int] = None) -> "WindowedStream":
-        assigner, trigger, evictor = _count_window_parts(size, slide, "count_window")
-        w = WindowedStream(self, assigner).trigger(trigger)
-        return w.evictor(evictor) if evictor else w
+    def count_window(self, size: int, slide: int = 0) -> "WindowedStream":
+        """PyFlink's count windows: tumbling (``slide`` 0) or sliding, each fired once it holds
+        ``size`` elements, with ``CountWindow(id)`` as the window.
+
+        >>> keyed.count_window(3).sum(1)          # every 3 elements of a key
+        >>> keyed.count_window(4, 2).apply(f)     # elements 0-3, 2-5, 4-7, ... of a key
+
+        Java Flink's ``countWindow(size, slide)`` differs (GlobalWindows + CountTrigger(slide) +
+        CountEvictor(size): it fires every ``slide`` elements with the last ``size``, partial at
+        first); build that with ``window(GlobalWindows.create())`` if it is what you want.
+        """
+        return WindowedStream(self, _count_window_assigner(size, slide, "count_window"))
 
     def _keyed_partition_error(self, *args, **kwargs):
         raise TypeError(
@@ -461,14 +468,13 @@ def _check_assigner(assigner, call: str) -> None:
             f"TumblingEventTimeWindows.of(Time.seconds(5)), got {assigner!r}")
 
 
-def _count_window_parts(size, slide, call: str):
-    from runtime.datastream.window import CountEvictor, CountTrigger, GlobalWindows, PurgingTrigger
+def _count_window_assigner(size, slide, call: str):
+    from runtime.datastream.window import CountSlidingWindowAssigner, CountTumblingWindowAssigner
     for what, value in (("size", size), ("slide", slide)):
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise ValueError(f"{call}(): the {what} must be a positive number of records, got {value!r}")
-    if slide is None:
-        return GlobalWindows.create(), PurgingTrigger.of(CountTrigger.of(size)), None
-    return GlobalWindows.create(), CountTrigger.of(slide), CountEvictor.of(size)
+        if not isinstance(value, int) or isinstance(value, bool) or value < (1 if what == "size" else 0):
+            raise ValueError(f"{call}(): the {what} must be a positive number of records"
+                             f"{' (or 0: tumbling)' if what == 'slide' else ''}, got {value!r}")
+    return CountTumblingWindowAssigner(size) if slide == 0 else CountSlidingWindowAssigner(size, slide)
 
 
 class WindowedStream:

@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from runtime.common.configuration import Configuration
 from runtime.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
+from runtime.common.typeinfo import infer_type_info, to_declared_type
 from runtime.common.watermark_strategy import WatermarkStrategy
 from runtime.datastream.checkpoint_config import CheckpointConfig, CheckpointingMode
 from runtime.datastream.connectors.base import Source
@@ -152,8 +153,9 @@ class StreamExecutionEnvironment:
         if not items:
             raise ValueError("from_collection(): Collection must not be empty")
         if type_info is None:
-            from runtime.common.typeinfo import infer_type_info
             type_info = infer_type_info(items)
+        else:   # as PyFlink: the records become values of the declared type at the source
+            items = tuple(to_declared_type(items, type_info, "from_collection()"))
         return self._source(CollectionSource(items, type_info), CollectionSource.default_name,
                             type_info=type_info)
 

@@ -1,0 +1,51 @@
+"""``from_collection(..., type_info=...)`` gives the records the declared type at the source, as
+PyFlink's serializers do: tuples declared as a ROW become Rows (``.word`` works), ints declared
+DOUBLE become floats, and FLOAT is 32 bits (163.3 reads back as float32(163.3)). The answers come
+from those rules (``struct`` does the 32-bit rounding here, independently of the engine).
+"""
+import struct
+
+import pytest
+
+from runtime.common import Row, Types
+from runtime_env import job_env
+
+WORDS = Types.ROW_NAMED(["word", "price"], [Types.STRING(), Types.FLOAT()])
+
+
+def f32(x: float) -> float:
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+@pytest.mark.parametrize("records_per_epoch", [None, 1])
+def test_tuples_declared_as_named_rows_are_rows_with_32_bit_floats(spark, tmp_path, records_per_epoch):
+    settings = {"epoch__max_records_per_split": records_per_epoch} if records_per_epoch else {}
+    env = job_env(tmp_path, **settings)
+    rows = env.from_collection([("apple", 163.3), ("pear", 0.1), ("apple", 2)], type_info=WORDS)
+    got = list(rows.map(lambda r: (type(r).__name__, r.word, r["price"]),
+                        output_type=Types.TUPLE([Types.STRING(), Types.STRING(), Types.DOUBLE()]))
+               .execute_and_collect("types"))
+    assert got == [("Row", "apple", f32(163.3)), ("Row", "pear", f32(0.1)), ("Row", "apple", 2.0)]
+    assert f32(163.3) != 163.3 and f32(163.3) == 163.3000030517578
+
+
+def test_a_sum_of_floats_adds_the_32_bit_values(spark, tmp_path):
+    env = job_env(tmp_path)
+    got = list(env.from_collection([("a", 163.3), ("a", 0.1)], type_info=WORDS)
+               .key_by(lambda r: r.word).reduce(lambda a, b: Row(word=a.word, price=a.price + b.price))
+               .map(lambda r: r.price, output_type=Types.DOUBLE()).execute_and_collect("sum"))
+    assert got == [f32(163.3), f32(163.3) + f32(0.1)]
+
+
+def test_ints_declared_double_are_floats_and_lists_declared_tuples_are_tuples(env):
+    assert env.from_collection([1, 2], type_info=Types.DOUBLE())._t.operator.source.items == (1.0, 2.0)
+    pairs = env.from_collection([["a", 1]], type_info=Types.TUPLE([Types.STRING(), Types.LONG()]))
+    assert pairs._t.operator.source.items == (("a", 1),)
+
+
+def test_a_record_that_does_not_fit_its_type_fails_when_the_job_is_built(env):
+    with pytest.raises(TypeError, match=r"from_collection\(\): record 1, 'x', does not fit its declared type Long"):
+        env.from_collection([1, "x", 3], type_info=Types.LONG())
+    with pytest.raises(TypeError, match=r"from_collection\(\): record 1, \('pear',\), does not fit its declared "
+                                        r"type Row\(word: String, price: Float\): \('pear',\) has 1 fields"):
+        env.from_collection([("apple", 1.0), ("pear",)], type_info=WORDS)
