@@ -46,7 +46,7 @@ def finish_summary(run) -> dict:
 def print_results(summary: dict, top: int) -> None:
     from deltalake import DeltaTable
     for sink in summary.get("sinks", ()):
-        rows = DeltaTable(sink).to_pyarrow_table().to_pylist()
+        rows = DeltaTable(sink).to_pyarrow_dataset().to_table(use_threads=False).to_pylist()
         totals: dict = {}
         for r in rows:
             totals[r["word"]] = totals.get(r["word"], 0) + r["count"]
