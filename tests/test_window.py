@@ -1,8 +1,6 @@
 """Window model: assigners, merging, triggers and evictors against hand-computed results."""
 import pickle
 import re
-import sys
-import types
 from dataclasses import FrozenInstanceError
 from datetime import timedelta
 
@@ -49,47 +47,15 @@ NO_TIMESTAMP = (
 )
 
 
-# ----------------------------------------------------------------- state fallback and fakes
-
-
-class _FallbackStateDescriptor:
-    def __init__(self, name, type_info=None):
-        self.name = name
-        self.type_info = type_info
-
-    def get_name(self):
-        return self.name
-
-
-class _FallbackReducingStateDescriptor(_FallbackStateDescriptor):
-    def __init__(self, name, reduce_function, type_info=None):
-        super().__init__(name, type_info)
-        self.reduce_function = reduce_function
-
-    def get_reduce_function(self):
-        return self.reduce_function
-
-
-@pytest.fixture(autouse=True)
-def _state_module(monkeypatch):
-    """Stand in for runtime.datastream.state only while that module does not exist yet."""
-    try:
-        import runtime.datastream.state  # noqa: F401
-    except ImportError:
-        fallback = types.ModuleType("runtime.datastream.state")
-        fallback.ValueStateDescriptor = _FallbackStateDescriptor
-        fallback.ReducingStateDescriptor = _FallbackReducingStateDescriptor
-        monkeypatch.setitem(sys.modules, "runtime.datastream.state", fallback)
+# ----------------------------------------------------------------- a trigger context for unit tests
 
 
 def _name(descriptor):
-    return descriptor.get_name() if hasattr(descriptor, "get_name") else descriptor.name
+    return descriptor.get_name()
 
 
 def _reducer(descriptor):
-    fn = (descriptor.get_reduce_function() if hasattr(descriptor, "get_reduce_function")
-          else descriptor.reduce_function)
-    return fn.reduce if hasattr(fn, "reduce") else fn
+    return descriptor.reduce_function       # a ReduceFunction's reduce, or the callable itself
 
 
 class FakeReducingState:
