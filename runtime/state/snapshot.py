@@ -41,7 +41,10 @@ OPERATOR_PREFIX = "_operator/"
 SOURCE_STATE = "SourceReaderState"      # Flink's name for a source's list state of splits
 SPLIT, UNION = "split", "union"
 TYPES_METADATA = b"sluice.state_types"
-ENGINE_STATES = frozenset({"window-contents", "_op_state"})   # typed by the engine, not the user
+# The engine's own keyed states, typed by the engine (from the stream's type), not by the user.
+WINDOW_CONTENTS = "window-contents"     # a window's elements, or its pre-aggregate
+ROLLING_AGGREGATE = "_op_state"         # a keyed sum/min/max/reduce's running value
+ENGINE_STATES = frozenset({WINDOW_CONTENTS, ROLLING_AGGREGATE})
 
 BASE_SCHEMA = pa.schema([
     pa.field("subtask", pa.int32()),

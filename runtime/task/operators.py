@@ -17,6 +17,7 @@ from runtime.datastream import functions as fn
 from runtime.datastream import operators as ops
 from runtime.datastream.output_tag import is_side_output
 from runtime.datastream.state import ValueStateDescriptor
+from runtime.state.snapshot import ROLLING_AGGREGATE
 from runtime.task.state_backend import VOID_NAMESPACE, HeapKeyedStateBackend
 from runtime.task.timer_service import InternalTimerService
 
@@ -570,7 +571,7 @@ class StreamGroupedReduceOperator(TaskOperator):
         super().open()
         spec = self.spec
         self.reduce = spec.function.reduce if spec.function is not None else aggregator(spec.aggregation)
-        self.state = self.backend.get_partitioned_state(ValueStateDescriptor("_op_state", self.input_type))
+        self.state = self.backend.get_partitioned_state(ValueStateDescriptor(ROLLING_AGGREGATE, self.input_type))
 
     def process_batch(self, values, timestamps, input_index):
         out = []

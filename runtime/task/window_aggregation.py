@@ -8,7 +8,7 @@ this local-global aggregation; it is valid because these aggregations are associ
 
 The result equals the general WindowOperator's: the emitted record is the first record of
 the key's window with the aggregated field replaced, at the window's max timestamp, and
-the state is kept in the same rows ("window-contents" per key and window), so a snapshot
+the state is kept in the same rows (WINDOW_CONTENTS per key and window), so a snapshot
 restores into either operator.
 """
 from __future__ import annotations
@@ -27,6 +27,7 @@ from runtime.task.record_columns import RecordColumns, take, to_pylist
 from runtime.task.partitioning import key_channels
 from runtime.task.timer_service import EVENT_TIME, PROCESSING_TIME
 from runtime.state.key_groups import assign_to_key_group
+from runtime.state.snapshot import WINDOW_CONTENTS
 
 _AGGREGATIONS = {"sum", "min", "max"}
 _EXACT_KEYS = {pa.string(), pa.int64()}     # not binary: Arrow makes str and bytes one binary column
@@ -294,7 +295,7 @@ class WindowAggregationOperator(TaskOperator):
         if not self.windows.event_time:
             self._fire_until(time)
 
-    # State in the rows of the general WindowOperator: "window-contents" per key and window,
+    # State in the rows of the general WindowOperator: WINDOW_CONTENTS per key and window,
     # plus the window's timer, so either operator restores the other's snapshot.
     def snapshot(self) -> dict:
         maxp = self.ctx.max_parallelism
@@ -305,16 +306,16 @@ class WindowAggregationOperator(TaskOperator):
             keys, accs, reps = self._merge(chunks)
             for key, value in zip(keys, reps.with_field(self.position, accs)):
                 kg = assign_to_key_group(key, maxp)
-                keyed.append((kg, "window-contents", window, key, value))
+                keyed.append((kg, WINDOW_CONTENTS, window, key, value))
                 timers.append((kg, domain, window.max_timestamp(), key, window))
         return {"keyed": keyed, "timers": timers,
-                "types": {"window-contents": self.input_type}}
+                "types": {WINDOW_CONTENTS: self.input_type}}
 
     def restore(self, snapshot: dict) -> None:
         kgr = self.ctx.key_group_range
         restored: dict[int, tuple] = {}
         for kg, name, window, key, value in snapshot.get("keyed", ()):
-            if name == "window-contents" and kgr.contains(kg):
+            if name == WINDOW_CONTENTS and kgr.contains(kg):
                 keys, accs, reps = restored.setdefault(window.start, ([], [], []))
                 keys.append(key)
                 accs.append(field_of(value, self.position))

@@ -16,6 +16,7 @@ from runtime.datastream.state import (
     AggregatingStateDescriptor, ListStateDescriptor, ReducingStateDescriptor, ValueStateDescriptor)
 from runtime.datastream.window import (
     MergingWindowAssigner, TimestampedValue, Trigger, WindowAssigner)
+from runtime.state.snapshot import WINDOW_CONTENTS
 from runtime.task.operators import SideOutputs, TaskOperator, UserCodeException, aggregator
 
 
@@ -27,14 +28,14 @@ class _Contents:
         self.evicting = spec.evictor is not None
         if self.evicting or (spec.reduce_function is None and spec.aggregate_function is None
                              and spec.aggregation is None):
-            descriptor = ListStateDescriptor("window-contents")
+            descriptor = ListStateDescriptor(WINDOW_CONTENTS)
             self.kind = "list"
         elif spec.aggregate_function is not None:
-            descriptor = AggregatingStateDescriptor("window-contents", spec.aggregate_function)
+            descriptor = AggregatingStateDescriptor(WINDOW_CONTENTS, spec.aggregate_function)
             self.kind = "single"
         else:
             reduce = spec.reduce_function.reduce if spec.reduce_function else aggregator(spec.aggregation)
-            descriptor = ReducingStateDescriptor("window-contents", reduce, op.input_type)
+            descriptor = ReducingStateDescriptor(WINDOW_CONTENTS, reduce, op.input_type)
             self.kind = "single"
         self.state = op.backend.get_partitioned_state(descriptor)
 
