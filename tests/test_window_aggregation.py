@@ -11,7 +11,7 @@ from runtime.common import Time, WatermarkStrategy
 from runtime.common.watermark_strategy import MIN_WATERMARK
 from runtime.connectors.collection import CollectionReader
 from runtime.datastream import StreamExecutionEnvironment, TumblingEventTimeWindows
-from runtime.datastream.operators import StreamSink
+from runtime.datastream.operators import SinkSpec
 from runtime.graph.job_graph import create_job_graph
 from runtime.task.operators import with_field
 from runtime.task.stream_task import ACK, SplitRead, TaskDeploymentDescriptor, run_task
@@ -64,7 +64,7 @@ def _window_job(records: list, to_record, key_by):
               .key_by(key_by)
               .window(TumblingEventTimeWindows.of(Time.seconds(5)))
               .sum(1))
-    counts._sink(StreamSink(kind="collect", sink=counts._t.id), "Collect Stream Sink")   # execute_and_collect's sink
+    counts._sink(SinkSpec(kind="collect", sink=counts._t.id), "Collect Stream Sink")   # execute_and_collect's sink
     return create_job_graph(env.get_stream_graph("window job"))
 
 

@@ -14,10 +14,10 @@ from runtime.datastream import partitioner as part
 from runtime.datastream.connectors.base import Sink
 from runtime.datastream.connectors.delta import DeltaSink
 from runtime.datastream.operators import (
-    Aggregation, ChainingStrategy, CoProcessOperator, CoStreamFlatMap, CoStreamMap,
-    KeyedCoProcessOperator, KeyedProcessOperator, PrintSink, ProcessOperator, StreamFilter,
-    StreamFlatMap, StreamGroupedReduceOperator, StreamMap, StreamOperator, StreamSink,
-    TimestampsAndWatermarksOperator, WindowOperator)
+    Aggregation, ChainingStrategy, CoProcessSpec, CoFlatMapSpec, CoMapSpec,
+    KeyedCoProcessSpec, KeyedProcessSpec, PrintSink, ProcessSpec, FilterSpec,
+    FlatMapSpec, GroupedReduceSpec, MapSpec, OperatorSpec, SinkSpec,
+    TimestampsAndWatermarksSpec, WindowSpec)
 from runtime.datastream.output_tag import OutputTag
 from runtime.datastream.transformations import (
     VIRTUAL, OneInputTransformation, PartitionTransformation, SideOutputTransformation,
@@ -185,7 +185,7 @@ class DataStream:
 
     # ---- transformations ---------------------------------------------------------------
 
-    def _one_input(self, operator: StreamOperator, output_type, name: Optional[str] = None,
+    def _one_input(self, operator: OperatorSpec, output_type, name: Optional[str] = None,
                    cls=None) -> "DataStream":
         t = self._env._add(OneInputTransformation(
             id=self._env._new_id(), name=name or operator.default_name, output_type=output_type,
@@ -196,15 +196,15 @@ class DataStream:
         return {}
 
     def map(self, func, output_type=None) -> "DataStream":
-        return self._one_input(StreamMap(function=fn.as_function(func, fn.MapFunction, "map")),
+        return self._one_input(MapSpec(function=fn.as_function(func, fn.MapFunction, "map")),
                                output_type)
 
     def flat_map(self, func, output_type=None) -> "DataStream":
         return self._one_input(
-            StreamFlatMap(function=fn.as_function(func, fn.FlatMapFunction, "flat_map")), output_type)
+            FlatMapSpec(function=fn.as_function(func, fn.FlatMapFunction, "flat_map")), output_type)
 
     def filter(self, func) -> "DataStream":
-        return self._one_input(StreamFilter(function=fn.as_function(func, fn.FilterFunction, "filter")),
+        return self._one_input(FilterSpec(function=fn.as_function(func, fn.FilterFunction, "filter")),
                                self._t.output_type)
 
     def process(self, func, output_type=None) -> "DataStream":
@@ -213,7 +213,7 @@ class DataStream:
                 "process() got a KeyedProcessFunction on a non-keyed stream: call key_by(...) "
                 "first, or implement ProcessFunction.")
         return self._one_input(
-            ProcessOperator(function=fn.as_function(func, fn.ProcessFunction, "process")), output_type)
+            ProcessSpec(function=fn.as_function(func, fn.ProcessFunction, "process")), output_type)
 
     def assign_timestamps_and_watermarks(self, watermark_strategy: WatermarkStrategy) -> "DataStream":
         if not isinstance(watermark_strategy, WatermarkStrategy):
@@ -221,7 +221,7 @@ class DataStream:
                 "assign_timestamps_and_watermarks() expects a WatermarkStrategy, e.g. "
                 "WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(5)), "
                 f"got {watermark_strategy!r}")
-        return self._one_input(TimestampsAndWatermarksOperator(watermark_strategy=watermark_strategy),
+        return self._one_input(TimestampsAndWatermarksSpec(watermark_strategy=watermark_strategy),
                                self._t.output_type)
 
     def key_by(self, key_selector, key_type=None) -> "KeyedStream":
@@ -336,14 +336,14 @@ class DataStream:
 
     # ---- sinks -------------------------------------------------------------------------
 
-    def _sink(self, operator: StreamSink, name: str) -> "DataStreamSink":
+    def _sink(self, operator: SinkSpec, name: str) -> "DataStreamSink":
         t = self._env._add(SinkTransformation(
             id=self._env._new_id(), name=name, output_type=None, input=self._t, operator=operator))
         return DataStreamSink(self._env, t)
 
     def print(self, sink_identifier: Optional[str] = None) -> "DataStreamSink":
         sink = PrintSink(sink_identifier=sink_identifier)
-        return self._sink(StreamSink(kind="print", sink=sink), sink.name)
+        return self._sink(SinkSpec(kind="print", sink=sink), sink.name)
 
     def sink_to(self, sink) -> "DataStreamSink":
         if isinstance(sink, str):
@@ -352,15 +352,15 @@ class DataStream:
             raise TypeError(
                 f"sink_to() takes a Delta table path or a DeltaSink, got {sink!r}; "
                 "use add_sink(function) for a custom sink.")
-        return self._sink(StreamSink(kind="delta", sink=sink), sink.default_name)
+        return self._sink(SinkSpec(kind="delta", sink=sink), sink.default_name)
 
     def add_sink(self, sink_func) -> "DataStreamSink":
         f = fn.as_function(sink_func, fn.SinkFunction, "add_sink")
-        return self._sink(StreamSink(kind="function", sink=f), "Unnamed")
+        return self._sink(SinkSpec(kind="function", sink=f), "Unnamed")
 
     def execute_and_collect(self, job_name: Optional[str] = None, limit: Optional[int] = None):
         """Run the job and return its records (all of them, or the first ``limit``)."""
-        sink = self._sink(StreamSink(kind="collect", sink=self._t.id), "Collect Stream Sink")
+        sink = self._sink(SinkSpec(kind="collect", sink=self._t.id), "Collect Stream Sink")
         return self._env._execute_and_collect(job_name, sink._t, limit)
 
 
@@ -401,14 +401,14 @@ class KeyedStream(DataStream):
     def process(self, func, output_type=None) -> DataStream:
         if isinstance(func, fn.ProcessFunction):
             # Flink accepts a ProcessFunction on a keyed stream; it just has no timers per key.
-            return self._one_input(ProcessOperator(function=func), output_type)
+            return self._one_input(ProcessSpec(function=func), output_type)
         return self._one_input(
-            KeyedProcessOperator(function=fn.as_function(func, fn.KeyedProcessFunction, "process")),
+            KeyedProcessSpec(function=fn.as_function(func, fn.KeyedProcessFunction, "process")),
             output_type)
 
     def reduce(self, func) -> DataStream:
         return self._one_input(
-            StreamGroupedReduceOperator(function=fn.as_function(func, fn.ReduceFunction, "reduce")),
+            GroupedReduceSpec(function=fn.as_function(func, fn.ReduceFunction, "reduce")),
             self._t.output_type)
 
     def _aggregate(self, kind: str, field, first: bool = True) -> DataStream:
@@ -416,7 +416,7 @@ class KeyedStream(DataStream):
         position = resolve_field(self._t.output_type, field, op)
         _check_aggregable(self._t.output_type, position, kind, op)
         agg = Aggregation(kind, field, position, first)
-        return self._one_input(StreamGroupedReduceOperator(aggregation=agg), self._t.output_type,
+        return self._one_input(GroupedReduceSpec(aggregation=agg), self._t.output_type,
                                name="Keyed Aggregation")
 
     def sum(self, position_to_sum: Union[int, str] = 0) -> DataStream:
@@ -536,7 +536,7 @@ class WindowedStream:
         if self._evictor is not None:
             parts.append(type(self._evictor).__name__)
         name = "Window(" + ", ".join(parts + udf_names) + ")"
-        operator = WindowOperator(
+        operator = WindowSpec(
             assigner=self._assigner, trigger=trigger, evictor=self._evictor,
             # Flink applies allowed lateness to event-time windows only.
             allowed_lateness=self._allowed_lateness if self._assigner.is_event_time() else 0,
@@ -639,7 +639,7 @@ class ConnectedStreams:
     def _is_keyed(self) -> bool:
         return isinstance(self.stream1, KeyedStream) and isinstance(self.stream2, KeyedStream)
 
-    def _two_input(self, operator: StreamOperator, output_type) -> DataStream:
+    def _two_input(self, operator: OperatorSpec, output_type) -> DataStream:
         env = self.stream1._env
         keys = {}
         if self._is_keyed():
@@ -657,12 +657,12 @@ class ConnectedStreams:
         return func
 
     def map(self, func, output_type=None) -> DataStream:
-        return self._two_input(CoStreamMap(function=self._check(func, fn.CoMapFunction, "map")),
+        return self._two_input(CoMapSpec(function=self._check(func, fn.CoMapFunction, "map")),
                                output_type)
 
     def flat_map(self, func, output_type=None) -> DataStream:
         return self._two_input(
-            CoStreamFlatMap(function=self._check(func, fn.CoFlatMapFunction, "flat_map")), output_type)
+            CoFlatMapSpec(function=self._check(func, fn.CoFlatMapFunction, "flat_map")), output_type)
 
     def process(self, func, output_type=None) -> DataStream:
         if isinstance(func, fn.KeyedCoProcessFunction):
@@ -670,6 +670,6 @@ class ConnectedStreams:
                 raise TypeError(
                     "KeyedCoProcessFunction can only be used when both input streams are of type "
                     "KeyedStream: call key_by(key_selector1, key_selector2) first.")
-            return self._two_input(KeyedCoProcessOperator(function=func), output_type)
+            return self._two_input(KeyedCoProcessSpec(function=func), output_type)
         return self._two_input(
-            CoProcessOperator(function=self._check(func, fn.CoProcessFunction, "process")), output_type)
+            CoProcessSpec(function=self._check(func, fn.CoProcessFunction, "process")), output_type)

@@ -1,7 +1,8 @@
 """Stream operator descriptors: what each node of a job runs.
 
-Named after Flink's ``StreamOperator`` classes. They are immutable descriptions holding
-the user's functions; the task runtime instantiates the executing operator for each.
+Each ``*Spec`` describes one of Flink's stream operators (``MapSpec`` is ``StreamMap``, ...): an
+immutable description holding the user's functions. The task layer (``runtime.task``) has the
+executing operator of each, under Flink's name.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ class ChainingStrategy(enum.Enum):
 
 
 @dataclass(frozen=True)
-class StreamOperator:
+class OperatorSpec:
     default_name: ClassVar[str] = ""
     chaining_strategy: ClassVar[ChainingStrategy] = ChainingStrategy.ALWAYS
     # Keyed operators own keyed state and timers: they need a key selector per input.
@@ -26,45 +27,45 @@ class StreamOperator:
 
 
 @dataclass(frozen=True)
-class StreamSource(StreamOperator):
+class SourceSpec(OperatorSpec):
     chaining_strategy: ClassVar[ChainingStrategy] = ChainingStrategy.HEAD
     source: Any = None
     watermark_strategy: Any = None
 
 
 @dataclass(frozen=True)
-class StreamMap(StreamOperator):
+class MapSpec(OperatorSpec):
     default_name: ClassVar[str] = "Map"
     function: Any = None
 
 
 @dataclass(frozen=True)
-class StreamFlatMap(StreamOperator):
+class FlatMapSpec(OperatorSpec):
     default_name: ClassVar[str] = "Flat Map"
     function: Any = None
 
 
 @dataclass(frozen=True)
-class StreamFilter(StreamOperator):
+class FilterSpec(OperatorSpec):
     default_name: ClassVar[str] = "Filter"
     function: Any = None
 
 
 @dataclass(frozen=True)
-class ProcessOperator(StreamOperator):
+class ProcessSpec(OperatorSpec):
     default_name: ClassVar[str] = "Process"
     function: Any = None
 
 
 @dataclass(frozen=True)
-class KeyedProcessOperator(StreamOperator):
+class KeyedProcessSpec(OperatorSpec):
     default_name: ClassVar[str] = "KeyedProcess"
     keyed: ClassVar[bool] = True
     function: Any = None
 
 
 @dataclass(frozen=True)
-class TimestampsAndWatermarksOperator(StreamOperator):
+class TimestampsAndWatermarksSpec(OperatorSpec):
     default_name: ClassVar[str] = "Timestamps/Watermarks"
     watermark_strategy: Any = None
 
@@ -89,7 +90,7 @@ class Aggregation:
 
 
 @dataclass(frozen=True)
-class StreamGroupedReduceOperator(StreamOperator):
+class GroupedReduceSpec(OperatorSpec):
     """Rolling reduce or aggregation on a KeyedStream: one updated result per record."""
 
     default_name: ClassVar[str] = "Keyed Reduce"
@@ -99,7 +100,7 @@ class StreamGroupedReduceOperator(StreamOperator):
 
 
 @dataclass(frozen=True)
-class WindowOperator(StreamOperator):
+class WindowSpec(OperatorSpec):
     """Flink's WindowOperator (EvictingWindowOperator when an evictor is set).
 
     Exactly one way to compute the result is set: ``reduce_function``,
@@ -125,28 +126,28 @@ class WindowOperator(StreamOperator):
 
 
 @dataclass(frozen=True)
-class CoStreamMap(StreamOperator):
+class CoMapSpec(OperatorSpec):
     default_name: ClassVar[str] = "Co-Map"
     two_input: ClassVar[bool] = True
     function: Any = None
 
 
 @dataclass(frozen=True)
-class CoStreamFlatMap(StreamOperator):
+class CoFlatMapSpec(OperatorSpec):
     default_name: ClassVar[str] = "Co-Flat Map"
     two_input: ClassVar[bool] = True
     function: Any = None
 
 
 @dataclass(frozen=True)
-class CoProcessOperator(StreamOperator):
+class CoProcessSpec(OperatorSpec):
     default_name: ClassVar[str] = "Co-Process"
     two_input: ClassVar[bool] = True
     function: Any = None
 
 
 @dataclass(frozen=True)
-class KeyedCoProcessOperator(StreamOperator):
+class KeyedCoProcessSpec(OperatorSpec):
     default_name: ClassVar[str] = "KeyedCoProcess"
     two_input: ClassVar[bool] = True
     keyed: ClassVar[bool] = True
@@ -154,7 +155,7 @@ class KeyedCoProcessOperator(StreamOperator):
 
 
 @dataclass(frozen=True)
-class StreamSink(StreamOperator):
+class SinkSpec(OperatorSpec):
     """A sink: ``kind`` is "print", "collect", "delta" or "function"."""
 
     kind: str = "function"

@@ -17,7 +17,7 @@ from runtime.datastream.connectors.file_system import FileSource, StreamFormat
 from runtime.datastream.connectors.socket import SocketTextSource
 from runtime.datastream.data_stream import DataStream
 from runtime.datastream.execution_config import ExecutionConfig
-from runtime.datastream.operators import StreamSource
+from runtime.datastream.operators import SourceSpec
 from runtime.datastream.pipeline import Pipeline, PipelineSettings, executor_for, generate
 from runtime.datastream.transformations import (
     SourceTransformation, Transformation, check_max_parallelism)
@@ -141,7 +141,7 @@ class StreamExecutionEnvironment:
     def _source(self, source: Source, name: str, watermark_strategy=None, type_info=None) -> DataStream:
         t = SourceTransformation(
             id=self._new_id(), name=name, output_type=type_info or source.produced_type,
-            operator=StreamSource(source=source, watermark_strategy=watermark_strategy),
+            operator=SourceSpec(source=source, watermark_strategy=watermark_strategy),
             non_parallel=not source.parallel)
         if not source.parallel:
             t.parallelism = 1

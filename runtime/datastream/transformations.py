@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from runtime.datastream.operators import ChainingStrategy, StreamOperator
+from runtime.datastream.operators import ChainingStrategy, OperatorSpec
 
 MAX_MAX_PARALLELISM = 32768
 
@@ -70,13 +70,13 @@ def check_max_parallelism(max_parallelism: int, owner: str) -> None:
 
 @dataclass(eq=False)
 class SourceTransformation(Transformation):
-    operator: StreamOperator = None
+    operator: OperatorSpec = None
 
 
 @dataclass(eq=False)
 class OneInputTransformation(Transformation):
     input: Transformation = None
-    operator: StreamOperator = None
+    operator: OperatorSpec = None
     state_key_selector: Any = None
     state_key_type: Any = None
 
@@ -89,7 +89,7 @@ class OneInputTransformation(Transformation):
 class TwoInputTransformation(Transformation):
     input1: Transformation = None
     input2: Transformation = None
-    operator: StreamOperator = None
+    operator: OperatorSpec = None
     state_key_selector1: Any = None
     state_key_selector2: Any = None
 
@@ -101,7 +101,7 @@ class TwoInputTransformation(Transformation):
 @dataclass(eq=False)
 class SinkTransformation(Transformation):
     input: Transformation = None
-    operator: StreamOperator = None
+    operator: OperatorSpec = None
 
     @property
     def inputs(self):

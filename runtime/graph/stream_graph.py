@@ -13,7 +13,7 @@ from functools import cached_property
 from typing import Any, Optional
 
 from runtime.datastream import partitioner as part
-from runtime.datastream.operators import ChainingStrategy, StreamOperator, StreamSink, StreamSource
+from runtime.datastream.operators import ChainingStrategy, OperatorSpec, SinkSpec, SourceSpec
 from runtime.datastream.pipeline import Pipeline, PipelineSettings
 from runtime.datastream.transformations import (
     OneInputTransformation, PartitionTransformation, SideOutputTransformation, SinkTransformation,
@@ -41,7 +41,7 @@ class StreamNode:
     # Whether the parallelism was set on the operator (kept on restore at another default).
     parallelism_configured: bool = False
     output_type: Any = field(default=None, compare=False)
-    operator: StreamOperator = field(default=None, compare=False, repr=False)
+    operator: OperatorSpec = field(default=None, compare=False, repr=False)
     state_key_selectors: tuple = field(default=(), compare=False, repr=False)
 
     @property

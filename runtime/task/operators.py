@@ -703,20 +703,20 @@ def create_operator(node, ctx: TaskContext) -> TaskOperator:
     if is_vectorizable(spec):
         return WindowAggregationOperator(node, ctx)
     table = {
-        ops.StreamSource: SourceOperator,
-        ops.StreamMap: StreamMap,
-        ops.StreamFlatMap: StreamFlatMap,
-        ops.StreamFilter: StreamFilter,
-        ops.ProcessOperator: ProcessOperator,
-        ops.KeyedProcessOperator: ProcessOperator,
-        ops.CoProcessOperator: CoProcessOperator,
-        ops.KeyedCoProcessOperator: CoProcessOperator,
-        ops.CoStreamMap: CoStreamMap,
-        ops.CoStreamFlatMap: CoStreamFlatMap,
-        ops.StreamGroupedReduceOperator: StreamGroupedReduceOperator,
-        ops.TimestampsAndWatermarksOperator: TimestampsAndWatermarksOperator,
-        ops.WindowOperator: WindowOperator,
-        ops.StreamSink: StreamSink,
+        ops.SourceSpec: SourceOperator,
+        ops.MapSpec: StreamMap,
+        ops.FlatMapSpec: StreamFlatMap,
+        ops.FilterSpec: StreamFilter,
+        ops.ProcessSpec: ProcessOperator,
+        ops.KeyedProcessSpec: ProcessOperator,
+        ops.CoProcessSpec: CoProcessOperator,
+        ops.KeyedCoProcessSpec: CoProcessOperator,
+        ops.CoMapSpec: CoStreamMap,
+        ops.CoFlatMapSpec: CoStreamFlatMap,
+        ops.GroupedReduceSpec: StreamGroupedReduceOperator,
+        ops.TimestampsAndWatermarksSpec: TimestampsAndWatermarksOperator,
+        ops.WindowSpec: WindowOperator,
+        ops.SinkSpec: StreamSink,
     }
     cls = table.get(type(spec))
     if cls is None:

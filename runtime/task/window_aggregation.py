@@ -21,7 +21,7 @@ import pyarrow as pa
 from runtime.common.watermark_strategy import MAX_WATERMARK
 from runtime.datastream import window as w
 from runtime.datastream.data_stream import FieldKeySelector
-from runtime.datastream.operators import WindowOperator as WindowSpec
+from runtime.datastream.operators import WindowSpec
 from runtime.task.operators import TaskOperator, extreme, field_of
 from runtime.task.record_columns import RecordColumns, take, to_pylist
 from runtime.task.partitioning import key_channels
