@@ -6,7 +6,7 @@ import pytest
 
 from runtime.common import Duration, Types, WatermarkStrategy
 from runtime.datastream import (
-    CoMapFunction, KeyedCoProcessFunction, KeyedProcessFunction, MapFunction, OutputTag,
+    CoFlatMapFunction, CoMapFunction, KeyedCoProcessFunction, KeyedProcessFunction, MapFunction, OutputTag,
     ProcessFunction)
 from runtime.datastream.connectors import DataGeneratorSource, NumberSequenceSource
 from runtime.datastream.state import ValueStateDescriptor
@@ -190,6 +190,33 @@ def test_user_functions_run_once_per_record_even_when_a_batch_fails(spark, tmp_p
         explode_on_c, output_type=Types.STRING()).name("Explode").print()
     with pytest.raises(JobExecutionException, match=r"Explode \(1/1\) failed on record 'c' \(split .*, offset 2\): ValueError: no c"):
         env.execute("explode")
+
+    # With timestamps, and on the second input of a co-flat-map: the same rule, the same loop.
+    class Split(CoFlatMapFunction):
+        def flat_map1(self, value):
+            yield from [value[0]] * 2
+
+        def flat_map2(self, value):
+            yield value
+            if value == "boom":
+                raise ValueError("no boom")
+
+    env = job_env(tmp_path / "stamped", 1)
+    stamped = env.from_collection([("a", 5), ("b", 7)], PAIR).assign_timestamps_and_watermarks(
+        WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda v, _: v[1]))
+    got = stamped.connect(env.from_collection(["x"], Types.STRING())).flat_map(Split(), Types.STRING()) \
+        .process(EmitTimestamp(), Types.STRING()).execute_and_collect()
+    assert sorted(got) == ["a@5", "a@5", "b@7", "b@7", "x@None"]
+    env = job_env(tmp_path / "co", 1)
+    env.from_collection([("a", 5)], PAIR).connect(env.from_collection(["ok", "boom", "late"], Types.STRING())) \
+        .flat_map(Split(), Types.STRING()).name("Split").print()
+    with pytest.raises(JobExecutionException, match=r"Split \(1/1\) failed on record 'boom'.*ValueError: no boom"):
+        env.execute("co-explode")
+
+
+class EmitTimestamp(ProcessFunction):
+    def process_element(self, value, ctx):
+        yield f"{value}@{ctx.timestamp()}"
 
 
 def test_text_files_generators_and_sequences(spark, tmp_path):

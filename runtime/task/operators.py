@@ -324,6 +324,30 @@ class TaskOperator:
             self.fail(e, None)
         return out
 
+    def flat_map(self, f: Callable, values: list, timestamps: list) -> None:
+        """Emit what ``f`` gives for each record (a list, a generator, or None for nothing),
+        with the record's timestamp. ``f`` is called once per record (``each``); what it gives
+        is drained here, and a failure while draining names its record: the results iterator
+        has handed out exactly up to that record."""
+        results = self.each(f, values)
+        out: list = []
+        pending = iter(results)
+        try:
+            if _no_timestamps(timestamps):      # the common case, at C speed
+                out.extend(chain.from_iterable(filter(_is_not_none, pending) if None in results else pending))
+                out_ts = [None] * len(out)
+            else:
+                out_ts = []
+                for t, result in zip(timestamps, pending):
+                    if result is not None:
+                        n = len(out)
+                        out.extend(result)
+                        out_ts.extend([t] * (len(out) - n))
+        except Exception as e:
+            failed = len(results) - length_hint(pending) - 1
+            self.fail(e, values[failed], values, failed)
+        self.output.collect(out, out_ts)
+
     def fail(self, error: BaseException, record, batch: Optional[list] = None, index: Optional[int] = None) -> None:
         """Raise the failure on ``record``, ``batch[index]`` when the operator knows its position."""
         raise UserCodeException(f"{self.name} {self.ctx.subtask_label}", record, error,
@@ -360,31 +384,7 @@ def _no_timestamps(timestamps: list) -> bool:
 
 class StreamFlatMap(TaskOperator):
     def process_batch(self, values, timestamps, input_index):
-        # Each record's function is called once (``each``); what it returns (a list, a
-        # generator, or None for nothing) is drained here, and a failure while draining names
-        # its record: the results iterator has handed out exactly up to that record.
-        results = self.each(fn.method_of(self.spec.function, "flat_map"), values)
-        if _no_timestamps(timestamps):
-            out: list = []
-            pending = iter(results)
-            try:
-                out.extend(chain.from_iterable(filter(_is_not_none, pending) if None in results else pending))
-            except Exception as e:
-                failed = len(results) - length_hint(pending) - 1
-                self.fail(e, values[failed], values, failed)
-            self.output.collect(out, [None] * len(out))
-            return
-        out, out_ts = [], []
-        i = 0
-        try:
-            for i, (t, result) in enumerate(zip(timestamps, results)):
-                if result is not None:
-                    n = len(out)
-                    out.extend(result)
-                    out_ts.extend([t] * (len(out) - n))
-        except Exception as e:
-            self.fail(e, values[i], values, i)
-        self.output.collect(out, out_ts)
+        self.flat_map(fn.method_of(self.spec.function, "flat_map"), values, timestamps)
 
 
 _is_not_none = partial(is_not, None)
@@ -485,31 +485,13 @@ class CoProcessOperator(_ProcessBase):
 class CoStreamMap(TaskOperator):
     def process_batch(self, values, timestamps, input_index):
         f = self.spec.function.map1 if input_index == 1 else self.spec.function.map2
-        out = []
-        v = None
-        try:
-            for v in values:
-                out.append(f(v))
-        except Exception as e:
-            self.fail(e, v)
-        self.output.collect(out, timestamps)
+        self.output.collect(self.each(f, values), timestamps)
 
 
 class CoStreamFlatMap(TaskOperator):
     def process_batch(self, values, timestamps, input_index):
         f = self.spec.function.flat_map1 if input_index == 1 else self.spec.function.flat_map2
-        out, out_ts = [], []
-        v = None
-        try:
-            for v, t in zip(values, timestamps):
-                result = f(v)
-                if result is not None:
-                    n = len(out)
-                    out.extend(result)
-                    out_ts.extend([t] * (len(out) - n))
-        except Exception as e:
-            self.fail(e, v)
-        self.output.collect(out, out_ts)
+        self.flat_map(f, values, timestamps)
 
 
 def with_field(record, position, value):

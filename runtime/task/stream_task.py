@@ -21,6 +21,7 @@ from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.datastream.partitioner import KeyGroupStreamPartitioner
 from runtime.graph.execution_graph import consumed_partitions
 from runtime.graph.job_graph import JobGraph, JobVertex
+from runtime.task.channel_events import IDLE, PreAggregatedPanes, RecordBatch, Watermark
 from runtime.task.operators import (
     TaskContext, UserCodeException, assign_timestamps, create_operator, extreme)
 from runtime.state.key_groups import compute_key_group_range_for_operator_index
@@ -112,21 +113,21 @@ class RecordWriter:
         self.records_out += len(values)
         for c, (vs, ts) in self.selector.select(values, timestamps).items():
             events = self.channels[c]
-            if events and events[-1][0] == "d":
-                events[-1][1].extend(vs)
-                events[-1][2].extend(ts)
+            if events and type(events[-1]) is RecordBatch:
+                events[-1].values.extend(vs)
+                events[-1].timestamps.extend(ts)
             else:
-                events.append(("d", list(vs), list(ts)))
+                events.append(RecordBatch(list(vs), list(ts)))
 
     def process_watermark(self, watermark, input_index):
         if watermark > self.watermark:
             self.watermark = watermark
             for events in self.channels.values():
-                events.append(("w", watermark))
+                events.append(Watermark(watermark))
 
     def process_idle(self, input_index):
         for events in self.channels.values():
-            events.append(("i",))
+            events.append(IDLE)
 
     def rows(self) -> Iterator[tuple]:
         for c in self.channels:
@@ -412,15 +413,15 @@ class StreamTask:
                     if event is None:
                         continue
                     live.append((channel, it))
-                    kind = event[0]
-                    if kind == "d":
-                        records += len(event[1])
-                        head.process_batch(event[1], event[2], input_index)
-                    elif kind == "a":
-                        records += int(event[5].sum())
-                        head.process_panes(*event[1:])
-                    elif kind == "w":
-                        wm = valve.on_watermark(channel, event[1])
+                    kind = type(event)
+                    if kind is RecordBatch:
+                        records += len(event.values)
+                        head.process_batch(event.values, event.timestamps, input_index)
+                    elif kind is PreAggregatedPanes:
+                        records += event.record_count
+                        head.process_panes(event)
+                    elif kind is Watermark:
+                        wm = valve.on_watermark(channel, event.timestamp)
                         if wm is not None:
                             head.process_watermark(wm, input_index)
                     else:

@@ -22,6 +22,7 @@ from runtime.common.watermark_strategy import MAX_WATERMARK
 from runtime.datastream import window as w
 from runtime.datastream.data_stream import FieldKeySelector
 from runtime.datastream.operators import WindowSpec
+from runtime.task.channel_events import PreAggregatedPanes
 from runtime.task.operators import TaskOperator, extreme, field_of
 from runtime.task.record_columns import RecordColumns, take, to_pylist
 from runtime.task.partitioning import key_channels
@@ -90,8 +91,8 @@ class PanePreAggregator:
         self.processing_time = processing_time
         self.record_error = record_error
 
-    def aggregate(self, values: list, timestamps: list):
-        """(keys, starts, accs, reps, counts) of the distinct (key, window) of the records."""
+    def aggregate(self, values: list, timestamps: list) -> PreAggregatedPanes:
+        """The distinct (key, window) of the records, with their aggregates."""
         n = len(values)
         if self.windows.event_time:
             try:
@@ -136,8 +137,9 @@ class PanePreAggregator:
             given = {} if pos is None else {pos: accs}
             if self.key_field is not None and keys.type in _EXACT_KEYS:
                 given[self.key_field] = keys
-            return (keys, grouped.column("s").to_numpy(), accs,
-                    RecordColumns.of(take(values, first), given), grouped.column("count_all").to_numpy())
+            return PreAggregatedPanes(keys, grouped.column("s").to_numpy(), accs,
+                                      RecordColumns.of(take(values, first), given),
+                                      grouped.column("count_all").to_numpy())
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError):
             return self._aggregate_in_python(keys, fields, rows, starts, values)
 
@@ -153,8 +155,9 @@ class PanePreAggregator:
                 g[0] = combine(g[0], fields[r])
                 g[2] += 1
         ks = [k for k, _ in groups]
-        return (ks, np.array([s for _, s in groups], dtype=np.int64), [g[0] for g in groups.values()],
-                RecordColumns.of([values[g[1]] for g in groups.values()]), np.array([g[2] for g in groups.values()]))
+        return PreAggregatedPanes(ks, np.array([s for _, s in groups], dtype=np.int64),
+                                  [g[0] for g in groups.values()], RecordColumns.of([values[g[1]] for g in groups.values()]),
+                                  np.array([g[2] for g in groups.values()]))
 
 
 _COMBINE = {"sum": lambda a, b: a + b, "min": min, "max": max}
@@ -193,13 +196,14 @@ class PreAggregatingRecordWriter:
     def flush(self) -> None:
         if not self.values:
             return
-        keys, starts, accs, reps, counts = self.aggregator.aggregate(self.values, self.timestamps)
+        panes = self.aggregator.aggregate(self.values, self.timestamps)
         self.values, self.timestamps, self.min_end = [], [], MAX_WATERMARK
-        channels = key_channels(keys, self.edge.max_parallelism, self.writer.consumer_p)
+        channels = key_channels(panes.keys, self.edge.max_parallelism, self.writer.consumer_p)
         for c in np.unique(channels).tolist():
             idx = np.flatnonzero(channels == c)
-            event = ("a", take(keys, idx), starts[idx], take(accs, idx), reps.take(idx), counts[idx])
-            self.writer.channels[c].append(event)
+            self.writer.channels[c].append(PreAggregatedPanes(
+                take(panes.keys, idx), panes.starts[idx], take(panes.accumulators, idx),
+                panes.representatives.take(idx), panes.counts[idx]))
 
     def process_watermark(self, watermark, input_index):
         if watermark >= self.min_end:
@@ -233,9 +237,10 @@ class WindowAggregationOperator(TaskOperator):
         self.local = PanePreAggregator(spec, self.key_selectors[0], self.ctx.processing_time, self.fail)
 
     def process_batch(self, values, timestamps, input_index):
-        self.process_panes(*self.local.aggregate(values, timestamps))
+        self.process_panes(self.local.aggregate(values, timestamps))
 
-    def process_panes(self, keys, starts, accs, reps, counts) -> None:
+    def process_panes(self, panes: PreAggregatedPanes) -> None:
+        keys, starts, accs, reps, counts = panes
         live = np.ones(len(starts), dtype=bool)
         if self.windows.event_time:
             live = starts + (self.windows.size - 1) > self.current_watermark
