@@ -126,38 +126,75 @@ class DataStream:
         return self._t
 
     def get_name(self) -> str:
+        """The operator's name, as the plan and the web view show it.
+
+            ds.map(parse).name("Parse").get_name()      # 'Parse'
+        """
         return self._t.name
 
     def name(self, name: str) -> "DataStream":
+        """Names the operator in the plan, the web view and failure messages (Flink's ``name``).
+
+            ds.map(parse).name("Parse")
+            ds.print().name("Print counts")
+        """
         if not isinstance(name, str) or not name:
             raise ValueError(f"name() needs a non-empty string, got {name!r}")
         self._operator("name").name = name
         return self
 
     def uid(self, uid: str) -> "DataStream":
+        """Gives the operator a stable ID: its state is found by it on restore (Flink's ``uid``).
+
+            counts = ds.key_by(lambda r: r[0]).sum(1).uid("word-counts")
+        """
         if not isinstance(uid, str) or not uid:
             raise ValueError(f"uid() of '{self._t.name}' needs a non-empty string, got {uid!r}")
         self._operator("uid").uid = uid
         return self
 
     def set_parallelism(self, parallelism: int) -> "DataStream":
+        """Runs the operator as this many parallel subtasks (Flink's ``setParallelism``).
+
+            ds.map(parse).set_parallelism(4)
+        """
         self._operator("set_parallelism").set_parallelism(parallelism)
         return self
 
     def set_max_parallelism(self, max_parallelism: int) -> "DataStream":
+        """Sets the operator's maximum parallelism: its number of key groups, the limit of a rescale.
+
+            ds.key_by(lambda r: r[0]).sum(1).set_max_parallelism(256)
+        """
         self._operator("set_max_parallelism").set_max_parallelism(max_parallelism)
         return self
 
     def get_parallelism(self) -> int:
+        """The operator's parallelism: its own, or the environment's default.
+
+            ds.map(parse).set_parallelism(3).get_parallelism()      # 3
+        """
         return self._t.parallelism or self._env.get_parallelism()
 
     def get_type(self):
+        """The records' declared TypeInformation (None when nothing declared it: records are pickled).
+
+            ds.map(len, output_type=Types.INT()).get_type()     # Types.INT()
+        """
         return self._t.output_type
 
     def get_execution_environment(self) -> "StreamExecutionEnvironment":
+        """The StreamExecutionEnvironment this stream belongs to.
+
+            env = ds.get_execution_environment()
+        """
         return self._env
 
     def force_non_parallel(self) -> "DataStream":
+        """Runs the operator as one subtask, for good: parallelism and max parallelism 1.
+
+            ds.map(assign_sequence_number).force_non_parallel()
+        """
         t = self._operator("force_non_parallel")
         t.set_parallelism(1)
         t.set_max_parallelism(1)
@@ -165,6 +202,10 @@ class DataStream:
         return self
 
     def slot_sharing_group(self, slot_sharing_group) -> "DataStream":
+        """Puts the operator in a slot sharing group: only operators of one group share a slot.
+
+            ds.map(score).slot_sharing_group("heavy")
+        """
         group = getattr(slot_sharing_group, "name", slot_sharing_group)
         if not isinstance(group, str) or not group:
             raise ValueError(f"slot_sharing_group() needs a non-empty name, got {slot_sharing_group!r}")
@@ -172,15 +213,26 @@ class DataStream:
         return self
 
     def disable_chaining(self) -> "DataStream":
+        """Never chains the operator with the one before or after it (Flink's ``disableChaining``).
+
+            ds.map(parse).disable_chaining()
+        """
         self._operator("disable_chaining").chaining_strategy = ChainingStrategy.NEVER
         return self
 
     def start_new_chain(self) -> "DataStream":
+        """Starts a new chain at this operator: it is not chained to the one before it.
+
+            ds.map(parse).filter(valid).start_new_chain()
+        """
         self._operator("start_new_chain").chaining_strategy = ChainingStrategy.HEAD
         return self
 
     def set_buffer_timeout(self, timeout_millis: int) -> "DataStream":
-        # Channels are flushed once per epoch; accepted for PyFlink compatibility.
+        """Accepted for PyFlink compatibility; channels are flushed once per epoch whatever it says.
+
+            ds.map(parse).set_buffer_timeout(100)       # no effect
+        """
         return self
 
     # ---- transformations ---------------------------------------------------------------
@@ -196,18 +248,35 @@ class DataStream:
         return {}
 
     def map(self, func, output_type=None) -> "DataStream":
+        """One record out per record in (Flink's ``map``): a MapFunction or a plain function.
+
+            ds.map(lambda word: (word, 1), output_type=Types.TUPLE([Types.STRING(), Types.INT()]))
+        """
         return self._one_input(MapSpec(function=fn.as_function(func, fn.MapFunction, "map")),
                                output_type)
 
     def flat_map(self, func, output_type=None) -> "DataStream":
+        """Zero or more records out per record in: a FlatMapFunction, or a function returning an iterable.
+
+            lines.flat_map(lambda line: line.split(), output_type=Types.STRING())
+        """
         return self._one_input(
             FlatMapSpec(function=fn.as_function(func, fn.FlatMapFunction, "flat_map")), output_type)
 
     def filter(self, func) -> "DataStream":
+        """Keeps the records the function says True of (Flink's ``filter``).
+
+            ds.filter(lambda n: n % 2 == 0)
+        """
         return self._one_input(FilterSpec(function=fn.as_function(func, fn.FilterFunction, "filter")),
                                self._t.output_type)
 
     def process(self, func, output_type=None) -> "DataStream":
+        """Runs a ProcessFunction (or a function of ``(value, ctx)``) per record; it returns or yields
+        any number of records, and ``(output_tag, value)`` goes to a side output.
+
+            ds.process(lambda value, ctx: [(value, ctx.timestamp())])
+        """
         if isinstance(func, fn.KeyedProcessFunction):
             raise TypeError(
                 "process() got a KeyedProcessFunction on a non-keyed stream: call key_by(...) "
@@ -216,6 +285,12 @@ class DataStream:
             ProcessSpec(function=fn.as_function(func, fn.ProcessFunction, "process")), output_type)
 
     def assign_timestamps_and_watermarks(self, watermark_strategy: WatermarkStrategy) -> "DataStream":
+        """Gives records event-time timestamps and the stream watermarks, per a WatermarkStrategy.
+
+            ds.assign_timestamps_and_watermarks(
+                WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(5))
+                .with_timestamp_assigner(lambda event, _: event.ts))
+        """
         if not isinstance(watermark_strategy, WatermarkStrategy):
             raise TypeError(
                 "assign_timestamps_and_watermarks() expects a WatermarkStrategy, e.g. "
@@ -225,6 +300,11 @@ class DataStream:
                                self._t.output_type)
 
     def key_by(self, key_selector, key_type=None) -> "KeyedStream":
+        """Partitions the stream by key: state, timers and windows are then per key (Flink's ``keyBy``).
+
+            ds.key_by(lambda r: r[0])       # a function (or KeySelector)
+            ds.key_by("word")               # a field, by name or index, of the declared type
+        """
         if isinstance(key_selector, (int, str)) and not isinstance(key_selector, bool):
             resolve_field(self._t.output_type, key_selector, f"key_by({key_selector!r})")
             selector = FieldKeySelector(key_selector)
@@ -236,6 +316,10 @@ class DataStream:
         return KeyedStream(self._env, t, selector, key_type)
 
     def union(self, *streams: "DataStream") -> "DataStream":
+        """Merges streams of the same type into one (Flink's ``union``).
+
+            everything = clicks.union(views, purchases)
+        """
         for s in streams:
             if not isinstance(s, DataStream):
                 raise TypeError(f"union() takes DataStreams, got {s!r}")
@@ -251,11 +335,21 @@ class DataStream:
         return DataStream(self._env, t)
 
     def connect(self, ds: "DataStream") -> "ConnectedStreams":
+        """Pairs two streams, of any types, for one two-input operator (co-map, co-flat-map, co-process).
+
+            rules.connect(events).key_by(lambda r: r.id, lambda e: e.rule_id).process(ApplyRules())
+        """
         if not isinstance(ds, DataStream):
             raise TypeError(f"connect() takes a DataStream, got {ds!r}")
         return ConnectedStreams(self, ds)
 
     def get_side_output(self, output_tag: OutputTag) -> "DataStream":
+        """The records an operator sent to ``output_tag`` (yielding ``(output_tag, value)``), as a stream.
+
+            errors = OutputTag("errors", Types.STRING())
+            parsed = lines.process(lambda line, ctx: [(errors, line)] if not line else [line.upper()])
+            parsed.get_side_output(errors).print()
+        """
         if not isinstance(output_tag, OutputTag):
             raise TypeError(f"get_side_output() expects an OutputTag, got {output_tag!r}")
         t = self._env._add(SideOutputTransformation(
@@ -272,24 +366,53 @@ class DataStream:
         return DataStream(self._env, t)
 
     def forward(self) -> "DataStream":
+        """Sends each record to the downstream subtask of the same index (the parallelism must match).
+
+            ds.forward().map(enrich)
+        """
         return self._partition(part.ForwardPartitioner())
 
     def rebalance(self) -> "DataStream":
+        """Sends records round-robin to all downstream subtasks, to even out skew.
+
+            ds.rebalance().map(score)
+        """
         return self._partition(part.RebalancePartitioner())
 
     def rescale(self) -> "DataStream":
+        """Sends records round-robin to a subset of the downstream subtasks (Flink's ``rescale``).
+
+            ds.rescale().map(score)
+        """
         return self._partition(part.RescalePartitioner())
 
     def shuffle(self) -> "DataStream":
+        """Sends each record to a random downstream subtask.
+
+            ds.shuffle().map(score)
+        """
         return self._partition(part.ShufflePartitioner())
 
     def broadcast(self) -> "DataStream":
+        """Sends every record to every downstream subtask.
+
+            rules.broadcast().map(compile_rule)
+        """
         return self._partition(part.BroadcastPartitioner())
 
     def global_(self) -> "DataStream":
+        """Sends every record to the first downstream subtask.
+
+            ds.global_().map(assign_sequence_number)
+        """
         return self._partition(part.GlobalPartitioner())
 
     def partition_custom(self, partitioner, key_selector) -> "DataStream":
+        """A Partitioner (or a function of ``(key, num_partitions)``) picks each record's downstream
+        subtask from its key (a function, or a field by index or name).
+
+            ds.partition_custom(lambda key, n: key % n, lambda r: r[1])
+        """
         p = fn.as_function(partitioner, fn.Partitioner, "partition_custom")
         if isinstance(key_selector, (int, str)) and not isinstance(key_selector, bool):
             resolve_field(self._t.output_type, key_selector, f"partition_custom(..., {key_selector!r})")
@@ -301,19 +424,34 @@ class DataStream:
     # ---- non-keyed windows -------------------------------------------------------------
 
     def window_all(self, window_assigner) -> "AllWindowedStream":
+        """Windows over the whole (non-keyed) stream, evaluated by one subtask (Flink's ``windowAll``).
+
+            ds.window_all(TumblingProcessingTimeWindows.of(Time.seconds(10))).reduce(lambda a, b: a + b)
+        """
         _check_assigner(window_assigner, "window_all")
         return AllWindowedStream(self, window_assigner)
 
     def count_window_all(self, size: int, slide: int = 0) -> "AllWindowedStream":
-        """Count windows over the whole stream, as ``KeyedStream.count_window`` per key."""
+        """Count windows over the whole stream, as ``KeyedStream.count_window`` per key.
+
+            ds.count_window_all(100).apply(lambda window, inputs: [len(list(inputs))])
+        """
         return AllWindowedStream(self, _count_window_assigner(size, slide, "count_window_all"))
 
     def window(self, *args, **kwargs):
+        """Only on a KeyedStream: key the stream first, or use ``window_all``.
+
+            ds.key_by(lambda r: r[0]).window(TumblingEventTimeWindows.of(Time.seconds(5)))
+        """
         raise TypeError(
             "window() is defined on a KeyedStream: call key_by(...) first, or use window_all(...) "
             "for a window over the whole (non-keyed) stream.")
 
     def count_window(self, *args, **kwargs):
+        """Only on a KeyedStream: key the stream first, or use ``count_window_all``.
+
+            ds.key_by(lambda r: r[0]).count_window(3)
+        """
         raise TypeError(
             "count_window() is defined on a KeyedStream: call key_by(...) first, or use "
             "count_window_all(...) for a count window over the whole (non-keyed) stream.")
@@ -324,6 +462,8 @@ class DataStream:
                 f"{name}() is defined on a KeyedStream: call key_by(...) first "
                 f"(e.g. ds.key_by(lambda r: r[0]).{name}(...)).")
         method.__name__ = name
+        method.__doc__ = (f"Only on a KeyedStream (a rolling {name} per key): key the stream first.\n\n"
+                          f"    ds.key_by(lambda r: r[0]).{name}(...)")
         return method
 
     sum = _keyed_only("sum")
@@ -342,10 +482,21 @@ class DataStream:
         return DataStreamSink(self._env, t)
 
     def print(self, sink_identifier: Optional[str] = None) -> "DataStreamSink":
+        """Prints each record to standard output as Flink's ``print``, prefixed ``counts:2> ``
+        (the identifier, then the subtask from 1 when the parallelism is above 1), ``2> `` or nothing.
+
+            counts.print()
+            counts.print("counts")
+        """
         sink = PrintSink(sink_identifier=sink_identifier)
         return self._sink(SinkSpec(kind="print", sink=sink), sink.name)
 
     def sink_to(self, sink) -> "DataStreamSink":
+        """Writes the stream to a Delta table (a path or a DeltaSink), exactly once: each checkpoint
+        commits what the epochs since the last one wrote.
+
+            counts.sink_to("warehouse/word-counts")
+        """
         if isinstance(sink, str):
             sink = DeltaSink.for_row_data(sink)
         if not isinstance(sink, DeltaSink):
@@ -355,11 +506,18 @@ class DataStream:
         return self._sink(SinkSpec(kind="delta", sink=sink), sink.default_name)
 
     def add_sink(self, sink_func) -> "DataStreamSink":
+        """Calls a SinkFunction's ``invoke(value, context)``, or a function of the record, per record.
+
+            alerts.add_sink(lambda alert: log.warning("alert: %s", alert))
+        """
         f = fn.as_function(sink_func, fn.SinkFunction, "add_sink")
         return self._sink(SinkSpec(kind="function", sink=f), "Unnamed")
 
     def execute_and_collect(self, job_name: Optional[str] = None, limit: Optional[int] = None):
-        """Run the job and return its records (all of them, or the first ``limit``)."""
+        """Runs the job and returns its records (all of them, or the first ``limit``), iterable.
+
+            doubled = list(env.from_collection([1, 2, 3]).map(lambda x: x * 2).execute_and_collect())
+        """
         sink = self._sink(SinkSpec(kind="collect", sink=self._t.id), "Collect Stream Sink")
         return self._env._execute_and_collect(job_name, sink._t, limit)
 
@@ -381,6 +539,10 @@ class DataStreamSink:
     _operator = DataStream._operator
 
     def get_name(self) -> str:
+        """The sink's name, as the plan and the web view show it.
+
+            ds.print().get_name()       # 'Print to Std. Out'
+        """
         return self._t.name
 
 
@@ -393,12 +555,21 @@ class KeyedStream(DataStream):
         self._key_type = key_type
 
     def get_key_selector(self):
+        """The KeySelector the stream was keyed by.
+
+            key = keyed.get_key_selector().get_key(record)
+        """
         return self._key_selector
 
     def _state_key(self) -> dict:
         return {"state_key_selector": self._key_selector, "state_key_type": self._key_type}
 
     def process(self, func, output_type=None) -> DataStream:
+        """Runs a KeyedProcessFunction per record, with keyed state and timers (or a function of
+        ``(value, ctx)``; a ProcessFunction is accepted too, without timers per key).
+
+            keyed.process(lambda value, ctx: [(ctx.get_current_key(), value)])
+        """
         if isinstance(func, fn.ProcessFunction):
             # Flink accepts a ProcessFunction on a keyed stream; it just has no timers per key.
             return self._one_input(ProcessSpec(function=func), output_type)
@@ -407,6 +578,10 @@ class KeyedStream(DataStream):
             output_type)
 
     def reduce(self, func) -> DataStream:
+        """Rolling reduce per key (Flink's ``reduce``): emits the running result for every record.
+
+            ds.key_by(lambda r: r[0]).reduce(lambda a, b: (a[0], a[1] + b[1]))
+        """
         return self._one_input(
             GroupedReduceSpec(function=fn.as_function(func, fn.ReduceFunction, "reduce")),
             self._t.output_type)
@@ -420,21 +595,47 @@ class KeyedStream(DataStream):
                                name="Keyed Aggregation")
 
     def sum(self, position_to_sum: Union[int, str] = 0) -> DataStream:
+        """Rolling sum of a field per key: for every record, the key's first record with the running sum.
+
+            ds.key_by(lambda r: r[0]).sum(1)        # or .sum("count") on a named ROW
+        """
         return self._aggregate("sum", position_to_sum)
 
     def min(self, position_to_min: Union[int, str] = 0) -> DataStream:
+        """Rolling minimum of a field per key: the key's first record with the field's running minimum.
+
+            ds.key_by(lambda r: r[0]).min(1)
+        """
         return self._aggregate("min", position_to_min)
 
     def max(self, position_to_max: Union[int, str] = 0) -> DataStream:
+        """Rolling maximum of a field per key: the key's first record with the field's running maximum.
+
+            ds.key_by(lambda r: r[0]).max(1)
+        """
         return self._aggregate("max", position_to_max)
 
     def min_by(self, position_to_min_by: Union[int, str] = 0, first: bool = True) -> DataStream:
+        """Rolling: the key's record with the smallest field so far (of equals the first, or the last
+        with ``first=False``).
+
+            ds.key_by(lambda r: r[0]).min_by(1)
+        """
         return self._aggregate("min_by", position_to_min_by, first)
 
     def max_by(self, position_to_max_by: Union[int, str] = 0, first: bool = True) -> DataStream:
+        """Rolling: the key's record with the largest field so far (of equals the first, or the last
+        with ``first=False``).
+
+            ds.key_by(lambda r: r[0]).max_by(1)
+        """
         return self._aggregate("max_by", position_to_max_by, first)
 
     def window(self, window_assigner) -> "WindowedStream":
+        """Windows each key's records with a WindowAssigner (Flink's ``window``).
+
+            keyed.window(TumblingEventTimeWindows.of(Time.seconds(5))).sum(1)
+        """
         _check_assigner(window_assigner, "window")
         return WindowedStream(self, window_assigner)
 
@@ -452,6 +653,10 @@ class KeyedStream(DataStream):
         return WindowedStream(self, _count_window_assigner(size, slide, "count_window"))
 
     def _keyed_partition_error(self, *args, **kwargs):
+        """Refused: a KeyedStream is partitioned by its key; repartition before ``key_by``.
+
+            ds.rebalance().key_by(lambda r: r[0])
+        """
         raise TypeError(
             "A KeyedStream is already partitioned by key; to repartition it differently, "
             "build the partitioning on the stream before key_by.")
@@ -491,12 +696,24 @@ class WindowedStream:
         self._late_tag: Optional[OutputTag] = None
 
     def get_execution_environment(self):
+        """The StreamExecutionEnvironment of the windowed stream.
+
+            env = keyed.window(GlobalWindows.create()).get_execution_environment()
+        """
         return self._stream._env
 
     def get_input_type(self):
+        """The declared type of the records entering the windows (None when undeclared).
+
+            keyed.window(GlobalWindows.create()).get_input_type()
+        """
         return self._stream._t.output_type
 
     def trigger(self, trigger) -> "WindowedStream":
+        """Replaces the assigner's default trigger: when a window pane fires (and purges).
+
+            keyed.window(GlobalWindows.create()).trigger(CountTrigger.of(100))
+        """
         if not hasattr(trigger, "on_element"):
             raise TypeError(f"trigger() expects a Trigger such as CountTrigger.of(3), got {trigger!r}")
         if getattr(self._assigner, "merge_windows", None) and not trigger.can_merge():
@@ -507,6 +724,10 @@ class WindowedStream:
         return self
 
     def evictor(self, evictor) -> "WindowedStream":
+        """Removes records from a pane before or after the window function (not with session windows).
+
+            keyed.window(GlobalWindows.create()).trigger(CountTrigger.of(1)).evictor(CountEvictor.of(2))
+        """
         if not hasattr(evictor, "evict_before"):
             raise TypeError(f"evictor() expects an Evictor such as CountEvictor.of(2), got {evictor!r}")
         if getattr(self._assigner, "merge_windows", None):
@@ -516,6 +737,10 @@ class WindowedStream:
         return self
 
     def allowed_lateness(self, time) -> "WindowedStream":
+        """Keeps event-time windows this long past their end: a late record fires its window again.
+
+            keyed.window(TumblingEventTimeWindows.of(Time.minutes(1))).allowed_lateness(Time.seconds(30))
+        """
         ms = to_millis(time, "allowed_lateness")
         if ms < 0:
             raise ValueError(f"The allowed lateness cannot be negative, got {ms} ms.")
@@ -523,6 +748,13 @@ class WindowedStream:
         return self
 
     def side_output_late_data(self, output_tag: OutputTag) -> "WindowedStream":
+        """Sends records too late for their windows to a side output instead of dropping them.
+
+            late = OutputTag("late", Types.TUPLE([Types.STRING(), Types.INT()]))
+            windowed = keyed.window(TumblingEventTimeWindows.of(Time.seconds(5)))
+            counts = windowed.side_output_late_data(late).sum(1)
+            counts.get_side_output(late).print()
+        """
         if not isinstance(output_tag, OutputTag):
             raise TypeError(f"side_output_late_data() expects an OutputTag, got {output_tag!r}")
         self._late_tag = output_tag
@@ -558,6 +790,11 @@ class WindowedStream:
         return f, "apply", fn.function_name(f)
 
     def reduce(self, reduce_function, window_function=None, output_type=None) -> DataStream:
+        """Reduces each pane incrementally; a window function, if given, then gets the one reduced record
+        with the key and the window.
+
+            windowed.reduce(lambda a, b: (a[0], a[1] + b[1]))
+        """
         r = fn.as_function(reduce_function, fn.ReduceFunction, "reduce")
         wf, kind, wname = self._window_function(window_function, fn.WindowFunction,
                                                 fn.AllWindowFunction, "reduce")
@@ -567,6 +804,11 @@ class WindowedStream:
 
     def aggregate(self, aggregate_function, window_function=None, accumulator_type=None,
                   output_type=None) -> DataStream:
+        """Aggregates each pane incrementally with an AggregateFunction (an accumulator per key and
+        window); a window function, if given, then gets the result with the key and the window.
+
+            windowed.aggregate(Average(), output_type=Types.DOUBLE())
+        """
         if not isinstance(aggregate_function, fn.AggregateFunction):
             raise TypeError(
                 "aggregate() expects an AggregateFunction (create_accumulator, add, get_result, "
@@ -578,12 +820,23 @@ class WindowedStream:
                            window_function_kind=kind)
 
     def apply(self, window_function, output_type=None) -> DataStream:
+        """Runs a WindowFunction on a pane's records when it fires: ``apply(key, window, inputs)``
+        (``apply(window, inputs)`` after ``window_all``).
+
+            windowed.apply(lambda key, window, inputs: [(key, window.end, len(list(inputs)))])
+        """
         iface = fn.AllWindowFunction if self._non_keyed else fn.WindowFunction
         f = fn.as_function(window_function, iface, "apply")
         return self._build([fn.function_name(f)], output_type, window_function=f,
                            window_function_kind="apply")
 
     def process(self, process_window_function, output_type=None) -> DataStream:
+        """Runs a ProcessWindowFunction on a pane's records when it fires: ``process(key, context,
+        elements)``, with ``context.window()``, window and global state (``process(context, elements)``
+        after ``window_all``).
+
+            windowed.process(lambda key, ctx, elements: [(key, ctx.window().end, len(list(elements)))])
+        """
         iface = fn.ProcessAllWindowFunction if self._non_keyed else fn.ProcessWindowFunction
         f = fn.as_function(process_window_function, iface, "process")
         return self._build([fn.function_name(f)], output_type, window_function=f,
@@ -598,18 +851,39 @@ class WindowedStream:
                            aggregation=agg)
 
     def sum(self, position_to_sum: Union[int, str] = 0) -> DataStream:
+        """Sum of a field over each pane: its first record with the sum (on tumbling and sliding
+        windows with their default trigger, pre-aggregated before the shuffle).
+
+            keyed.window(TumblingProcessingTimeWindows.of(Time.seconds(5))).sum("count")
+        """
         return self._aggregation("sum", position_to_sum)
 
     def min(self, position_to_min: Union[int, str] = 0) -> DataStream:
+        """Minimum of a field over each pane: its first record with the minimum.
+
+            windowed.min(1)
+        """
         return self._aggregation("min", position_to_min)
 
     def max(self, position_to_max: Union[int, str] = 0) -> DataStream:
+        """Maximum of a field over each pane: its first record with the maximum.
+
+            windowed.max(1)
+        """
         return self._aggregation("max", position_to_max)
 
     def min_by(self, position_to_min_by: Union[int, str] = 0, first: bool = True) -> DataStream:
+        """The pane's record with the smallest field (of equals the first, or the last with ``first=False``).
+
+            windowed.min_by("price")
+        """
         return self._aggregation("min_by", position_to_min_by, first)
 
     def max_by(self, position_to_max_by: Union[int, str] = 0, first: bool = True) -> DataStream:
+        """The pane's record with the largest field (of equals the first, or the last with ``first=False``).
+
+            windowed.max_by("price")
+        """
         return self._aggregation("max_by", position_to_max_by, first)
 
 
@@ -633,6 +907,10 @@ class ConnectedStreams:
         self.stream2 = stream2
 
     def key_by(self, key_selector1, key_selector2, key_type=None) -> "ConnectedStreams":
+        """Keys both inputs, each by its own selector, so a KeyedCoProcessFunction gets state and timers.
+
+            orders.connect(payments).key_by(lambda o: o.id, lambda p: p.order_id)
+        """
         return ConnectedStreams(self.stream1.key_by(key_selector1, key_type),
                                 self.stream2.key_by(key_selector2, key_type))
 
@@ -657,14 +935,26 @@ class ConnectedStreams:
         return func
 
     def map(self, func, output_type=None) -> DataStream:
+        """A CoMapFunction: ``map1`` for each record of the first input, ``map2`` for the second's.
+
+            celsius.connect(fahrenheit).map(ToCelsius(), output_type=Types.DOUBLE())
+        """
         return self._two_input(CoMapSpec(function=self._check(func, fn.CoMapFunction, "map")),
                                output_type)
 
     def flat_map(self, func, output_type=None) -> DataStream:
+        """A CoFlatMapFunction: ``flat_map1``/``flat_map2`` yield any number of records per input record.
+
+            control.connect(words).flat_map(FilterBlocked(), output_type=Types.STRING())
+        """
         return self._two_input(
             CoFlatMapSpec(function=self._check(func, fn.CoFlatMapFunction, "flat_map")), output_type)
 
     def process(self, func, output_type=None) -> DataStream:
+        """A CoProcessFunction, or after ``key_by`` a KeyedCoProcessFunction (keyed state and timers).
+
+            orders.connect(payments).key_by(lambda o: o.id, lambda p: p.order_id).process(Match())
+        """
         if isinstance(func, fn.KeyedCoProcessFunction):
             if not self._is_keyed():
                 raise TypeError(
