@@ -3,11 +3,23 @@
 A job passes either an instance of one of these classes or a plain callable;
 ``as_function`` turns a callable into an instance, so operators only ever call
 the interface method (``map``, ``flat_map``, ...).
+
+The window functions are generic as PyFlink's (``ProcessWindowFunction[IN, OUT, KEY, W]``,
+``ProcessWindowFunction.Context[W2]``), so a PyFlink job's ``class F(ProcessWindowFunction[tuple,
+tuple, str, TimeWindow])`` ports unchanged; the other classes are not generic in PyFlink 2.3
+either. The parameters are for type checkers: nothing is checked when a job runs.
 """
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Generic, Iterable, TypeVar
+
+# PyFlink's type variables (pyflink.datastream.functions).
+IN = TypeVar("IN")
+OUT = TypeVar("OUT")
+KEY = TypeVar("KEY")
+W = TypeVar("W")
+W2 = TypeVar("W2")
 
 
 class RuntimeContext(abc.ABC):
@@ -219,22 +231,22 @@ class KeyedCoProcessFunction(Function):
         pass
 
 
-class WindowFunction(Function):
+class WindowFunction(Function, Generic[IN, OUT, KEY, W]):
     """``apply(key, window, inputs) -> iterable`` over the whole window's contents."""
 
     @abc.abstractmethod
-    def apply(self, key, window, inputs: Iterable) -> Iterable: ...
+    def apply(self, key: KEY, window: W, inputs: Iterable[IN]) -> Iterable[OUT]: ...
 
 
-class AllWindowFunction(Function):
+class AllWindowFunction(Function, Generic[IN, OUT, W]):
     @abc.abstractmethod
-    def apply(self, window, inputs: Iterable) -> Iterable: ...
+    def apply(self, window: W, inputs: Iterable[IN]) -> Iterable[OUT]: ...
 
 
-class ProcessWindowFunction(Function):
-    class Context(abc.ABC):
+class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
+    class Context(abc.ABC, Generic[W2]):
         @abc.abstractmethod
-        def window(self): ...
+        def window(self) -> W2: ...
 
         @abc.abstractmethod
         def current_processing_time(self) -> int: ...
@@ -252,17 +264,19 @@ class ProcessWindowFunction(Function):
         def output(self, output_tag, value) -> None: ...
 
     @abc.abstractmethod
-    def process(self, key, context: "ProcessWindowFunction.Context", elements: Iterable) -> Iterable: ...
+    def process(self, key: KEY, context: "ProcessWindowFunction.Context[W]",
+                elements: Iterable[IN]) -> Iterable[OUT]: ...
 
-    def clear(self, context: "ProcessWindowFunction.Context") -> None:
+    def clear(self, context: "ProcessWindowFunction.Context[W]") -> None:
         pass
 
 
-class ProcessAllWindowFunction(Function):
+class ProcessAllWindowFunction(Function, Generic[IN, OUT, W]):
     Context = ProcessWindowFunction.Context
 
     @abc.abstractmethod
-    def process(self, context, elements: Iterable) -> Iterable: ...
+    def process(self, context: "ProcessWindowFunction.Context[W]",
+                elements: Iterable[IN]) -> Iterable[OUT]: ...
 
     def clear(self, context) -> None:
         pass
