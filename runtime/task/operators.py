@@ -18,7 +18,8 @@ from runtime.datastream import operators as ops
 from runtime.datastream.output_tag import is_side_output
 from runtime.datastream.state import ValueStateDescriptor
 from runtime.state.snapshot import ROLLING_AGGREGATE
-from runtime.task.state_backend import VOID_NAMESPACE, HeapKeyedStateBackend
+from runtime.state.backend import DEFAULT_STATE_BACKEND, ROCKSDB, VOID_NAMESPACE, KeyedStateBackend
+from runtime.state.heap import HeapKeyedStateBackend
 from runtime.task.timer_service import InternalTimerService
 
 
@@ -106,8 +107,14 @@ class TaskContext:
 
     def __init__(self, task_name: str, subtask_index: int, parallelism: int, max_parallelism: int,
                  attempt_number: int, processing_time: int, job_parameters: dict,
-                 key_group_range=None, epoch: int = 0, sink_writers: Optional[dict] = None):
+                 key_group_range=None, epoch: int = 0, sink_writers: Optional[dict] = None,
+                 state_backend: str = DEFAULT_STATE_BACKEND, state_dir: Optional[str] = None):
         self.epoch = epoch
+        # Keyed state: the backend (state.backend.type: hashmap | rocksdb) and, for rocksdb, the
+        # directory of this subtask's stores (one folder per operator under it); without one,
+        # each operator's store is a temporary directory removed when the task ends.
+        self.state_backend = state_backend
+        self.state_dir = state_dir
         self.sink_writers = sink_writers or {}      # sink node id -> writer class (from the driver)
         self.task_name = task_name
         self.subtask_index = subtask_index
@@ -121,6 +128,21 @@ class TaskContext:
     @property
     def subtask_label(self) -> str:
         return f"({self.subtask_index + 1}/{self.parallelism})"
+
+
+def create_keyed_state_backend(node, ctx: TaskContext, clock) -> KeyedStateBackend:
+    """The keyed state backend of an operator, as the task's ``state.backend.type`` says."""
+    if ctx.state_backend == ROCKSDB:
+        import os
+        import tempfile
+        from runtime.state.rocksdb import RocksDBKeyedStateBackend
+        if ctx.state_dir:
+            path, temporary = os.path.join(ctx.state_dir, node.operator_id), False
+        else:
+            path, temporary = tempfile.mkdtemp(prefix="sluice-state-"), True
+        return RocksDBKeyedStateBackend(node.operator_name, ctx.key_group_range, ctx.max_parallelism, path,
+                                        clock=clock, temporary=temporary)
+    return HeapKeyedStateBackend(node.operator_name, ctx.key_group_range, ctx.max_parallelism, clock=clock)
 
 
 class StreamingRuntimeContext(fn.RuntimeContext):
@@ -200,12 +222,11 @@ class TaskOperator:
         self.output = Output()
         self.current_watermark = MIN_WATERMARK
         self.input_watermarks = [MIN_WATERMARK, MIN_WATERMARK]
-        self.backend: Optional[HeapKeyedStateBackend] = None
+        self.backend: Optional[KeyedStateBackend] = None
         self.timers: Optional[InternalTimerService] = None
         self.key_selectors = node.state_key_selectors
         if node.is_keyed:
-            self.backend = HeapKeyedStateBackend(self.name, ctx.key_group_range, ctx.max_parallelism,
-                                                 clock=lambda: self.ctx.processing_time)
+            self.backend = create_keyed_state_backend(node, ctx, clock=lambda: self.ctx.processing_time)
             self.timers = InternalTimerService(self.backend)
         self.records_in = 0
         self.records_out = 0
@@ -231,6 +252,8 @@ class TaskOperator:
         """The task is done: drop state and buffers now. Operators, their contexts and the task's
         writers reference each other, so what they hold would otherwise wait for a cyclic
         collection, which costs ~2 µs per record held (a second per 500,000)."""
+        if self.backend is not None:
+            self.backend.dispose()      # a RocksDB store is closed (and a temporary one removed)
         self.backend = self.timers = None
 
     def end_input(self) -> None:

@@ -24,6 +24,7 @@ from runtime.graph.job_graph import JobGraph, JobVertex
 from runtime.task.channel_events import IDLE, PreAggregatedPanes, RecordBatch, Watermark
 from runtime.task.operators import (
     TaskContext, UserCodeException, assign_timestamps, create_operator, extreme)
+from runtime.state.backend import state_backend_type
 from runtime.state.key_groups import compute_key_group_range_for_operator_index
 from runtime.task.partitioning import ChannelSelector
 from runtime.task.record_columns import RecordColumns
@@ -149,7 +150,8 @@ class StreamTask:
             kgr = compute_key_group_range_for_operator_index(v.max_parallelism, v.parallelism, tdd.subtask_index)
         self.ctx = TaskContext(v.name, tdd.subtask_index, v.parallelism, v.max_parallelism,
                                tdd.attempt_number, tdd.processing_time, job_parameters, kgr, tdd.epoch,
-                               tdd.sink_writers)
+                               tdd.sink_writers,
+                               state_backend=state_backend_type(dict(job_graph.settings.configuration)))
         self.operators = {n.id: create_operator(n, self.ctx) for n in v.operators}
         stream_graph = job_graph.stream_graph
         for n in v.operators:

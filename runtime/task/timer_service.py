@@ -2,54 +2,27 @@
 
 Event-time timers fire when the watermark passes them, processing-time timers when the
 epoch's processing time does. A timer is registered once per (timestamp, key, namespace):
-registering it again is a no-op, as in Flink's deduplicating timer queue.
+registering it again is a no-op, as in Flink's deduplicating timer queue. The queues come
+from the keyed state backend (Flink's PriorityQueueSetFactory): heap queues for the heap
+backend, queues stored in RocksDB for the RocksDB backend.
 """
 from __future__ import annotations
 
-import heapq
-import itertools
 from typing import Any, Callable, Iterable, Iterator
 
 from runtime.common.watermark_strategy import MIN_WATERMARK
-from runtime.state.key_groups import KeyGroupRange, assign_to_key_group
+from runtime.state.backend import TOMBSTONE
+from runtime.state.key_groups import KeyGroupRange
 
 EVENT_TIME = "event"
 PROCESSING_TIME = "processing"
 
 
-class _TimerQueue:
-    def __init__(self):
-        self.heap: list = []
-        self.live: set = set()
-        self.seq = itertools.count()
-
-    def add(self, timestamp: int, key, namespace) -> None:
-        timer = (timestamp, key, namespace)
-        if timer not in self.live:
-            self.live.add(timer)
-            heapq.heappush(self.heap, (timestamp, next(self.seq), key, namespace))
-
-    def delete(self, timestamp: int, key, namespace) -> None:
-        self.live.discard((timestamp, key, namespace))
-
-    def pop_until(self, time: int) -> Iterator[tuple]:
-        heap = self.heap
-        while heap and heap[0][0] <= time:
-            timestamp, _, key, namespace = heapq.heappop(heap)
-            timer = (timestamp, key, namespace)
-            if timer in self.live:      # deleted timers stay in the heap until popped
-                self.live.discard(timer)
-                yield timer
-
-    def __len__(self) -> int:
-        return len(self.live)
-
-
 class InternalTimerService:
-    def __init__(self, key_context):
-        self.key_context = key_context      # the keyed state backend: knows the current key
-        self.event = _TimerQueue()
-        self.processing = _TimerQueue()
+    def __init__(self, backend):
+        self.key_context = backend      # the keyed state backend: knows the current key, makes the queues
+        self.event = backend.create_timer_queue(EVENT_TIME)
+        self.processing = backend.create_timer_queue(PROCESSING_TIME)
         self.current_watermark = MIN_WATERMARK
         self.current_processing_time = MIN_WATERMARK
 
@@ -78,14 +51,51 @@ class InternalTimerService:
             self.key_context.set_current_key(key)
             on_timer(timestamp, key, namespace)
 
+    def _queues(self):
+        return ((EVENT_TIME, self.event), (PROCESSING_TIME, self.processing))
+
     def snapshot(self, max_parallelism: int) -> Iterator[tuple]:
         """Rows (key_group, domain, timestamp, key, namespace)."""
-        for domain, queue in ((EVENT_TIME, self.event), (PROCESSING_TIME, self.processing)):
-            for timestamp, key, namespace in queue.live:
-                yield assign_to_key_group(key, max_parallelism), domain, timestamp, key, namespace
+        for domain, queue in self._queues():
+            for key_group, timestamp, key, namespace in queue.timers_with_key_groups(max_parallelism):
+                yield key_group, domain, timestamp, key, namespace
 
     def restore(self, rows: Iterable[tuple], key_group_range: KeyGroupRange) -> None:
-        for key_group, domain, timestamp, key, namespace in rows:
-            if key_group_range.contains(key_group):
-                queue = self.event if domain == EVENT_TIME else self.processing
-                queue.add(timestamp, key, namespace)
+        self.apply(rows, key_group_range)
+
+    def changes(self, max_parallelism: int) -> Iterator[tuple]:
+        """Rows (key_group, domain, timestamp, key, namespace, value) of the timers added (value
+        None) or removed (value TOMBSTONE) since the last checkpoint (``mark_checkpointed``)."""
+        for domain, queue in self._queues():
+            for key_group, timestamp, key, namespace, live in queue.changes(max_parallelism):
+                yield key_group, domain, timestamp, key, namespace, (None if live else TOMBSTONE)
+
+    def apply(self, rows: Iterable[tuple], key_group_range: KeyGroupRange) -> None:
+        """Full rows (five fields) or incremental rows (six, the last TOMBSTONE for a removed
+        timer), in order; rows of other key groups are skipped. Not a change."""
+        added: dict = {EVENT_TIME: [], PROCESSING_TIME: []}
+        removed: dict = {EVENT_TIME: [], PROCESSING_TIME: []}
+        for row in rows:
+            key_group, domain, timestamp, key, namespace = row[:5]
+            if key_group_range is not None and not key_group_range.contains(key_group):
+                continue
+            if len(row) > 5 and row[5] is TOMBSTONE:
+                if added[domain]:       # keep the order: what was added before goes in first
+                    self._queue(domain).restore(added[domain])
+                    added[domain] = []
+                removed[domain].append((timestamp, key, namespace))
+            else:
+                if removed[domain]:
+                    self._queue(domain).remove_restored(removed[domain])
+                    removed[domain] = []
+                added[domain].append((timestamp, key, namespace))
+        for domain in (EVENT_TIME, PROCESSING_TIME):
+            self._queue(domain).restore(added[domain])
+            self._queue(domain).remove_restored(removed[domain])
+
+    def mark_checkpointed(self) -> None:
+        self.event.mark_checkpointed()
+        self.processing.mark_checkpointed()
+
+    def _queue(self, domain: str):
+        return self.event if domain == EVENT_TIME else self.processing

@@ -3,41 +3,56 @@
 A table per state name maps (key, namespace) to the value. The current key is set by the
 operator before each record or timer; windows set the namespace. Snapshots are rows
 carrying their key group, so a restore at another parallelism takes only its range.
+
+Changes since the last checkpoint are tracked per table as {slot: present at the last
+checkpoint}: a slot created and removed between two checkpoints is no change at all.
 """
 from __future__ import annotations
 
-import time
+import heapq
+import itertools
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 from runtime.datastream import state as api
-from runtime.state.key_groups import KeyGroupRange, assign_key_groups
+from runtime.state.backend import (
+    TOMBSTONE, TTL_PREFIX, VOID_NAMESPACE, KeyedStateBackend, TimerQueue, iter_rows, refuse_per_entry_ttl,
+    wall_clock_ms)
+from runtime.state.key_groups import KeyGroupRange, assign_key_groups, assign_to_key_group
 
-VOID_NAMESPACE = None
-TTL_PREFIX = "_ttl/"        # the state of a TTL state's entry times
+__all__ = ["HeapKeyedStateBackend", "HeapTimerQueue", "TTL_PREFIX", "VOID_NAMESPACE"]
+
 _RETURN_EXPIRED = api.StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp
-
-
-def _wall_clock_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class _HeapState:
     def __init__(self, backend: "HeapKeyedStateBackend", descriptor: api.StateDescriptor):
         self.backend = backend
         self.descriptor = descriptor
-        self.table: dict = backend.tables.setdefault(descriptor.name, {})
+        self.table: dict = backend.table(descriptor.name)
+        self.changed: dict = backend.changed_of(descriptor.name)
         self.namespace = VOID_NAMESPACE
         ttl = descriptor.ttl_config
         self.ttl: Optional[api.StateTtlConfig] = ttl if ttl is not None and ttl.is_enabled() else None
         # Last-write (or access) times of a TTL state's entries: a state of their own, so they
         # are checkpointed and restored with the values.
-        self.stamps: dict = backend.tables.setdefault(TTL_PREFIX + descriptor.name, {}) if self.ttl else {}
+        self.stamps: dict = backend.table(TTL_PREFIX + descriptor.name) if self.ttl else {}
+        self.stamps_changed: dict = backend.changed_of(TTL_PREFIX + descriptor.name) if self.ttl else {}
 
     def set_current_namespace(self, namespace) -> None:
         self.namespace = namespace
 
     def _slot(self):
         return (self.backend.current_key, self.namespace)
+
+    def _touch(self, slot) -> None:
+        """Record that ``slot`` changes (before the change): its presence at the last checkpoint."""
+        if slot not in self.changed:
+            self.changed[slot] = slot in self.table
+
+    def _stamp(self, slot) -> None:
+        if slot not in self.stamps_changed:
+            self.stamps_changed[slot] = slot in self.stamps
+        self.stamps[slot] = self.backend.now()
 
     def _get(self):
         """The current value; with a TTL, Flink's check on read: an expired value is removed and
@@ -50,7 +65,7 @@ class _HeapState:
             self.clear()
             return value if self.ttl.get_state_visibility() is _RETURN_EXPIRED else None
         if slot not in self.stamps or self.ttl.get_update_type() is api.StateTtlConfig.UpdateType.OnReadAndWrite:
-            self.stamps[slot] = self.backend.now()
+            self._stamp(slot)
         return value
 
     def _live(self):
@@ -62,26 +77,43 @@ class _HeapState:
 
     def _put(self, value) -> None:
         slot = self._slot()
+        if slot not in self.changed:
+            self.changed[slot] = slot in self.table
         self.table[slot] = value
         if self.ttl is not None:
-            self.stamps[slot] = self.backend.now()
+            self._stamp(slot)
 
     def clear(self) -> None:
-        self.table.pop(self._slot(), None)
-        self.stamps.pop(self._slot(), None)
+        slot = self._slot()
+        if slot in self.table:
+            self._touch(slot)
+            del self.table[slot]
+        if slot in self.stamps:
+            if slot not in self.stamps_changed:
+                self.stamps_changed[slot] = True
+            del self.stamps[slot]
 
     def merge_namespaces(self, target, sources: Iterable) -> None:
         """Fold the sources' values into ``target`` (merging windows), removing the sources."""
         key = self.backend.current_key
         merged = self.table.get((key, target))
         for ns in sources:
-            value = self.table.pop((key, ns), None)
-            if value is not None:
-                merged = value if merged is None else self._merge(merged, value)
+            slot = (key, ns)
+            if slot in self.table:
+                self._touch(slot)
+                value = self.table.pop(slot)
+                if self.ttl is not None and slot in self.stamps:
+                    if slot not in self.stamps_changed:
+                        self.stamps_changed[slot] = True
+                    del self.stamps[slot]
+                if value is not None:
+                    merged = value if merged is None else self._merge(merged, value)
         if merged is not None:
-            self.table[(key, target)] = merged
+            slot = (key, target)
+            self._touch(slot)
+            self.table[slot] = merged
             if self.ttl is not None:
-                self.stamps[(key, target)] = self.backend.now()
+                self._stamp(slot)
 
     def _merge(self, a, b):
         raise NotImplementedError(f"{type(self).__name__} cannot be merged")
@@ -105,7 +137,10 @@ class HeapListState(_HeapState, api.ListState):
     def add(self, value) -> None:
         if value is None:
             raise ValueError(f"ListState '{self.descriptor.name}': cannot add None")
-        self.table.setdefault(self._slot(), []).append(value)
+        slot = self._slot()
+        if slot not in self.changed:
+            self.changed[slot] = slot in self.table
+        self.table.setdefault(slot, []).append(value)
 
     def add_all(self, values) -> None:
         for v in values:
@@ -123,8 +158,10 @@ class HeapMapState(_HeapState, api.MapState):
     def _map(self, create: bool = False) -> dict:
         slot = self._slot()
         m = self.table.get(slot)
-        if m is None and create:
-            m = self.table[slot] = {}
+        if create:
+            self._touch(slot)
+            if m is None:
+                m = self.table[slot] = {}
         return m if m is not None else {}
 
     def get(self, key):
@@ -138,7 +175,9 @@ class HeapMapState(_HeapState, api.MapState):
 
     def remove(self, key) -> None:
         m = self._map()
-        m.pop(key, None)
+        if key in m:
+            self._touch(self._slot())
+            del m[key]
         if not m:
             self.clear()
 
@@ -196,49 +235,108 @@ _STATE_CLASSES = {
 }
 
 
-class HeapKeyedStateBackend:
+class HeapTimerQueue(TimerQueue):
+    """Flink's HeapPriorityQueueSet: a heap of timers and the set of live ones (a deleted timer
+    stays in the heap until popped)."""
+
+    def __init__(self):
+        self.heap: list = []
+        self.live: set = set()
+        self.seq = itertools.count()
+        self.changed: dict = {}     # timer -> live at the last checkpoint
+
+    def _push(self, timer) -> None:
+        self.live.add(timer)
+        heapq.heappush(self.heap, (timer[0], next(self.seq), timer[1], timer[2]))
+
+    def add(self, timestamp: int, key, namespace) -> None:
+        timer = (timestamp, key, namespace)
+        if timer not in self.live:
+            if timer not in self.changed:
+                self.changed[timer] = False
+            self._push(timer)
+
+    def delete(self, timestamp: int, key, namespace) -> None:
+        timer = (timestamp, key, namespace)
+        if timer in self.live:
+            if timer not in self.changed:
+                self.changed[timer] = True
+            self.live.discard(timer)
+
+    def pop_until(self, time: int) -> Iterator[tuple]:
+        heap, live, changed = self.heap, self.live, self.changed
+        while heap and heap[0][0] <= time:
+            timestamp, _, key, namespace = heapq.heappop(heap)
+            timer = (timestamp, key, namespace)
+            if timer in live:      # deleted timers stay in the heap until popped
+                live.discard(timer)
+                if timer not in changed:
+                    changed[timer] = True
+                yield timer
+
+    def __iter__(self) -> Iterator[tuple]:
+        return iter(list(self.live))
+
+    def timers_with_key_groups(self, max_parallelism: int) -> Iterator[tuple]:
+        for timestamp, key, namespace in list(self.live):
+            yield assign_to_key_group(key, max_parallelism), timestamp, key, namespace
+
+    def __len__(self) -> int:
+        return len(self.live)
+
+    def restore(self, timers: Iterable[tuple]) -> None:
+        for timer in timers:
+            if timer not in self.live:
+                self._push(timer)
+
+    def remove_restored(self, timers: Iterable[tuple]) -> None:
+        for timer in timers:
+            self.live.discard(timer)
+
+    def changes(self, max_parallelism: int) -> Iterator[tuple]:
+        for timer, was_live in self.changed.items():
+            live = timer in self.live
+            if live != was_live:
+                yield assign_to_key_group(timer[1], max_parallelism), timer[0], timer[1], timer[2], live
+
+    def mark_checkpointed(self) -> None:
+        self.changed.clear()
+
+
+class HeapKeyedStateBackend(KeyedStateBackend):
     def __init__(self, operator_name: str, key_group_range: KeyGroupRange, max_parallelism: int,
                  clock: Optional[Callable[[], int]] = None):
         self.operator_name = operator_name
         self.key_group_range = key_group_range
         self.max_parallelism = max_parallelism
         self.tables: dict[str, dict] = {}
+        self.changed: dict[str, dict] = {}      # state name -> {slot: present at the last checkpoint}
         self.states: dict[str, _HeapState] = {}
+        self.timer_queues: dict[str, HeapTimerQueue] = {}
         self.current_key: Any = None
-        self.now = clock or _wall_clock_ms      # processing time, which state TTL is measured in
+        self.now = clock or wall_clock_ms      # processing time, which state TTL is measured in
 
-    def expired(self, stamp: Optional[int], ttl: api.StateTtlConfig) -> bool:
-        """Flink's rule: expired once last write (or access) + ttl <= now. A value restored
-        without a time (TTL enabled later) counts from its first access."""
-        return stamp is not None and stamp + ttl.get_ttl_millis() <= self.now()
+    def table(self, name: str) -> dict:
+        return self.tables.setdefault(name, {})
+
+    def changed_of(self, name: str) -> dict:
+        return self.changed.setdefault(name, {})
 
     def set_current_key(self, key) -> None:
         self.current_key = key
-
-    def get_current_key(self):
-        return self.current_key
 
     def get_partitioned_state(self, descriptor: api.StateDescriptor) -> _HeapState:
         """The state object for ``descriptor``; one per name, shared by all keys."""
         existing = self.states.get(descriptor.name)
         if existing is not None:
-            if type(existing.descriptor) is not type(descriptor):
-                raise ValueError(
-                    f"{self.operator_name}: state '{descriptor.name}' was registered as a "
-                    f"{type(existing.descriptor).__name__}, now requested as a "
-                    f"{type(descriptor).__name__}; give each state its own name.")
+            self._check_registration(existing, descriptor)
             return existing
         cls = _STATE_CLASSES.get(type(descriptor))
         if cls is None:
             raise TypeError(f"{self.operator_name}: unsupported state descriptor {descriptor!r}")
         ttl = descriptor.ttl_config
         if ttl is not None and ttl.is_enabled() and cls in (HeapListState, HeapMapState):
-            # Flink expires each list element and map entry on its own; a whole-value TTL would
-            # silently drop live entries, so refuse rather than answer differently.
-            raise NotImplementedError(
-                f"{self.operator_name}: state '{descriptor.name}' ({type(descriptor).__name__}) has a TTL; "
-                f"per-entry TTL of ListState and MapState is not supported yet. Use a TTL on a ValueState, "
-                f"ReducingState or AggregatingState, or expire entries with a timer.")
+            refuse_per_entry_ttl(self.operator_name, descriptor)
         state = self.states[descriptor.name] = cls(self, descriptor)
         return state
 
@@ -257,13 +355,45 @@ class HeapKeyedStateBackend:
             for key_group, ((key, ns), value) in zip(key_groups, entries):
                 yield key_group, name, ns, key, value
 
+    def changes(self) -> Iterator[tuple]:
+        """Rows of the entries changed since the last checkpoint; a removed one with TOMBSTONE."""
+        self._drop_expired()
+        for name, changed in self.changed.items():
+            if not changed:
+                continue
+            table = self.tables.get(name, {})
+            entries = []
+            for slot, was_present in changed.items():
+                if slot in table:
+                    entries.append((slot, table[slot]))
+                elif was_present:
+                    entries.append((slot, TOMBSTONE))
+            if not entries:
+                continue
+            key_groups = assign_key_groups([key for (key, _), _ in entries], self.max_parallelism).tolist()
+            for key_group, ((key, ns), value) in zip(key_groups, entries):
+                yield key_group, name, ns, key, value
+
+    def change_count(self) -> int:
+        return sum(len(c) for c in self.changed.values())
+
+    def mark_checkpointed(self) -> None:
+        for changed in self.changed.values():
+            changed.clear()
+        for queue in self.timer_queues.values():
+            queue.mark_checkpointed()
+
     def _drop_expired(self) -> None:
         """Flink's cleanup in full snapshot: expired entries are not checkpointed."""
         for state in self.states.values():
             if state.ttl is not None:
                 for slot in [slot for slot, stamp in state.stamps.items() if self.expired(stamp, state.ttl)]:
-                    state.table.pop(slot, None)
-                    state.stamps.pop(slot, None)
+                    if slot in state.table:
+                        state._touch(slot)
+                        del state.table[slot]
+                    if slot not in state.stamps_changed:
+                        state.stamps_changed[slot] = True
+                    del state.stamps[slot]
 
     def restore(self, rows: Iterable[tuple]) -> None:
         """Take the rows of this backend's key-group range (others belong to other subtasks)."""
@@ -271,9 +401,27 @@ class HeapKeyedStateBackend:
         if chunks is not None:
             # Restored from state files, which were read for this range only: load column-wise.
             for name, _, nss, keys, values in chunks:
-                self.tables.setdefault(name, {}).update(zip(zip(keys, nss), values))
+                self.table(name).update(zip(zip(keys, nss), values))
             return
         kgr = self.key_group_range
         for key_group, name, ns, key, value in rows:
             if kgr.contains(key_group):
-                self.tables.setdefault(name, {})[(key, ns)] = value
+                self.table(name)[(key, ns)] = value
+
+    def apply(self, rows: Iterable[tuple]) -> None:
+        """Full or incremental rows, in order: a TOMBSTONE value removes the entry."""
+        kgr = self.key_group_range
+        for key_group, name, ns, key, value in iter_rows(rows):
+            if kgr is not None and not kgr.contains(key_group):
+                continue
+            if value is TOMBSTONE:
+                self.tables.get(name, {}).pop((key, ns), None)
+            else:
+                self.table(name)[(key, ns)] = value
+
+    def create_timer_queue(self, name: str) -> HeapTimerQueue:
+        queue = self.timer_queues[name] = HeapTimerQueue()
+        return queue
+
+    def dispose(self) -> None:
+        self.tables, self.changed, self.states, self.timer_queues = {}, {}, {}, {}

@@ -1,0 +1,213 @@
+"""What a keyed state backend is (Flink's KeyedStateBackend and PriorityQueueSetFactory).
+
+Two backends implement it: the heap backend (``runtime.state.heap``, Flink's
+HeapKeyedStateBackend, ``state.backend.type: hashmap``) and the embedded RocksDB backend
+(``runtime.state.rocksdb``, Flink's EmbeddedRocksDBStateBackend, ``rocksdb``). The task layer
+uses only what is here:
+
+* the current key: ``set_current_key`` / ``get_current_key`` (and the ``current_key``
+  attribute), set by the operator before each record or timer;
+* ``get_partitioned_state(descriptor)``: Value, List, Map, Reducing and Aggregating state,
+  scoped to the current key and the state's namespace (``set_current_namespace``, windows),
+  ``merge_namespaces(target, sources)`` for merging windows, and state TTL;
+* ``keys(state_name, namespace)``: the keys holding a value of a state in a namespace;
+* checkpoints: ``snapshot()`` yields the rows ``(key_group, state_name, namespace, key,
+  value)`` of the whole state, ``restore(rows)`` takes them (rows of other key groups are
+  ignored; a ``KeyedRows`` from ``runtime.state.snapshot`` is loaded column-wise);
+* incremental checkpoints: the backend tracks what changed since ``mark_checkpointed()``
+  (or since it was built or restored): ``changes()`` yields rows of the changed entries, a
+  removed entry as a row whose value is ``TOMBSTONE``; ``apply(rows)`` applies full or
+  incremental rows (a tombstone removes the entry). Neither ``restore`` nor ``apply`` counts
+  as a change: they rebuild a checkpointed state;
+* timers: ``create_timer_queue(name)`` gives the timer service a queue of
+  ``(timestamp, key, namespace)`` ordered by timestamp (heap queues for the heap backend,
+  queues stored in RocksDB for the RocksDB backend), also tracking its changes;
+* ``dispose()``: release what the backend holds (the RocksDB backend closes its store).
+
+A change is tracked per (state, key, namespace): a changed list or map is one row with its
+whole value, as in a full snapshot. Changes are tracked at writes through the state objects:
+a value mutated in place after a read (heap only: RocksDB hands out copies) is not a change
+until it is written back, as in Flink.
+"""
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from typing import Any, Callable, Iterable, Iterator, Optional
+
+VOID_NAMESPACE = None
+TTL_PREFIX = "_ttl/"        # the state of a TTL state's entry times
+
+# Flink's configuration key for the backend (``state.backend.type``), and its values.
+STATE_BACKEND = "state.backend.type"
+HASHMAP = "hashmap"
+ROCKSDB = "rocksdb"
+STATE_BACKENDS = (HASHMAP, ROCKSDB)
+DEFAULT_STATE_BACKEND = HASHMAP
+
+
+def state_backend_type(configuration) -> str:
+    """The backend ``configuration`` (a dict or a Configuration) names, checked."""
+    if configuration is None:
+        return DEFAULT_STATE_BACKEND
+    raw = configuration.get(STATE_BACKEND) if isinstance(configuration, dict) else \
+        configuration.get_string(STATE_BACKEND)
+    if raw is None:
+        return DEFAULT_STATE_BACKEND
+    name = str(raw).strip().lower()
+    if name not in STATE_BACKENDS:
+        raise ValueError(f"'{STATE_BACKEND}' must be one of {', '.join(STATE_BACKENDS)}, got {raw!r}")
+    return name
+
+
+class _Tombstone:
+    """The value of a removed entry in incremental rows: one instance, also after pickling."""
+
+    __slots__ = ()
+    _instance: Optional["_Tombstone"] = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __reduce__(self):
+        return (_Tombstone, ())
+
+    def __repr__(self) -> str:
+        return "TOMBSTONE"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+TOMBSTONE = _Tombstone()
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TimerQueue(ABC):
+    """A deduplicating queue of timers ``(timestamp, key, namespace)``, smallest timestamp first
+    (Flink's KeyGroupedInternalPriorityQueue of TimerHeapInternalTimer)."""
+
+    @abstractmethod
+    def add(self, timestamp: int, key, namespace) -> None:
+        """Register a timer; registering it again is a no-op."""
+
+    @abstractmethod
+    def delete(self, timestamp: int, key, namespace) -> None: ...
+
+    @abstractmethod
+    def pop_until(self, time: int) -> Iterator[tuple]:
+        """Remove and yield the timers at or before ``time`` in timestamp order, including those
+        added while iterating."""
+
+    @abstractmethod
+    def __iter__(self) -> Iterator[tuple]:
+        """The live timers ``(timestamp, key, namespace)``."""
+
+    @abstractmethod
+    def timers_with_key_groups(self, max_parallelism: int) -> Iterator[tuple]:
+        """The live timers as ``(key_group, timestamp, key, namespace)``."""
+
+    @abstractmethod
+    def __len__(self) -> int: ...
+
+    @abstractmethod
+    def restore(self, timers: Iterable[tuple]) -> None:
+        """Add ``(timestamp, key, namespace)`` timers of a checkpoint (not a change)."""
+
+    @abstractmethod
+    def remove_restored(self, timers: Iterable[tuple]) -> None:
+        """Remove timers a checkpoint's increment deleted (not a change)."""
+
+    @abstractmethod
+    def changes(self, max_parallelism: int) -> Iterator[tuple]:
+        """``(key_group, timestamp, key, namespace, live)`` of each timer added (live True) or
+        removed (live False) since ``mark_checkpointed``."""
+
+    @abstractmethod
+    def mark_checkpointed(self) -> None: ...
+
+
+class KeyedStateBackend(ABC):
+    """The interface of a keyed state backend (see the module's doc)."""
+
+    operator_name: str
+    max_parallelism: int
+    key_group_range: Any
+    states: dict               # state name -> its state object (``.descriptor``)
+    current_key: Any = None
+    now: Callable[[], int]     # processing time, which state TTL is measured in
+
+    def set_current_key(self, key) -> None:
+        self.current_key = key
+
+    def get_current_key(self):
+        return self.current_key
+
+    @abstractmethod
+    def get_partitioned_state(self, descriptor): ...
+
+    @abstractmethod
+    def keys(self, state_name: str, namespace=VOID_NAMESPACE) -> list: ...
+
+    @abstractmethod
+    def snapshot(self) -> Iterator[tuple]: ...
+
+    @abstractmethod
+    def restore(self, rows: Iterable[tuple]) -> None: ...
+
+    @abstractmethod
+    def changes(self) -> Iterator[tuple]: ...
+
+    @abstractmethod
+    def apply(self, rows: Iterable[tuple]) -> None: ...
+
+    @abstractmethod
+    def mark_checkpointed(self) -> None: ...
+
+    @abstractmethod
+    def change_count(self) -> int:
+        """How many (state, key, namespace) entries changed since the last checkpoint (an
+        upper bound of the rows ``changes()`` yields): to choose a full or incremental one."""
+
+    @abstractmethod
+    def create_timer_queue(self, name: str) -> TimerQueue: ...
+
+    def dispose(self) -> None:
+        """Release the backend's resources; the backend is not used afterwards."""
+
+    def expired(self, stamp: Optional[int], ttl) -> bool:
+        """Flink's rule: expired once last write (or access) + ttl <= now. A value restored
+        without a time (TTL enabled later) counts from its first access."""
+        return stamp is not None and stamp + ttl.get_ttl_millis() <= self.now()
+
+    def _check_registration(self, existing, descriptor) -> None:
+        if type(existing.descriptor) is not type(descriptor):
+            raise ValueError(
+                f"{self.operator_name}: state '{descriptor.name}' was registered as a "
+                f"{type(existing.descriptor).__name__}, now requested as a "
+                f"{type(descriptor).__name__}; give each state its own name.")
+
+
+def refuse_per_entry_ttl(operator_name: str, descriptor) -> None:
+    """Flink expires each list element and map entry on its own; a whole-value TTL would
+    silently drop live entries, so refuse rather than answer differently."""
+    raise NotImplementedError(
+        f"{operator_name}: state '{descriptor.name}' ({type(descriptor).__name__}) has a TTL; "
+        f"per-entry TTL of ListState and MapState is not supported yet. Use a TTL on a ValueState, "
+        f"ReducingState or AggregatingState, or expire entries with a timer.")
+
+
+def iter_rows(rows) -> Iterator[tuple]:
+    """Rows of a restore or an apply: plain rows, or a KeyedRows' column-wise chunks."""
+    chunks = getattr(rows, "chunks", None)
+    if chunks is None:
+        yield from rows
+        return
+    for name, kgs, nss, keys, values in chunks:
+        for kg, ns, key, value in zip(kgs, nss, keys, values):
+            yield kg, name, ns, key, value
