@@ -1,6 +1,6 @@
 """The ``sluice`` command line.
 
-    sluice plan JOB.py [--format stream|job|execution|slots] [-- JOB ARGS]
+    sluice plan JOB.py [-p P] [--format stream|job|execution|slots] [-- JOB ARGS]
     sluice run JOB.py [--master URL] [--warehouse DIR] [--max-epochs N] [--restore-from latest|N|PATH] [-- JOB ARGS]
     sluice restore JOB.py [--checkpoint N | --savepoint PATH] [--parallelism P] [-- JOB ARGS]
     sluice checkpoints JOB.py [-- JOB ARGS]
@@ -24,7 +24,7 @@ from runtime.scheduler.slots import NoResourceAvailableException, TaskManager, c
 
 
 def _plan(args: argparse.Namespace) -> int:
-    job = compile_job(args.job, args.job_args)
+    job = compile_job(args.job, args.job_args, args.parallelism)
     if args.format == "stream":
         print(job.stream_graph.get_streaming_plan_as_json())
     elif args.format == "job":
@@ -157,10 +157,13 @@ def _run_options(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    from runtime.common.logs import console_logging
+    console_logging()       # progress and warnings on stderr, at their levels
     parser = argparse.ArgumentParser(prog="sluice", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     plan = sub.add_parser("plan", help="compile a job script and print its plan")
     _job_argument(plan, warehouse=False)
+    plan.add_argument("--parallelism", "-p", type=int, help="default parallelism of operators the job leaves unset")
     plan.add_argument("--format", choices=("stream", "job", "execution", "slots"), default="stream",
                       help="stream: Flink plan-visualizer JSON (default); job: JobGraph JSON; "
                            "execution: subtasks and attempts; slots: the slot plan")

@@ -41,13 +41,16 @@ class CompiledJob:
     execution_graph: ExecutionGraph
 
 
-def _run_script(path: str, args: Sequence[str], executor: PipelineExecutor, parallelism: Optional[int]) -> None:
-    """Run the job script with ``executor`` as what its ``execute()`` calls."""
+def _run_script(path: str, args: Sequence[str], executor: PipelineExecutor, parallelism: Optional[int],
+                configuration: Optional[dict] = None) -> None:
+    """Run the job script with ``executor`` as what its ``execute()`` calls; ``configuration`` (and
+    ``parallelism`` as ``parallelism.default``) is the client's, under the job's own (Flink's -D, -p)."""
     if not os.path.isfile(path):
         raise JobScriptError(f"Job script not found: {path}. Pass the path of a .py file, "
                              "e.g. include/jobs/wordcount.py.")
     token = current_executor.set(executor)
-    conf_token = client_configuration.set({"parallelism.default": parallelism} if parallelism else {})
+    conf_token = client_configuration.set({**(configuration or {}),
+                                           **({"parallelism.default": parallelism} if parallelism else {})})
     saved_argv = sys.argv
     sys.argv = [path, *args]
     try:
@@ -86,10 +89,11 @@ class _Collecting:
         return self.results[-1]
 
 
-def load_stream_graph(path: str, args: Sequence[str] = (), parallelism: Optional[int] = None) -> StreamGraph:
+def load_stream_graph(path: str, args: Sequence[str] = (), parallelism: Optional[int] = None,
+                      configuration: Optional[dict] = None) -> StreamGraph:
     """Run the job script at ``path`` until its ``execute()`` and return its StreamGraph."""
     try:
-        _run_script(path, args, _PlanCapture(), parallelism)
+        _run_script(path, args, _PlanCapture(), parallelism, configuration)
     except _ProgramAbort as abort:
         return abort.graph
     raise _no_execute(path)
@@ -110,7 +114,8 @@ def run_job(path: str, args: Sequence[str] = (), parallelism: Optional[int] = No
     return run.results[-1]
 
 
-def compile_job(path: str, args: Sequence[str] = (), parallelism: Optional[int] = None) -> CompiledJob:
-    stream_graph = load_stream_graph(path, args, parallelism)
+def compile_job(path: str, args: Sequence[str] = (), parallelism: Optional[int] = None,
+                configuration: Optional[dict] = None) -> CompiledJob:
+    stream_graph = load_stream_graph(path, args, parallelism, configuration)
     job_graph = create_job_graph(stream_graph)
     return CompiledJob(stream_graph, job_graph, build_execution_graph(job_graph))

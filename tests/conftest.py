@@ -18,7 +18,7 @@ airflow_env.configure()     # before anything imports airflow
 SLOW_TIERS = {
     "cluster": ("test_cluster.py",),
     "airflow": ("test_airflow_control_plane.py", "test_airflow_settings.py", "test_airflow_spark_submit.py",
-                "test_geo_alerts_dag.py", "test_web_view.py"),
+                "test_geo_alerts_dag.py", "test_web_view.py", "test_airflow_ui_runs.py"),
     "faults": ("test_checkpoint_faults.py", "test_exactly_once_restarts.py"),
 }
 

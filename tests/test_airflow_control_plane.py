@@ -139,6 +139,40 @@ def test_wordcount_dag_runs_end_to_end(control_plane):
         "FINISHED", run.run_id, 1, 1)
 
 
+def test_the_runs_parallelism_rescales_the_shipped_wordcount_and_the_reservation_follows(control_plane, caplog):
+    """The form's parallelism is the job's default (Flink's -p): the shipped wordcount's windows run
+    at it, the reader keeps its own 1, the run reserves what the compiled job needs, and the run's
+    log says which operator runs at what. Above the restored state's max parallelism: Flink's
+    message, before slots are reserved or anything runs."""
+    import logging
+    from airflow.utils.state import DagRunState
+    from runtime.jobmaster.deployment import JOBS_FOLDER
+    os.environ["SLUICE_JOBS_FOLDER"] = JOBS_FOLDER          # the project's jobs (monkeypatch restores)
+    caplog.set_level(logging.INFO)
+    run, tis = dag_test("wordcount", {"parallelism": 2, "restore_from": "none"})
+    assert run.state == DagRunState.SUCCESS
+    vertices = {v["name"].split("(")[0]: v for v in xcom(run, "compile")["vertices"]}
+    assert (vertices["Window"]["parallelism"], vertices["Window"]["parallelism_from"]) == (2, "run")
+    assert (vertices["Source: Custom File Source -> Flat Map -> Map"]["parallelism"],
+            vertices["Source: Custom File Source -> Flat Map -> Map"]["parallelism_from"]) == (1, "operator")
+    assert xcom(run, "allocate_slots")["slots_required"] == 2 and tis["run"].pool_slots == 2
+    [record] = executions(control_plane, "Socket Window WordCount")
+    assert sorted(record.parallelism.values()) == [1, 1, 2]
+    said = caplog.text
+    assert "Window(TumblingProcessingTimeWindows(5000), ProcessingTimeTrigger, SumAggregator, " \
+           "PassThroughWindowFunction): parallelism 2 (the run's parallelism), max 128" in said
+    assert "Reserved 2 of the 4 slot(s) of pool spark_slots; the job needs 2" in said
+
+    caplog.clear()
+    run, tis = dag_test("wordcount", {"parallelism": 200})
+    assert run.state == DagRunState.FAILED
+    assert (tis["execution_graph"].state, tis["allocate_slots"].state, tis["run"].state) == (
+        "failed", "upstream_failed", "upstream_failed")
+    assert ("The maximum parallelism (128) of the restored state is lower than the configured parallelism "
+            "(200). Please reduce the parallelism of the task to be lower or equal to the maximum parallelism."
+            ) in caplog.text
+
+
 def test_restart_from_checkpoint_resumes_and_each_result_is_written_once(control_plane):
     from airflow.models import DagRun
     from airflow.utils.state import DagRunState
@@ -155,6 +189,7 @@ def test_restart_from_checkpoint_resumes_and_each_result_is_written_once(control
     assert xcom(restart, "check_restore_point")["restore_point"] == last.checkpoint_id
     [triggered] = DagRun.find(dag_id="counts_resume", run_id=xcom(restart, "restart", "trigger_run_id"))
     assert triggered.conf["restore_from"] == str(last.checkpoint_id) and triggered.conf["parallelism"] is None
+    assert triggered.note == f"Restart from {last.checkpoint_id} (sluice_restart_from_checkpoint)"
 
     resumed, _ = dag_test("counts_resume", {k: v for k, v in triggered.conf.items() if k != "slot_reservation"})
     assert resumed.state == DagRunState.SUCCESS
@@ -179,7 +214,7 @@ def recover_from_one_failure(plane, name: str):
     assert (first.state, first.attempt, first.dag_run_id) == ("FAILED", 1, run.run_id)
     assert (second.state, second.attempt, second.dag_run_id) == ("FINISHED", 2, run.run_id)
     assert "injected failure" in first.failure and first.failed_tasks
-    assert first.restart.startswith("restarting in 200 ms after failure 1")
+    assert first.restarting is True and first.restart.startswith("restarting in 200 ms after failure 1")
     assert first.last_checkpoint is not None and second.restored_from == first.last_checkpoint
     # What the failed attempt staged after its checkpoint was never committed.
     assert table_rows(job["running"]) == expected_running(job["events"])
@@ -199,10 +234,34 @@ def test_failure_rate_gives_up_and_the_dag_run_fails(control_plane):
     assert run.state == DagRunState.FAILED
     assert (tis["run"].state, tis["run"].try_number, tis["finish"].state) == ("failed", 2, "upstream_failed")
     second, first = executions(control_plane, "counts_broken")
-    assert first.restart.startswith("restarting") and first.attempt == 1
-    assert second.state == "FAILED" and second.attempt == 2
+    assert first.restarting is True and first.attempt == 1
+    assert second.state == "FAILED" and second.attempt == 2 and second.restarting is False
     assert "the restart strategy gave up" in second.restart
     assert "maximum of 1 failures within interval 60000 ms" in second.restart
+
+
+def test_a_deterministic_failure_stops_within_the_default_strategys_bound(control_plane, caplog):
+    """A job that sets no restart strategy, with checkpointing: the control plane's default gives up
+    after 3 restarts (1 s, 1.5 s, 2.25 s apart), and each attempt's failure and the decision on it
+    are logged as the attempt fails."""
+    import logging
+    import time
+    from airflow.utils.state import DagRunState
+    write_job(control_plane, "counts_always_failing", "RestartStrategies.fall_back_restart()", "cc.FailAt(25_000)")
+    caplog.set_level(logging.INFO, logger="runtime")
+    started = time.time()
+    run, tis = dag_test("counts_always_failing")
+    assert run.state == DagRunState.FAILED and (tis["run"].state, tis["run"].try_number) == ("failed", 4)
+    assert time.time() - started < 60
+    history = list(reversed(executions(control_plane, "counts_always_failing")))
+    assert [(r.attempt, r.state, r.restarting) for r in history] == [
+        (1, "FAILED", True), (2, "FAILED", True), (3, "FAILED", True), (4, "FAILED", False)]
+    assert [r.backoff_ms is not None and 900 <= r.backoff_ms <= 2475 for r in history[:3]] == [True] * 3
+    assert "At most 3 restart attempts" in history[-1].restart and "gave up" in history[-1].restart
+    said = [r.getMessage() for r in caplog.records if r.name == "runtime.execution.executor"]
+    assert [m for m in said if "attempt" in m and "failed" in m and "injected failure" in m][:4] == [
+        m for m in said if "failed:" in m][:4] and len([m for m in said if "failed:" in m]) == 4
+    assert sum("restarting in" in m for m in said) == 3 and sum("gave up" in m for m in said) == 1
 
 
 def test_run_reserves_its_slots_and_too_many_slots_fail_at_allocation(control_plane):
@@ -249,9 +308,10 @@ def test_savepoint_dag_takes_a_savepoint_a_run_can_start_from(control_plane):
     assert table_rows(job["running"]) == expected_running(job["events"] + more)
 
 
-def test_the_dag_resumes_by_default_and_starts_over_only_when_asked(control_plane, capfd):
+def test_the_dag_resumes_by_default_and_starts_over_only_when_asked(control_plane, caplog):
     """As the CLI: a run without restore_from resumes (nothing twice); restore_from=none writes
-    everything again into the sinks, and the run's log names them."""
+    everything again into the sinks, and the run's log names them, as a warning."""
+    import logging
     from airflow.utils.state import DagRunState
     job = write_job(control_plane, "counts_start_over")
     windows, running = expected_windows(job["events"]), expected_running(job["events"])
@@ -259,11 +319,12 @@ def test_the_dag_resumes_by_default_and_starts_over_only_when_asked(control_plan
         run, _ = dag_test("counts_start_over", conf)
         assert run.state == DagRunState.SUCCESS
     assert table_rows(job["windows"]) == windows and table_rows(job["running"]) == running
-    capfd.readouterr()
+    caplog.clear()
     run, tis = dag_test("counts_start_over", {"restore_from": "none"})
     assert run.state == DagRunState.SUCCESS
-    out = "".join(capfd.readouterr())
-    assert "starting over" in out and job["windows"] in out and job["running"] in out
+    [warning] = [r for r in caplog.records if "starting over" in r.getMessage()]
+    out = warning.getMessage()
+    assert warning.levelno == logging.WARNING and job["windows"] in out and job["running"] in out
     assert xcom(run, "finish")["restored_from"] is None
     assert table_rows(job["windows"]) == collections.Counter({k: 2 * n for k, n in windows.items()})
     assert table_rows(job["running"]) == collections.Counter({k: 2 * n for k, n in running.items()})

@@ -133,13 +133,13 @@ def submit(tmp_path, monkeypatch):
     return attempt, submissions, spec, job, warehouse
 
 
-def record_attempt(warehouse, dag_run_id, attempt, state, restart=None):
+def record_attempt(warehouse, dag_run_id, attempt, state, restart=None, restarting=None):
     import time
     from runtime.execution.history import ExecutionHistory, ExecutionRecord
     from runtime.storage.layout import job_dir
     ExecutionHistory(job_dir(warehouse, "counts_args")).record(ExecutionRecord(
         f"run-{dag_run_id}-{attempt}", "counts_args", state, time.time(), dag_run_id, attempt,
-        ended_at=None if state == "RUNNING" else time.time(), restart=restart))
+        ended_at=None if state == "RUNNING" else time.time(), restart=restart, restarting=restarting))
 
 
 def test_submission_arguments_and_environment(submit):
@@ -147,7 +147,7 @@ def test_submission_arguments_and_environment(submit):
     from runtime.jobmaster.steps import RunRequest
     attempt, submissions, spec, job, warehouse = submit
     attempt(RunRequest("none", parallelism=3, max_epochs=2, allow_non_restored_state=True), "manual__1", 1)
-    record_attempt(warehouse, "manual__1", 1, "FAILED", "restarting in 0 ms after failure 1 (test)")
+    record_attempt(warehouse, "manual__1", 1, "FAILED", "restarting in 0 ms after failure 1 (test)", True)
     attempt(RunRequest("none"), "manual__1", 2)
     (first_args, env), (second_args, second_env) = submissions.submitted
     # The driver runs the stored plan (the job script does not run again) with the run's options
@@ -179,19 +179,24 @@ def test_a_failed_submission_retries_only_when_the_history_says_restarting(submi
     attempt, submissions, spec, job, warehouse = submit
     submissions.fail = True
 
-    record_attempt(warehouse, "restarts", 1, "FAILED", "restarting in 0 ms after failure 1 (test)")
-    with pytest.raises(AirflowException, match="restarting in 0 ms") as retry:
+    # The decision is the record's field; its words are only said.
+    record_attempt(warehouse, "restarts", 1, "FAILED", "the strategy's words (test)", True)
+    with pytest.raises(AirflowException, match="the strategy's words") as retry:
         attempt(RunRequest(), "restarts", 1)
     assert not isinstance(retry.value, AirflowFailException)        # an Airflow retry
 
-    record_attempt(warehouse, "gives-up", 1, "FAILED", "not restarting after failure 1: the restart "
-                                                       "strategy gave up (test)")
-    with pytest.raises(AirflowFailException, match="the restart strategy gave up"):
+    record_attempt(warehouse, "gives-up", 1, "FAILED", "restarting, said the old words (test)", False)
+    with pytest.raises(AirflowFailException, match="said the old words"):
         attempt(RunRequest(), "gives-up", 1)
+
+    record_attempt(warehouse, "gives-up-2", 1, "FAILED", "not restarting after failure 1: the restart "
+                                                         "strategy gave up (test)", False)
+    with pytest.raises(AirflowFailException, match="the restart strategy gave up"):
+        attempt(RunRequest(), "gives-up-2", 1)
 
     with pytest.raises(AirflowFailException, match="failed before it started"):
         attempt(RunRequest(), "never-started", 1)
 
     record_attempt(warehouse, "driver-died", 1, "RUNNING")
-    with pytest.raises(AirflowFailException, match="while attempt 1 was RUNNING"):
+    with pytest.raises(AirflowFailException, match="attempt 1 ended while it was RUNNING"):
         attempt(RunRequest(), "driver-died", 1)

@@ -72,7 +72,7 @@ def test_reading_a_state_file_verifies_the_bytes_its_checksum_recorded(tmp_path)
                                                          f"differ from the checksum recorded with the checkpoint)"}
 
 
-def test_bytes_overwritten_mid_file_are_found_and_the_restore_falls_back_by_itself(spark, tmp_path, capfd):
+def test_bytes_overwritten_mid_file_are_found_and_the_restore_falls_back_by_itself(spark, tmp_path, caplog):
     events = write_input(tmp_path / "in", seed=31)
     run(tmp_path, max_epochs=3)
     latest = storage(tmp_path).completed()[-1]
@@ -81,7 +81,7 @@ def test_bytes_overwritten_mid_file_are_found_and_the_restore_falls_back_by_itse
     victim = state_files(tmp_path, latest)[0]
     overwrite_mid_file(victim)
     result = run(tmp_path, restore_from="latest")
-    err = capfd.readouterr().err
+    err = caplog.text       # logged as warnings
     # Found by the task that read the file (size and footer are intact), then the fallback.
     assert ("checkpoint 3: state file {} is corrupt (its bytes differ from the checksum recorded with the "
             "checkpoint); marked INVALID, falling back to checkpoint 2".format(victim)) in err
@@ -110,7 +110,7 @@ def test_a_checkpoint_written_before_checksums_is_still_restored(spark, tmp_path
 
 
 def test_damage_to_every_retained_checkpoint_refuses_to_start_until_asked_to_start_over(
-        spark, tmp_path, capfd, monkeypatch):
+        spark, tmp_path, capfd, caplog, monkeypatch):
     events = write_input(tmp_path / "in", seed=32, lines=200)
     run(tmp_path, max_epochs=4)                 # 160 of each file's 200 lines
     retained = storage(tmp_path).completed()
@@ -164,7 +164,7 @@ def test_damage_to_every_retained_checkpoint_refuses_to_start_until_asked_to_sta
     assert result.restored_from is None
     assert (f"starting over (restore_from=none): nothing is restored; these sinks already hold this job's "
             f"committed output and will receive everything again: {tmp_path / 'windows'}, "
-            f"{tmp_path / 'running'}") in capfd.readouterr().err
+            f"{tmp_path / 'running'}") in caplog.text
     # Everything again: the running counts of the first four epochs (each file's first 160
     # lines) from the first run, then those of the whole input.
     first_run = events[:160] + events[200:360]

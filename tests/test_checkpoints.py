@@ -100,7 +100,7 @@ def test_retention_keeps_the_last_checkpoints_and_their_files_only(spark, tmp_pa
         ["checkpoint_id=3", "checkpoint_id=4", "checkpoint_id=5"]
 
 
-def test_a_corrupt_state_file_falls_back_to_the_previous_checkpoint(spark, tmp_path, capfd):
+def test_a_corrupt_state_file_falls_back_to_the_previous_checkpoint(spark, tmp_path, caplog):
     events = write_input(tmp_path / "in", seed=11)
     run(tmp_path, max_epochs=3)
     store = storage(tmp_path)
@@ -109,7 +109,7 @@ def test_a_corrupt_state_file_falls_back_to_the_previous_checkpoint(spark, tmp_p
     path = tmp_path / "warehouse" / "checkpointed-counts" / "state" / "running-count" / victim["path"]
     path.write_bytes(b"not parquet")
     result = run(tmp_path, restore_from="latest")
-    err = capfd.readouterr().err
+    err = caplog.text       # logged as warnings
     assert f"checkpoint {latest.checkpoint_id}: state file {path} is corrupt" in err
     assert f"falling back to checkpoint {latest.checkpoint_id - 1}" in err
     assert result.restored_from == latest.checkpoint_id - 1

@@ -15,7 +15,7 @@ def run(*args):
 
 
 def test_plan_prints_the_visualizer_json():
-    result = run("plan", "include/jobs/wordcount.py")
+    result = run("plan", "include/jobs/wordcount.py", "-p", "3")       # the windows take the run's parallelism
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
     assert [(n["id"], n["type"], n["parallelism"]) for n in plan["nodes"]] == [
@@ -30,7 +30,7 @@ def test_plan_passes_job_arguments():
 
 
 def test_slot_shortage_is_reported_without_a_traceback():
-    result = run("plan", WORDCOUNT, "--format", "slots", "--task-managers", "2",
+    result = run("plan", WORDCOUNT, "-p", "3", "--format", "slots", "--task-managers", "2",
                  "--slots-per-task-manager", "1")
     assert result.returncode == 1
     assert "Slots required: 3, slots allocated: 2" in result.stderr

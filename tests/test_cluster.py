@@ -68,9 +68,9 @@ def standalone_cluster(tmp_path_factory):
                 p.kill()
 
 
-def run_wordcount(master: str, tmp_path, input_dir, *job_args) -> subprocess.CompletedProcess:
+def run_wordcount(master: str, tmp_path, input_dir, *job_args, parallelism: int = 3) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [SLUICE, "run", "include/jobs/wordcount.py", "--master", master,
+        [SLUICE, "run", "include/jobs/wordcount.py", "--master", master, "-p", str(parallelism),
          "--warehouse", str(tmp_path / "warehouse"), "--", "--input", str(input_dir), *job_args],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
         env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1"))

@@ -195,3 +195,35 @@ def test_discover_and_find_jobs_in_the_jobs_folder(tmp_path, monkeypatch):
     monkeypatch.setenv(JOBS_FOLDER_ENV, str(empty))
     with pytest.raises(FileNotFoundError, match=r"\(jobs: none\)"):
         find_job("b")
+
+
+# ---- the restart decision, a field of the execution record -----------------------------------
+
+def test_an_executions_table_from_before_the_restarting_column_stays_readable(tmp_path):
+    """The decision is the record's ``restarting`` field; a table written before that column existed
+    reads its rows with ``restarting`` None, and its next append adds the column (schema evolution)."""
+    import time
+    import pyarrow as pa
+    from runtime.execution.history import EXECUTIONS_SCHEMA, ExecutionHistory
+    from runtime.jobmaster.steps import restart_decision
+    from runtime.storage.delta_files import append, arrow_table
+    old_schema = pa.schema([f for f in EXECUTIONS_SCHEMA if f.name != "restarting"])
+    now = int(time.time() * 1_000_000)
+    append(str(tmp_path / "job" / "executions"), arrow_table(old_schema, [{
+        "run_id": "old", "job_name": "job", "dag_run_id": "r", "attempt": 1, "state": FAILED, "started_at": now,
+        "ended_at": now, "restart": "restarting in 10 ms after failure 1 (old)", "backoff_ms": 10,
+        "recorded_at": now}]))
+    history = ExecutionHistory(str(tmp_path / "job"))
+    [old] = history.executions()
+    assert (old.run_id, old.restart, old.restarting) == ("old", "restarting in 10 ms after failure 1 (old)", None)
+    # No decision recorded: the words alone do not restart a run.
+    assert restart_decision(str(tmp_path), "job", "r", 1)[0] is False
+    history.record(ExecutionRecord("new", "job", FAILED, time.time(), "r", 2, ended_at=time.time(),
+                                   restart="not restarting after failure 2 (new)", backoff_ms=0, restarting=False))
+    history.record(ExecutionRecord("new3", "job", FAILED, time.time() + 1, "r", 3, ended_at=time.time(),
+                                   restart="restarting in 5 ms after failure 3 (new)", backoff_ms=5, restarting=True))
+    assert [(r.run_id, r.restarting) for r in history.attempts("r")] == [("old", None), ("new", False), ("new3", True)]
+    assert restart_decision(str(tmp_path), "job", "r", 3) == (True, "restarting in 5 ms after failure 3 (new)")
+    assert restart_decision(str(tmp_path), "job", "r", 2) == (False, "not restarting after failure 2 (new)")
+    assert restart_decision(str(tmp_path), "job", "r", 9)[1] == \
+        "the job failed before it started, so there is nothing to restart"

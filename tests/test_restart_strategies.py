@@ -127,6 +127,34 @@ def test_decisions_are_reproducible_replays():
     assert decide(config, times) == decide(config, list(times))
 
 
+def test_exponential_delay_gives_up_after_its_attempts_until_the_backoff_resets():
+    """Flink's restart-strategy.exponential-delay.attempts-before-reset-backoff (FLIP-364): at most
+    n restarts; a failure after the reset threshold starts counting again."""
+    config = RestartStrategies.exponential_delay_restart(1000, 60_000, 1.5, 3_600_000, 0.0,
+                                                         attempts_before_reset_backoff=3)
+    assert decisions(config, [0, 2000, 5000, 9000]) == [(True, 1000), (True, 1500), (True, 2250), (False, 0)]
+    hour_later = 5000 + 2250 + 3_600_000     # the reset threshold after the third restart
+    assert decisions(config, [0, 2000, 5000, hour_later, hour_later + 1, hour_later + 2, hour_later + 3])[3:] == [
+        (True, 1000), (True, 1500), (True, 2250), (False, 0)]
+    assert "At most 3 restart attempts before the delay resets." in str(config)
+    with pytest.raises(ValueError, match="attempts_before_reset_backoff must not be negative"):
+        RestartStrategies.exponential_delay_restart(1, 2, 2.0, 1, 0.1, attempts_before_reset_backoff=-1)
+
+
+def test_the_control_planes_default_is_bounded_and_the_jobs_own_strategy_wins():
+    """Deployed by the control plane, the default strategy (exponential delay with checkpointing)
+    reads the control plane's configuration: it gives up after 3 restarts. A strategy the job sets
+    is its own; without checkpointing the default stays none."""
+    from runtime.jobmaster.deployment import CONTROL_PLANE_CONFIGURATION as plane
+    bounded = effective_configuration(None, dict(plane), True)
+    assert bounded == Exponential(1000, 60_000, 1.5, 3_600_000, 0.1, 3)
+    assert [r for r, _ in decisions(bounded, [0, 10, 20, 30])] == [True, True, True, False]
+    assert effective_configuration(RestartStrategies.fixed_delay_restart(5, 0), dict(plane), True) == FixedDelay(5, 0)
+    assert effective_configuration(None, dict(plane), False) == NoRestart()
+    assert effective_configuration(None, {**plane, "restart-strategy.exponential-delay.attempts-before-reset-backoff":
+                                          "10"}, True).attempts_before_reset_backoff == 10
+
+
 # ---- no restart and the decisions' text -------------------------------------------------------
 
 def test_no_restart_never_restarts():

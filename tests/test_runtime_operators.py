@@ -161,8 +161,9 @@ def test_a_failing_user_function_names_operator_subtask_and_record(spark, tmp_pa
     with pytest.raises(JobExecutionException) as e:
         env.execute("divide")
     msg = str(e.value)
-    assert "Divide (" in msg and "/2) failed on record ('b', 0)" in msg
-    assert "ZeroDivisionError: integer division or modulo by zero" in msg
+    # The cause first (operator, subtask, reason), then the record.
+    assert "Divide (" in msg and "/2) failed: ZeroDivisionError: integer division or modulo by zero " \
+        "(on record ('b', 0))" in msg
     assert "--- original traceback ---" in msg and "lambda r: 10 // r[1]" in msg
 
 
@@ -188,7 +189,7 @@ def test_user_functions_run_once_per_record_even_when_a_batch_fails(spark, tmp_p
     env = job_env(tmp_path / "gen", 1)
     env.from_collection(["a", "b", "c", "d"], Types.STRING()).flat_map(
         explode_on_c, output_type=Types.STRING()).name("Explode").print()
-    with pytest.raises(JobExecutionException, match=r"Explode \(1/1\) failed on record 'c' \(split .*, offset 2\): ValueError: no c"):
+    with pytest.raises(JobExecutionException, match=r"Explode \(1/1\) failed: ValueError: no c \(on record 'c', split .*, offset 2\)"):
         env.execute("explode")
 
     # With timestamps, and on the second input of a co-flat-map: the same rule, the same loop.
@@ -210,7 +211,7 @@ def test_user_functions_run_once_per_record_even_when_a_batch_fails(spark, tmp_p
     env = job_env(tmp_path / "co", 1)
     env.from_collection([("a", 5)], PAIR).connect(env.from_collection(["ok", "boom", "late"], Types.STRING())) \
         .flat_map(Split(), Types.STRING()).name("Split").print()
-    with pytest.raises(JobExecutionException, match=r"Split \(1/1\) failed on record 'boom'.*ValueError: no boom"):
+    with pytest.raises(JobExecutionException, match=r"Split \(1/1\) failed: ValueError: no boom \(on record 'boom'"):
         env.execute("co-explode")
 
 
@@ -285,7 +286,8 @@ def test_a_malformed_record_names_the_file_and_line_it_came_from(spark, tmp_path
     folder.mkdir()
     (folder / "part-1.txt").write_text("1\n2\n3\n")
     (folder / "part-2.txt").write_text("".join(f"{n}\n" for n in range(16)) + "seventeen\n18\n")
-    at = f"failed on record 'seventeen' (file {folder / 'part-2.txt'}, line 17): ValueError"
+    at = f"failed: ValueError: invalid literal for int() with base 10: 'seventeen' (on record 'seventeen', " \
+         f"file {folder / 'part-2.txt'}, line 17)"
     # Line 17 is the 2nd record of the 6th batch of 3, or of the 4th epoch of 5 lines.
     env = job_env(tmp_path / "map", 1, **settings)
     env.read_text_file(str(folder)).map(int).name("Parse").print()
@@ -298,10 +300,12 @@ def test_a_malformed_record_names_the_file_and_line_it_came_from(spark, tmp_path
     # rather than something wrong.
     env = job_env(tmp_path / "filtered", 1, **settings)
     env.read_text_file(str(folder)).filter(lambda line: True).map(int).name("Parse").print()
-    assert "Parse (1/1) failed on record 'seventeen': ValueError" in failure(env, "filtered")
+    assert "Parse (1/1) failed: ValueError: invalid literal for int() with base 10: 'seventeen' (on record " \
+        "'seventeen')\n" in failure(env, "filtered")
     env = job_env(tmp_path / "keyed", 1, **settings)
     env.read_text_file(str(folder)).key_by(lambda line: line).map(int).name("Parse").print()
-    assert "Parse (1/1) failed on record 'seventeen': ValueError" in failure(env, "keyed")
+    assert "Parse (1/1) failed: ValueError: invalid literal for int() with base 10: 'seventeen' (on record " \
+        "'seventeen')\n" in failure(env, "keyed")
 
 
 def test_the_line_of_a_repeated_record_is_its_own(spark, tmp_path):
@@ -310,5 +314,5 @@ def test_the_line_of_a_repeated_record_is_its_own(spark, tmp_path):
     (tmp_path / "in.txt").write_text("1\n2\n7\n4\n5\n7\n8\n")
     env = job_env(tmp_path, 1)
     env.read_text_file(str(tmp_path / "in.txt")).map(RejectRepeats()).name("Unique").print()
-    assert f"Unique (1/1) failed on record '7' (file {tmp_path / 'in.txt'}, line 6): ValueError: 7 again" \
+    assert f"Unique (1/1) failed: ValueError: 7 again (on record '7', file {tmp_path / 'in.txt'}, line 6)" \
         in failure(env, "unique")

@@ -219,10 +219,10 @@ def test_a_function_failing_while_it_yields_is_named(spark, tmp_path):
     env = job_env(tmp_path / "timer")
     keyed(env).process(FailingTimer()).name("Timers").print()
     with pytest.raises(JobExecutionException,
-                       match=r"Timers \(1/1\) failed on record \"timer 1100 of key 'a'\": ValueError: timer broke"):
+                       match=r"Timers \(1/1\) failed: ValueError: timer broke \(on record \"timer 1100 of key 'a'\"\)"):
         env.execute("timer")
     env = job_env(tmp_path / "window")
     keyed(env).window(TumblingEventTimeWindows.of(Time.seconds(2))).process(FailingWindow()).name("Windows").print()
     with pytest.raises(JobExecutionException,
-                       match=r"Windows \(1/1\) failed on record \"window .* of key 'a'\": ValueError: window broke"):
+                       match=r"Windows \(1/1\) failed: ValueError: window broke \(on record \"window .* of key 'a'\"\)"):
         env.execute("window")

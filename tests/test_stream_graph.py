@@ -17,7 +17,7 @@ def edges_of(graph):
 
 
 def test_seed_wordcount_stream_graph():
-    graph = load_stream_graph(WORDCOUNT)
+    graph = load_stream_graph(WORDCOUNT, parallelism=3)     # the windows take the run's (-p)
     assert graph.job_name == "Socket Window WordCount"
     assert [(n.id, n.operator_name, n.parallelism, n.kind) for n in graph.nodes] == [
         (1, "Source: Socket Stream", 1, "source"),
@@ -187,7 +187,7 @@ def test_no_operators_is_an_error(env):
 
 
 def test_execution_plan_json_matches_flink_shape():
-    graph = load_stream_graph(WORDCOUNT)
+    graph = load_stream_graph(WORDCOUNT, parallelism=3)
     plan = json.loads(graph.get_streaming_plan_as_json())
     assert plan == {"nodes": [
         {"id": 1, "type": "Source: Socket Stream", "pact": "Data Source",
@@ -205,7 +205,7 @@ def test_execution_plan_json_matches_flink_shape():
 
 
 def test_job_graph_json_names_chains_and_inputs():
-    job = compile_job(WORDCOUNT)
+    job = compile_job(WORDCOUNT, parallelism=3)
     plan = json.loads(job.job_graph.get_job_graph_as_json())
     assert [(n["description"], n["parallelism"], [i["ship_strategy"] for i in n["inputs"]])
             for n in plan["nodes"]] == [

@@ -159,6 +159,9 @@ def site(spark, airflow_db, tmp_path_factory):
         common = dict(warehouse=str(warehouse), master="local[2]", quiet=True, max_records_per_split=LINES_PER_EPOCH)
         run_job(JOB, args, max_epochs=2, dag_run_id=DAG_RUN_ID, **common)
         run_job(JOB, args, restore_from="latest", **common)
+        from runtime.checkpoint.savepoint import take_savepoint
+        from runtime.checkpoint.storage import CheckpointStorage
+        take_savepoint(CheckpointStorage(str(warehouse / "checkpointed-counts")), str(root / "savepoints" / "sp-1"))
         job = overview.find_job(JOB_NAME, str(warehouse), str(jobs))
         _wait_until_up(proc, url, log)
         yield Site(url, root, warehouse, job)
@@ -246,8 +249,14 @@ def test_job_page_draws_the_graph_and_lists_checkpoints_and_executions(site, bro
 
     shown = [(int(r.get_attribute("data-checkpoint-id")), r.get_attribute("data-status"))
              for r in browser.find_elements(By.CSS_SELECTOR, "#checkpoints tbody tr")]
-    stored = [(r.checkpoint_id, r.status) for r in reversed(site.job.checkpoints)]
+    stored = [(r.checkpoint_id, r.status) for r in reversed(site.job.checkpoints) if r.kind != "SAVEPOINT"]
     assert shown == stored and {"COMPLETED", "DISCARDED"} <= {s for _, s in stored}
+    # Which operator runs at what, and who set it; the restart strategy the job runs under.
+    vertex_rows = browser.find_elements(By.CSS_SELECTOR, "#vertices tbody tr")
+    assert [(r.get_attribute("data-vertex"), int(r.get_attribute("data-parallelism"))) for r in vertex_rows] == \
+        [(v.name, v.parallelism) for v in graph.vertices]
+    assert {r.get_attribute("data-parallelism-from") for r in vertex_rows} <= {"operator", "run"}
+    assert "At most 3 restart attempts" in browser.find_element(By.ID, "restart-strategy").text
     buttons = browser.find_elements(By.CSS_SELECTOR, "#checkpoints form.restore")
     assert len(buttons) == sum(overview.is_restorable(r) for r in site.job.checkpoints)
 
@@ -296,7 +305,7 @@ def _registered_dag(root: Path):
     from airflow.dag_processing.bundles.manager import DagBundlesManager
     from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
     folder = root / "dags"
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)
     (folder / f"{JOB_NAME}_dag.py").write_text(DAG_MODULE)
     DagBundlesManager().sync_bundles_to_db()
     bag = DagBag(dag_folder=str(folder), bundle_path=folder, bundle_name="dags-folder")
@@ -340,6 +349,36 @@ def test_restore_triggers_a_dag_run_of_the_job(site, browser, token):
     run = json.loads(body)
     assert run["conf"] == {"restore_from": str(restorable[0])}
     assert run["run_type"] == "manual" and run["triggered_by"] == "ui" and run["triggering_user_name"] == USER
+
+
+def test_savepoints_are_listed_with_their_path_and_restored_from_the_view(site, browser, token):
+    """A savepoint is a row of its own (not a second row of its checkpoint): its path, the checkpoint
+    it copies, and a Restore button that triggers the job's DAG with restore_from=<its path>."""
+    [savepoint] = [r for r in site.job.checkpoints if r.kind == "SAVEPOINT"]
+    path = str(site.root / "savepoints" / "sp-1")
+    assert savepoint.external_path == path
+    browser.get(f"{site.url}/sluice/jobs/{JOB_NAME}")
+    [row] = browser.find_elements(By.CSS_SELECTOR, "#savepoints tbody tr")
+    assert row.get_attribute("data-savepoint") == path and path in row.text
+    assert str(savepoint.checkpoint_id) in row.text.split()
+    # Only the job's own savepoints: any other path is refused.
+    restore = f"{site.url}/sluice/jobs/{JOB_NAME}/restore"
+    status, body, _ = _get(restore, token, urllib.parse.urlencode({"checkpoint": "/etc"}).encode(), cookie=True)
+    assert status == 400
+    with _registered_dag(site.root):
+        browser.get(f"{site.url}/sluice/jobs/{JOB_NAME}")
+        browser.find_element(By.CSS_SELECTOR, "#savepoints tbody tr button").click()
+        _wait(browser, lambda d: f"/dags/{JOB_NAME}/runs/" in d.current_url, "Airflow's page of the new DAG run")
+        run_id = urllib.parse.unquote(browser.current_url.rsplit("/runs/", 1)[1])
+        status, body, _ = _get(f"{site.url}/api/v2/dags/{JOB_NAME}/dagRuns/{urllib.parse.quote(run_id)}", token)
+    assert status == 200, body
+    assert json.loads(body)["conf"] == {"restore_from": path}
+
+
+def test_jobs_page_maps_each_dag_to_its_warehouse_folder(site, browser, token):
+    browser.get(f"{site.url}/sluice/")
+    row = browser.find_element(By.CSS_SELECTOR, f'#jobs tr[data-job="{JOB_NAME}"]')
+    assert row.find_element(By.CSS_SELECTOR, "td.folder").text == "checkpointed-counts/"
 
 
 def test_the_plugin_is_registered_and_shown_inside_airflow(site, browser, token):

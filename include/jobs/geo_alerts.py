@@ -7,7 +7,10 @@ computes the delta to the zone's previous event, and the pattern ``first.next(se
 over the threshold, ``within(Time.minutes(15))``, emits the alert pairs, printed and written
 exactly once to a Delta table.
 
-    sluice run include/jobs/geo_alerts.py -- --events 2000 --zones 20 --output warehouse/geo-alerts
+The keyed operators run at the run's parallelism (Flink's -p; the DAG's default is 2); the
+generator is one subtask.
+
+    sluice run include/jobs/geo_alerts.py -p 2 -- --events 2000 --zones 20 --output warehouse/geo-alerts
 """
 import argparse
 import os
@@ -25,6 +28,7 @@ from runtime.jobmaster import JobDeployment
 # run ends; the alerts are printed and written to a Delta table next to the checkpoints.
 DEPLOYMENT = JobDeployment(schedule=None, args=("--events", "4000", "--zones", "20",
                                                 "--output", "{warehouse}/geo-alerts"),
+                           parallelism=2,
                            description="The seeds' CEP job: GeoHash zones whose GPRS events jump by >70% twice")
 
 PAUSE = 1000                  # the seeds' parameters
@@ -110,23 +114,25 @@ def alert(match) -> Row:
                second_delta=second.delta_gprs_events)
 
 
-def build(env, generator: GeoHashEventsGenerator, events: int, parallelism: int, output: str = None):
+def build(env, generator: GeoHashEventsGenerator, events: int, parallelism: int = None, output: str = None):
+    """``parallelism``: of the keyed operators (None: the run's default parallelism)."""
+    def at(stream):
+        return stream.set_parallelism(parallelism) if parallelism else stream
+
     # One source subtask: each zone's events reach its count window in generation order.
     source = env.from_source(DataGeneratorSource(generator, count=events, type_info=GEO_EVENT),
                              WatermarkStrategy.no_watermarks(), "GeoHashEventsGenerator"
                              ).set_parallelism(1).uid("geohash-events")
     # The seeds' Java countWindow(2, 1): fire on every event with the last two, so a zone's first
     # event comes out alone (delta 0). PyFlink's count_window(2, 1) fires full windows only.
-    deltas = (source.key_by(lambda e: e.geohash, key_type=Types.STRING())
-              .window(GlobalWindows.create()).trigger(CountTrigger.of(1)).evictor(CountEvictor.of(2))
-              .apply(Deltas(), output_type=GEO_EVENT)
-              .set_parallelism(parallelism).uid("deltas"))
+    deltas = at(source.key_by(lambda e: e.geohash, key_type=Types.STRING())
+                .window(GlobalWindows.create()).trigger(CountTrigger.of(1)).evictor(CountEvictor.of(2))
+                .apply(Deltas(), output_type=GEO_EVENT)).uid("deltas")
     # In processing time, as the seeds' job (its event time is commented out): a zone's deltas
     # are matched in the order its count window emits them.
-    alerts = (CEP.pattern(deltas.key_by(lambda e: e.geohash, key_type=Types.STRING()), WARNING_PATTERN)
-              .in_processing_time()
-              .select(alert, output_type=ALERT)
-              .set_parallelism(parallelism).uid("geo-alerts"))
+    alerts = at(CEP.pattern(deltas.key_by(lambda e: e.geohash, key_type=Types.STRING()), WARNING_PATTERN)
+                .in_processing_time()
+                .select(alert, output_type=ALERT)).uid("geo-alerts")
     alerts.print("ALARM")
     if output:
         alerts.sink_to(DeltaSink.for_row_data(output)).uid("geo-alerts-sink")
@@ -141,7 +147,8 @@ def main(argv=None):
     parser.add_argument("--zones", type=int, default=NUMBER_OF_ZONES)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--events", type=int, default=1000, help="events per run (bounded, so the run ends)")
-    parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("--parallelism", type=int,
+                        help="of the keyed operators (default: the run's, sluice run -p)")
     parser.add_argument("--output", default=os.path.join(os.environ.get("SLUICE_WAREHOUSE", "warehouse"), "geo-alerts"),
                         help="Delta table of the alerts (exactly once)")
     args = parser.parse_args(argv)

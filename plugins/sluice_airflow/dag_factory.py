@@ -9,13 +9,12 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timezone
 
-from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import DAG, Param, chain
 
 from runtime.jobmaster import JobSpec, discover_jobs
-from runtime.jobmaster.steps import slot_profile
+from runtime.jobmaster.steps import dag_profile
 from sluice_airflow import warehouse_root
-from sluice_airflow.operators import SluiceJobOperator, SluiceStepOperator
+from sluice_airflow.operators import SluiceJobOperator, SluiceStepOperator, SluiceTriggerRunOperator
 
 log = logging.getLogger(__name__)
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -40,12 +39,16 @@ def run_params(spec: JobSpec) -> dict:
 
 def job_dag(spec: JobSpec) -> DAG:
     d = spec.deployment
+    profile = dag_profile(spec, warehouse_root())
+    doc = (f"{spec.doc}\n\n**Restarts** (the `run` task's tries are the job's attempts): "
+           f"{profile['restart_strategy']} Set another with `env.set_restart_strategy(...)` or the "
+           f"`restart-strategy.*` configuration keys.")
     with DAG(dag_id=spec.name, schedule=d.schedule, start_date=START, catchup=False, max_active_runs=1,
-             description=d.description or (spec.doc.splitlines() or [""])[0], doc_md=spec.doc,
+             description=d.description or (spec.doc.splitlines() or [""])[0], doc_md=doc,
              tags=["sluice", *d.tags], params=run_params(spec), default_args={"owner": d.owner}) as dag:
         steps = [SluiceStepOperator(task_id=step, step=step, job=spec.path)
                  for step in ("compile", "execution_graph", "allocate_slots", "deploy")]
-        run = SluiceJobOperator(task_id="run", job=spec.path, slot_profile=slot_profile(spec, warehouse_root()))
+        run = SluiceJobOperator(task_id="run", job=spec.path, slot_profile=profile["slot_profile"])
         finish = SluiceStepOperator(task_id="finish", step="finish", job=spec.path)
         chain(*steps, run, finish)
     return dag
@@ -77,7 +80,7 @@ def restart_from_checkpoint_dag(specs=None) -> DAG:
              render_template_as_native_obj=True,     # the conf is the checked parameters, as they are
              description="Restart a job from a checkpoint or a savepoint, at any parallelism") as dag:
         check = SluiceStepOperator(task_id="check_restore_point", step="check_restore_point", job="{{ params.job }}")
-        trigger = TriggerDagRunOperator(
+        trigger = SluiceTriggerRunOperator(
             task_id="restart", trigger_dag_id="{{ params.job }}",
             conf="{{ ti.xcom_pull(task_ids='check_restore_point')['conf'] }}",
             note="Restart from {{ params.restore_from }} (sluice_restart_from_checkpoint)")

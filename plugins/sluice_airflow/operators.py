@@ -16,10 +16,11 @@ import sys
 import time
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any, Optional
+from typing import Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseOperator
 
@@ -31,17 +32,19 @@ from runtime.jobmaster.steps import (
     RunRequest,
     RunRequestError,
     allocate_slots_step,
+    cancel_spark_jobs,
     compile_run,
     compile_step,
     execution_graph_step,
     finish_step,
-    last_attempt,
     outcome,
+    parallelism_report,
     resolve_restore_point,
     restart_backoff_remaining,
     run_options,
     run_step,
     request_json,
+    restart_decision,
     savepoint_step,
     slots_for,
 )
@@ -92,10 +95,24 @@ class SluiceStepOperator(BaseOperator):
         return getattr(self, f"_{self.step}")(context, spec, run_request(context, spec))
 
     def _compile(self, context, spec, request) -> dict:
-        return compile_step(spec, request, warehouse_root(), context["run_id"])
+        compiled = compile_step(spec, request, warehouse_root(), context["run_id"])
+        self.log.info("Compiled %s (%s) at default parallelism %s; restart strategy: %s", spec.name,
+                      compiled["job_name"], compiled["default_parallelism"], compiled["restart_strategy"])
+        self._report_parallelism(compiled)
+        return compiled
+
+    def _report_parallelism(self, compiled: dict) -> None:
+        for line in parallelism_report(compiled):
+            if line.startswith("WARNING: "):
+                self.log.warning("%s", line[len("WARNING: "):])
+            else:
+                self.log.info("  %s", line)
 
     def _execution_graph(self, context, spec, request) -> dict:
-        return execution_graph_step(compiled_plan(context))
+        try:
+            return execution_graph_step(compiled_plan(context), request, warehouse_root())
+        except CheckpointException as e:
+            raise AirflowFailException(f"Cannot restore job {spec.name}: {e}") from None
 
     def _allocate_slots(self, context, spec, request) -> dict:
         """The slot plan over the run task's reservation. The reservation policy sized it for this
@@ -117,8 +134,13 @@ class SluiceStepOperator(BaseOperator):
                                        f"{size}: raise its slots (airflow_settings.yaml, then "
                                        f"`sluice airflow-settings`) if the cluster has more.") from None
         plan["pool"], plan["pool_slots"] = pool, reservation["pool_slots"]
-        self.log.info("Reserved %s of the %s slot(s) of pool %s; the job needs %s.",
+        self.log.info("Reserved %s of the %s slot(s) of pool %s; the job needs %s:",
                       reservation["pool_slots"], size, pool, plan["slots_required"])
+        self._report_parallelism(context["ti"].xcom_pull(task_ids="compile"))
+        if reservation["pool_slots"] != plan["slots_required"]:
+            self.log.warning("The reservation (%s) differs from the slots the compiled job needs (%s): the "
+                             "DAG's slot profile is older than the job script; the next parse of the DAG file "
+                             "reads the new one.", reservation["pool_slots"], plan["slots_required"])
         return plan
 
     def _check_restore_point(self, context, spec, request, job=None) -> dict:
@@ -191,14 +213,22 @@ class SluiceJobOperator(SparkSubmitOperator):
             self.log.info("Restart attempt %s: waiting %.1f s, the restart strategy's backoff.", attempt, wait)
             time.sleep(wait)
         if deployed["mode"] == IN_PROCESS:
+            self._in_process = True
             try:
                 return run_step(deployed["plan"], request, warehouse, master, dag_run_id, attempt)
             except Exception as e:
-                decision = getattr(e, "restart", None)
-                self._give_up_or_retry(e, decision.restart if decision else False,
-                                       decision.describe() if decision else None)
+                self._give_up_or_retry(e, *restart_decision(warehouse, job_name, dag_run_id, attempt))
         return self._submit(context, spec, request, deployed["plan"], warehouse, master, dag_run_id, attempt,
                             job_name)
+
+    def on_kill(self) -> None:
+        """Airflow stops the task (the run was failed or canceled, by hand or from the Sluice web
+        view): Flink's Cancel. In this process: cancel the Spark jobs and interrupt the run, which
+        records itself CANCELED; with spark-submit: the provider kills the submission."""
+        if getattr(self, "_in_process", False):
+            cancel_spark_jobs()
+            raise KeyboardInterrupt("canceled: Airflow stopped the task")
+        super().on_kill()
 
     def _submit(self, context, spec, request, plan, warehouse, master, dag_run_id, attempt, job_name) -> dict:
         # The driver runs the plan the compile step stored, with the same options run_step would use.
@@ -211,23 +241,25 @@ class SluiceJobOperator(SparkSubmitOperator):
         try:
             super().execute(context)
         except Exception as e:
-            record = last_attempt(warehouse, job_name, dag_run_id, attempt)
-            decision = record.restart if record is not None else None
-            if record is not None and decision is None:
-                # The attempt started but recorded no failure, so the restart strategy was never asked:
-                # the driver died (killed, out of memory). Not "failed before it started".
-                decision = (f"not restarting: spark-submit failed while attempt {attempt} was {record.state} in "
-                            f"the execution history, before the restart strategy was asked")
-            self._give_up_or_retry(e, bool(decision) and decision.startswith("restarting"), decision)
+            self._give_up_or_retry(e, *restart_decision(warehouse, job_name, dag_run_id, attempt))
         return outcome(warehouse, job_name, dag_run_id=dag_run_id)
 
     @staticmethod
-    def _give_up_or_retry(error: Exception, restart: bool, decision: Optional[str]) -> None:
-        """An Airflow retry when the restart strategy restarts, a failure without retry otherwise."""
+    def _give_up_or_retry(error: Exception, restart: bool, decision: str) -> None:
+        """An Airflow retry when the restart strategy restarts, a failure without retry otherwise. The
+        message says the cause, then the decision, then the task's traceback."""
+        cause, _, trace = str(error).partition("\n")
+        message = f"{cause}\n{decision}" + (f"\n{trace}" if trace else "")
         if restart and not isinstance(error, (AirflowFailException, RunRequestError)):
-            raise AirflowException(f"{error}\n{decision}") from error
-        why = decision or "the job failed before it started, so there is nothing to restart"
-        raise AirflowFailException(f"{error}\n{why}") from error
+            raise AirflowException(message) from error
+        raise AirflowFailException(message) from error
+
+
+class SluiceTriggerRunOperator(TriggerDagRunOperator):
+    """Airflow's TriggerDagRunOperator with its ``note`` rendered as a template too (the run note
+    of a restart names the restore point it was asked for)."""
+
+    template_fields = (*TriggerDagRunOperator.template_fields, "note")
 
 
 def deployment_target(conn_id: str) -> tuple[str, str]:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
-import sys
 from dataclasses import dataclass
 from typing import Optional, Union
 
@@ -158,7 +158,7 @@ def choose(storage: CheckpointStorage, restore_from: Union[str, int], warn=None)
 
 
 def print_warning(message: str) -> None:
-    print(f"WARNING: {message}", file=sys.stderr, flush=True)
+    logging.getLogger(__name__).warning("%s", message)
 
 
 def invalidate(storage: CheckpointStorage, record: CheckpointRecord, found: list[str], warn=None) -> None:
@@ -200,6 +200,13 @@ def check_compatibility(point: RestorePoint, job_graph: JobGraph, allow_non_rest
                 f"in the new program. Give the operator its old uid, or set allow_non_restored_state "
                 f"(sluice restore --allow-non-restored-state) to skip this state.")
         v, _ = found
+        if op.get("keyed") and v.parallelism > op["max_parallelism"]:
+            # Flink's StateAssignmentOperation.checkParallelismPreconditions, word for word.
+            raise CheckpointException(
+                f"The state for the operator {op['uid'] or op['operator_id']} can not be restored. The maximum "
+                f"parallelism ({op['max_parallelism']}) of the restored state is lower than the configured "
+                f"parallelism ({v.parallelism}). Please reduce the parallelism of the task to be lower or equal "
+                f"to the maximum parallelism.")
         if op.get("keyed") and op["max_parallelism"] != v.max_parallelism:
             raise CheckpointException(
                 f"Failed to rollback to {what}: the maximum parallelism ({op['max_parallelism']}) with which "

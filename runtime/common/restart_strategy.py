@@ -5,6 +5,7 @@ These are descriptions; the control plane applies them when an epoch fails.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from runtime.common.time import to_millis
 
@@ -57,12 +58,17 @@ class ExponentialDelayRestartStrategyConfiguration(RestartStrategyConfiguration)
     backoff_multiplier: float
     reset_backoff_threshold_ms: int
     jitter_factor: float
+    # Flink's restart-strategy.exponential-delay.attempts-before-reset-backoff (FLIP-364): the
+    # restarts allowed until the backoff resets; None is Flink's default, no limit.
+    attempts_before_reset_backoff: Optional[int] = None
 
     def __str__(self) -> str:
+        limit = (f" At most {self.attempts_before_reset_backoff} restart attempts before the delay resets."
+                 if self.attempts_before_reset_backoff is not None else "")
         return (f"Restart with exponential delay: starting at {self.initial_backoff_ms} ms, "
                 f"increasing by {self.backoff_multiplier}, with maximum {self.max_backoff_ms} ms. "
                 f"Delay resets after {self.reset_backoff_threshold_ms} ms with jitter "
-                f"{self.jitter_factor}.")
+                f"{self.jitter_factor}.{limit}")
 
 
 def _non_negative(value: int, name: str) -> int:
@@ -100,7 +106,12 @@ class RestartStrategies:
 
     @staticmethod
     def exponential_delay_restart(initial_backoff, max_backoff, backoff_multiplier: float,
-                                  reset_backoff_threshold, jitter_factor: float) -> RestartStrategyConfiguration:
+                                  reset_backoff_threshold, jitter_factor: float,
+                                  attempts_before_reset_backoff: Optional[int] = None) -> RestartStrategyConfiguration:
+        """PyFlink's exponential delay; ``attempts_before_reset_backoff`` (Flink's configuration key
+        of that name) bounds the restarts until the delay resets (None: no bound, Flink's default)."""
+        if attempts_before_reset_backoff is not None and attempts_before_reset_backoff < 0:
+            raise ValueError(f"attempts_before_reset_backoff must not be negative, got {attempts_before_reset_backoff}")
         if backoff_multiplier < 1:
             raise ValueError(f"backoff_multiplier must be at least 1.0, got {backoff_multiplier}")
         if not 0 <= jitter_factor <= 1:
@@ -111,4 +122,4 @@ class RestartStrategies:
             float(backoff_multiplier),
             _non_negative(to_millis(reset_backoff_threshold, "reset_backoff_threshold"),
                           "reset_backoff_threshold"),
-            float(jitter_factor))
+            float(jitter_factor), None if attempts_before_reset_backoff is None else int(attempts_before_reset_backoff))

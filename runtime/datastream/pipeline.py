@@ -38,6 +38,9 @@ class PipelineSettings:
     auto_watermark_interval: int = 200
     job_parameters: tuple = ()
     configuration: tuple = ()       # (key, value) pairs of the environment's Configuration
+    # Whether the job's code set the default parallelism (env.set_parallelism), which overrides
+    # the client's (Flink's -p), so operators that leave theirs unset do not follow a rescale.
+    default_parallelism_set_by_job: bool = False
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ class StreamExecutionEnvironment:
         for key, value in (configuration.to_dict() if configuration else {}).items():
             self._configuration.set_string(key, value)
         self._parallelism = self._configuration.get_integer("parallelism.default", 1)
+        self._parallelism_set_by_job = False
         self._max_parallelism = self._configuration.get_integer("pipeline.max-parallelism", -1)
         self._chaining_enabled = True
         self._checkpoint_config = CheckpointConfig()
@@ -72,6 +73,7 @@ class StreamExecutionEnvironment:
                 f"The parallelism ({parallelism}) is larger than the maximum parallelism "
                 f"({self._max_parallelism}) of the environment.")
         self._parallelism = parallelism
+        self._parallelism_set_by_job = True
         return self
 
     def get_parallelism(self) -> int:
@@ -203,6 +205,7 @@ class StreamExecutionEnvironment:
             auto_watermark_interval=self._config.get_auto_watermark_interval(),
             job_parameters=tuple(sorted(self._config.get_global_job_parameters().items())),
             configuration=tuple(sorted(self._configuration.to_dict().items())),
+            default_parallelism_set_by_job=self._parallelism_set_by_job,
         )
         graph = generate(Pipeline(tuple(self._transformations), settings))
         if clear_transformations:

@@ -9,6 +9,7 @@ records, state snapshot handles and the sources' new positions.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pickle
 import shutil
@@ -36,6 +37,9 @@ from runtime.task.stream_task import ACK, TaskDeploymentDescriptor
 from runtime.task.watermarks import assign_watermarks, checkpointed
 
 
+log = logging.getLogger(__name__)
+
+
 class _AckAccumulatorParam:
     """Collects the tasks' pickled acknowledgements on the driver."""
 
@@ -50,14 +54,13 @@ class _AckAccumulatorParam:
 class JobExecutionException(RuntimeError):
     """The job failed; the message names the operator, subtask and record when user code failed.
 
-    ``failed_tasks`` are the (vertex id, subtask) that failed, when known; ``restart`` is the
-    restart strategy's decision on this failure (set by the run that failed)."""
+    ``failed_tasks`` are the (vertex id, subtask) that failed, when known. The restart strategy's
+    decision on the failure is a field of the run's execution record (``restarting``)."""
 
     def __init__(self, message: str, failed_tasks: tuple = (), damaged_files: Optional[dict] = None):
         super().__init__(message)
         self.failed_tasks = tuple(failed_tasks)
         self.damaged_files = damaged_files or {}    # restored state file -> what is wrong with it
-        self.restart = None
 
 
 @dataclass
@@ -252,12 +255,11 @@ class JobRunner:
         what = f"checkpoint {completed[-1].checkpoint_id} is not restored" if completed else "nothing is restored"
         again = (f"; these sinks already hold this job's committed output and will receive everything "
                  f"again: {', '.join(sinks)}" if sinks else "")
-        print(f"WARNING: [{self.job_graph.job_name}] starting over (restore_from=none): {what}{again}",
-              file=sys.stderr, flush=True)
+        log.warning("[%s] starting over (restore_from=none): %s%s", self.job_graph.job_name, what, again)
 
     def _say(self, message: str) -> None:
         if not self.options.quiet:
-            print(f"[{self.job_graph.job_name}] {message}", file=sys.stderr, flush=True)
+            log.info("[%s] %s", self.job_graph.job_name, message)
 
     def _restore(self, point) -> None:
         from runtime.checkpoint.restore import assign_state, source_positions
@@ -348,7 +350,7 @@ class JobRunner:
                     continue
                 result.epochs.append(summary)
                 if not self.options.quiet:
-                    print(summary.progress_line(self.job_graph.job_name), file=sys.stderr, flush=True)
+                    log.info("%s", summary.progress_line(self.job_graph.job_name))
                 epoch += 1
                 if end_of_input or self._last_epoch(epoch - 1):
                     break
@@ -395,9 +397,9 @@ class JobRunner:
                        restored_from=self.restored_from, **more)
 
     def _failed(self, execution: ExecutionRecord, result: JobExecutionResult, error: Exception) -> None:
-        """Record the failure with the restart strategy's decision on it, also set as
-        ``error.restart`` (Flink's JobMaster asks its RestartBackoffTimeStrategy; here the
-        history of this Airflow run is the strategy's memory)."""
+        """Record the failure with the restart strategy's decision on it (Flink's JobMaster asks its
+        RestartBackoffTimeStrategy; here the history of this Airflow run is the strategy's memory),
+        and say both at once: the control plane acts on the record."""
         from runtime.scheduler.restart import decide, effective_configuration
         settings = self.stream_graph.settings
         config = effective_configuration(settings.restart_strategy, dict(settings.configuration),
@@ -407,12 +409,14 @@ class JobRunner:
         times = [int((r.ended_at or r.recorded_at or now) * 1000) for r in earlier
                  if r.state == FAILED and r.run_id != self.run_id]
         decision = decide(config, times + [int(now * 1000)])
-        error.restart = decision
         names = [self.execution_graph.vertex(v, s).task_name_with_subtask_index
                  for v, s in getattr(error, "failed_tasks", ())]
         self._record_execution(self._progress(
-            execution, result, FAILED, failure=f"{type(error).__name__}: {error}"[:4000], failed_tasks=tuple(names),
-            restart=decision.describe(), backoff_ms=decision.backoff_ms))
+            execution, result, FAILED, failure=_failure_text(error)[:4000], failed_tasks=tuple(names),
+            restart=decision.describe(), backoff_ms=decision.backoff_ms, restarting=decision.restart))
+        if self.options.dag_run_id:     # a control plane restarts on this decision: say it now
+            log.error("[%s] attempt %s failed: %s", self.job_graph.job_name, self.options.attempt, error)
+            (log.warning if decision.restart else log.error)("[%s] %s", self.job_graph.job_name, decision.describe())
 
     def _plan(self, epoch: int) -> tuple[dict, bool, Optional[int]]:
         """The epoch's deployment descriptors, logged first; replays take the logged plan."""
@@ -506,14 +510,17 @@ class JobRunner:
         acks = [raw[k] for k in sorted(raw)]
         if os.environ.get("SLUICE_DEBUG"):
             for a in acks:
-                print(f"  task {a.job_vertex_id}/{a.subtask_index}: +{(a.started_at - started) * 1000:.0f} ms, "
-                      f"{a.duration_ms:.0f} ms, {a.records_in} in", file=sys.stderr)
-            print(f"  acks in driver at +{(time.time() - started) * 1000:.0f} ms", file=sys.stderr)
+                log.info("  task %s/%s: +%.0f ms, %.0f ms, %s in", a.job_vertex_id, a.subtask_index,
+                         (a.started_at - started) * 1000, a.duration_ms, a.records_in)
+            log.info("  acks in driver at +%.0f ms", (time.time() - started) * 1000)
         failed = [a for a in acks if a.failure]
         if failed:
             if checkpoint_id is not None:
                 self.coordinator.fail(checkpoint_id, epoch, started, failed[0].failure.split("\n", 1)[0])
-            raise JobExecutionException(f"Job '{self.job_graph.job_name}' failed in epoch {epoch}: {failed[0].failure}",
+            # The cause first (operator, subtask, reason, record), then where: epoch and job.
+            cause, _, trace = failed[0].failure.partition("\n")
+            raise JobExecutionException(f"{cause} in epoch {epoch} of job '{self.job_graph.job_name}'"
+                                        + (f"\n{trace}" if trace else ""),
                                         tuple((a.job_vertex_id, a.subtask_index) for a in failed),
                                         {p: what for a in failed for p, what in a.damaged_files.items()})
         if self.execution_graph.all_execution_vertices[0].execution_state == ExecutionState.DEPLOYING:
@@ -552,7 +559,8 @@ class JobRunner:
             except Exception as e:
                 self.coordinator.fail(checkpoint_id, epoch, started, f"{type(e).__name__}: {e}")
                 raise JobExecutionException(
-                    f"Job '{self.job_graph.job_name}': checkpoint {checkpoint_id} (epoch {epoch}) failed: {e}") from e
+                    f"Checkpoint {checkpoint_id} failed: {type(e).__name__}: {e} (epoch {epoch} of job "
+                    f"'{self.job_graph.job_name}')") from e
         elif not self.coordinator.enabled:
             # Without checkpoints each epoch commits its sink files on its own (per run).
             self._commit_sinks(epoch + 1, app_suffix=f"-{self.run_id}")
@@ -606,6 +614,12 @@ def delta_sinks(job_graph: JobGraph) -> list[tuple]:
             if n.kind == "sink" and getattr(n.operator, "kind", None) == "delta"]
 
 
+def _failure_text(error: BaseException) -> str:
+    """A failure as the history keeps it: a job's failure as it says itself (its cause first), any
+    other error with its type."""
+    return str(error) if isinstance(error, JobExecutionException) else f"{type(error).__name__}: {error}"
+
+
 def committed_sinks(job_graph: JobGraph) -> list[str]:
     """The job's Delta sinks that already hold output it committed (its app transaction)."""
     from runtime.connectors.delta import committed_version
@@ -651,6 +665,8 @@ def dumps_by_value(obj) -> bytes:
 
 def execute_stream_graph(stream_graph: StreamGraph, options: Optional[ExecutionOptions] = None) -> JobExecutionResult:
     """Run a compiled job on Spark."""
+    from runtime.common.logs import console_logging
+    console_logging()       # the progress lines on stderr, unless the program configured logging
     options = options or ExecutionOptions.from_configuration(dict(stream_graph.settings.configuration))
     return JobRunner(stream_graph, options).run()
 

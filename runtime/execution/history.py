@@ -2,8 +2,11 @@
 
 One row per change of a run's state (append-only; a run's state is its last row): runs
 from the CLI and from Airflow alike, with the Airflow run and attempt that started them,
-the checkpoint they restored, their failure, and the restart strategy's decision. The web
-view and the restart strategies read it; anyone can (it is a plain Delta table).
+the checkpoint they restored, their failure, and the restart strategy's decision on it
+(``restarting``: whether the job restarts, ``backoff_ms``: after how long, ``restart``: the
+decision in words). The web view, the control plane and the restart strategies read it;
+anyone can (it is a plain Delta table). Columns added later (``restarting``) are added to an
+older table by its next append and read as null from its older rows.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ EXECUTIONS_SCHEMA = pa.schema([
     ("parallelism", pa.string()),                                  # JSON: vertex name -> parallelism
     ("failure", pa.string()), ("failed_tasks", pa.string()),       # JSON: ["Name (i/p)", ...]
     ("restart", pa.string()), ("backoff_ms", pa.int64()),          # the restart strategy's decision
+    ("restarting", pa.bool_()),                                    # ... whether it restarts (null: not asked)
     ("host", pa.string()), ("pid", pa.int64()), ("recorded_at", _TS),
 ])
 
@@ -51,9 +55,10 @@ class ExecutionRecord:
     parallelism: dict = field(default_factory=dict)
     failure: Optional[str] = None
     failed_tasks: tuple = ()
-    restart: Optional[str] = None
-    backoff_ms: Optional[int] = None
+    restart: Optional[str] = None           # the restart strategy's decision, in words
+    backoff_ms: Optional[int] = None        # ... the delay before the next attempt
     recorded_at: Optional[float] = None
+    restarting: Optional[bool] = None       # ... whether the job restarts (None: the strategy was not asked)
 
     def to_json(self) -> dict:
         return {**asdict(self), "failed_tasks": list(self.failed_tasks)}
@@ -92,7 +97,7 @@ class ExecutionHistory:
             r["run_id"], r["job_name"], r["state"], _s(r["started_at"]), r["dag_run_id"] or "", r["attempt"] or 1,
             _s(r["ended_at"]), r["restored_from"], r["last_checkpoint"], r["epochs"] or 0, r["records_in"] or 0,
             json.loads(r["parallelism"] or "{}"), r["failure"], tuple(json.loads(r["failed_tasks"] or "[]")),
-            r["restart"], r["backoff_ms"], _s(r["recorded_at"])) for r in latest.values()]
+            r["restart"], r["backoff_ms"], _s(r["recorded_at"]), r.get("restarting")) for r in latest.values()]
         return sorted(records, key=lambda r: (r.started_at or 0, r.recorded_at or 0), reverse=True)
 
     def attempts(self, dag_run_id: str) -> list[ExecutionRecord]:

@@ -1,12 +1,63 @@
-"""The one SparkSession of a run, and the TaskManagers (executors) it offers."""
+"""The one SparkSession of a run, and the TaskManagers (executors) it offers.
+
+Spark's JVM writes its log (log4j's console) and its Python workers' stderr to its stderr,
+which an orchestrator shows as errors (Airflow's task log marks a task's stderr ERROR). The
+JVM this module starts writes into a pipe instead, whose lines are logged by ``runtime.spark``
+at the level each line names (``WARN`` as WARNING, ...); Spark's own level is WARN.
+"""
 from __future__ import annotations
 
+import logging
 import os
+import re
+import subprocess
 import threading
 
 from runtime.scheduler.slots import TaskManager
 
 _lock = threading.Lock()
+SPARK_LOG_LEVEL = "WARN"
+spark_log = logging.getLogger("runtime.spark")
+_LEVEL = re.compile(r"\b(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\b")
+_LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
+           "WARNING": logging.WARNING, "ERROR": logging.ERROR, "FATAL": logging.CRITICAL}
+
+
+def jvm_log_level(line: str, previous: int) -> int:
+    """The level of a line of the JVM's stderr: the one it names (log4j's ``yy/MM/dd HH:mm:ss WARN
+    Class: ...``); a stack trace's or a Python traceback's lines take the level of the line they
+    continue; any other line (Spark's start-up notes) is INFO."""
+    found = _LEVEL.search(line[:48])
+    if found:
+        return _LEVELS[found.group(1)]
+    if line[:1].isspace() or line.startswith(("Caused by", "...")):
+        return previous
+    if line.startswith("Traceback"):
+        return logging.ERROR
+    return previous if previous >= logging.ERROR and re.match(r"\w+(\.\w+)*(Error|Exception)\b", line) else logging.INFO
+
+
+def _forward_jvm_log(stream) -> None:
+    level = logging.INFO
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", "replace").rstrip()
+        if line:
+            level = jvm_log_level(line, level)
+            spark_log.log(level, "%s", line)
+    stream.close()
+
+
+def _launch_jvm(conf) -> None:
+    """Start Spark's JVM (the Py4J gateway) with its stderr in a pipe read by ``_forward_jvm_log``.
+    Not when the JVM exists already: a driver spark-submit started, or an earlier session's."""
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    threading.Thread(target=_forward_jvm_log, args=(gateway.proc.stderr,), name="spark-jvm-log",
+                     daemon=True).start()
+    SparkContext._ensure_initialized(gateway=gateway, conf=conf)
 
 
 def get_spark_session(master: str, app_name: str = "sluice"):
@@ -27,8 +78,13 @@ def get_spark_session(master: str, app_name: str = "sluice"):
                    .config("spark.task.maxDirectResultSize", "64m"))
         if master.startswith("local"):
             builder = builder.config("spark.ui.enabled", "false")
+        from pyspark import SparkConf
+        conf = SparkConf(loadDefaults=False)
+        for key, value in builder._options.items():
+            conf.set(key, value)
+        _launch_jvm(conf)
         session = builder.getOrCreate()
-        session.sparkContext.setLogLevel("ERROR")
+        session.sparkContext.setLogLevel(SPARK_LOG_LEVEL)
         _start_python_workers(session.sparkContext)
         return session
 
@@ -77,3 +133,11 @@ def task_managers(spark, slots_required: int = 1) -> tuple[TaskManager, ...]:
     executors = [h for h in hosts if not h.startswith(driver)] or hosts
     per = max(1, total // len(executors))
     return tuple(TaskManager(f"executor-{i}", h.split(":")[0], per) for i, h in enumerate(sorted(executors)))
+
+
+def cancel_all_jobs() -> None:
+    """Cancel every running Spark job of this process's SparkContext, if it has one."""
+    from pyspark import SparkContext
+    sc = SparkContext._active_spark_context
+    if sc is not None:
+        sc.cancelAllJobs()

@@ -21,6 +21,15 @@ JOBS_FOLDER = os.path.join(PROJECT_ROOT, "include", "jobs")
 JOBS_FOLDER_ENV = "SLUICE_JOBS_FOLDER"      # another folder of job modules (tests, other projects)
 
 
+# The control plane's configuration, under each job's own (as flink-conf.yaml is under a job's
+# Configuration). Flink's default restart strategy with checkpointing, exponential delay, never
+# gives up: a deterministic failure would retry for as long as the run lives, holding its slots.
+# Deployed by the control plane, it gives up after 3 restarts (1 s, 1.5 s, 2.25 s apart, +/- 10%)
+# unless the job has run an hour since its last restart; a job that sets its own strategy, or
+# this key, keeps its own.
+CONTROL_PLANE_CONFIGURATION = {"restart-strategy.exponential-delay.attempts-before-reset-backoff": "3"}
+
+
 def jobs_folder() -> str:
     return os.environ.get(JOBS_FOLDER_ENV) or JOBS_FOLDER
 

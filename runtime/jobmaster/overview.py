@@ -16,11 +16,13 @@ from dataclasses import asdict, dataclass
 from functools import cached_property, lru_cache
 from typing import Optional
 
-from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, CheckpointRecord, CheckpointStorage
+from runtime.checkpoint.restore import METADATA
+from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, SAVEPOINT, CheckpointRecord, CheckpointStorage
 from runtime.client import CompiledJob, compile_job
 from runtime.execution.history import ExecutionHistory, ExecutionRecord
-from runtime.jobmaster.deployment import JobSpec, discover_jobs, resolve_args
+from runtime.jobmaster.deployment import CONTROL_PLANE_CONFIGURATION, JobSpec, discover_jobs, resolve_args
 from runtime.jobmaster.plans import latest_plan, load_plan, script_sha256
+from runtime.jobmaster.steps import parallelism_from, restart_strategy_of
 from runtime.storage.layout import job_dir
 
 
@@ -89,7 +91,7 @@ def _compile(path: str, mtime: float, args: tuple,
     """The compiled job, or why it does not compile: once per version of the module (``mtime`` is in the key)."""
     with _compile_lock:
         try:
-            return compile_job(path, resolve_args(args), parallelism), None
+            return compile_job(path, resolve_args(args), parallelism, CONTROL_PLANE_CONFIGURATION), None
         except SystemExit as e:        # argparse exits on bad arguments, having printed why to stderr
             return None, (f"{path} exited with status {e.code} while compiling with arguments {list(args)}: "
                           "check its DEPLOYMENT.args.")
@@ -106,6 +108,19 @@ def is_restorable(record: CheckpointRecord) -> bool:
 
 def checkpoint_json(record: CheckpointRecord) -> dict:
     return {**asdict(record), "restorable": is_restorable(record)}
+
+
+def savepoint_restorable(record: CheckpointRecord) -> bool:
+    """A savepoint is restored by its path: while its folder still holds its metadata."""
+    return (record.kind == SAVEPOINT and record.status == COMPLETED and bool(record.external_path)
+            and os.path.isfile(os.path.join(record.external_path, METADATA)))
+
+
+def savepoint_json(record: CheckpointRecord) -> dict:
+    """A savepoint: its path (what a restore takes), the checkpoint it copies, and whether it is there."""
+    return {"path": record.external_path, "checkpoint_id": record.checkpoint_id, "epoch": record.epoch,
+            "completed_at": record.completed_at, "state_bytes": record.state_bytes, "state_rows": record.state_rows,
+            "restorable": savepoint_restorable(record)}
 
 
 def execution_json(record: ExecutionRecord) -> dict:
@@ -128,6 +143,7 @@ def graph_json(job: JobOverview) -> Optional[dict]:
         "vertices": [{
             "id": v.vertex_id, "name": v.name, "parallelism": v.parallelism,
             "max_parallelism": v.max_parallelism, "slot_sharing_group": v.slot_sharing_group,
+            "parallelism_from": parallelism_from(job.compiled, v),
             "operators": [{"name": op.operator_name, "uid": op.uid, "kind": op.kind} for op in v.operators],
         } for v in graph.vertices],
         "edges": [{
@@ -151,6 +167,7 @@ def job_summary(job: JobOverview) -> dict:
                        "schedule": None if deployment.schedule is None else str(deployment.schedule)},
         "job_dir": job.job_dir,
         "error": job.error,
+        "restart_strategy": restart_strategy_of(job.compiled) if job.compiled else None,
         "latest_checkpoint": checkpoint_json(latest_checkpoint) if latest_checkpoint else None,
         "latest_execution": execution_json(job.executions[0]) if job.executions else None,
     }
@@ -159,4 +176,5 @@ def job_summary(job: JobOverview) -> dict:
 def job_details(job: JobOverview) -> dict:
     return {**job_summary(job), "graph": graph_json(job),
             "checkpoints": [checkpoint_json(r) for r in job.checkpoints],
+            "savepoints": [savepoint_json(r) for r in job.checkpoints if r.kind == SAVEPOINT],
             "executions": [execution_json(r) for r in job.executions]}

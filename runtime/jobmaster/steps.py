@@ -22,7 +22,7 @@ from runtime.execution.executor import committed_sinks, execute_stream_graph
 from runtime.execution.history import FAILED, ExecutionHistory, ExecutionRecord
 from runtime.execution.options import ExecutionOptions
 from runtime.graph.execution_graph import ExecutionGraph
-from runtime.jobmaster.deployment import JobSpec, resolve_args
+from runtime.jobmaster.deployment import CONTROL_PLANE_CONFIGURATION, JobSpec, resolve_args
 from runtime.jobmaster.plans import latest_plan, load_plan, script_sha256, store_plan, store_slot_plan
 from runtime.scheduler.failover import FAILOVER_STRATEGY_KEY, REGION, pipelined_regions, tasks_to_restart
 from runtime.scheduler.restart import effective_configuration
@@ -84,7 +84,7 @@ def _flag(value, name: str) -> bool:
 
 def compile_run(spec: JobSpec, request: RunRequest, warehouse: Optional[str] = None) -> CompiledJob:
     """Run the job script with the run's arguments ({warehouse} is the run's warehouse)."""
-    return compile_job(spec.path, resolve_args(spec.args, warehouse), request.parallelism)
+    return compile_job(spec.path, resolve_args(spec.args, warehouse), request.parallelism, CONTROL_PLANE_CONFIGURATION)
 
 
 # ---- compile -----------------------------------------------------------------------------
@@ -102,28 +102,82 @@ def compile_step(spec: JobSpec, request: RunRequest, warehouse: str, run: str) -
         "script": spec.path,
         "args": resolve_args(spec.args, warehouse),
         "default_parallelism": settings.default_parallelism,
+        "requested_parallelism": request.parallelism,
         "vertices": [{"id": v.id, "name": v.name, "parallelism": v.parallelism,
                       "max_parallelism": v.max_parallelism, "slot_sharing_group": v.slot_sharing_group,
+                      "parallelism_from": parallelism_from(job, v),
                       "operators": [n.operator_name for n in v.operators]} for v in job.job_graph.vertices],
         "edges": [{"source": e.source_vertex, "target": e.target_vertex, "ship_strategy": e.ship_strategy}
                   for v in job.job_graph.vertices for e in job.job_graph.outputs_of(v.id)],
         "checkpointing": checkpointing,
-        "restart_strategy": str(effective_configuration(settings.restart_strategy, conf,
-                                                        checkpointing_enabled(checkpointing))),
+        "restart_strategy": restart_strategy_of(job),
         "failover_strategy": conf.get(FAILOVER_STRATEGY_KEY, REGION),
     }
-    pointer = {"script_sha256": script_sha256(spec.path), "slot_profile": slot_profile_of(job)}
+    pointer = {"script_sha256": script_sha256(spec.path), "slot_profile": slot_profile_of(job),
+               "restart_strategy": summary["restart_strategy"]}
     plan = store_plan(job, warehouse, run, summary, pointer, dag_id=spec.name)
     return {**summary, "plan": plan, "job_dir": job_dir(warehouse, job.job_graph.job_name)}
 
 
+# Who set a vertex's parallelism: one of its operators (set_parallelism), the job's code for all
+# its operators (env.set_parallelism, which overrides the run's, as in Flink), or the run (the
+# trigger form's parallelism, the deployment's, else Flink's default of 1): Flink's -p.
+OPERATOR, JOB, RUN = "operator", "job", "run"
+
+
+def parallelism_from(job: CompiledJob, vertex) -> str:
+    if any(n.parallelism_configured for n in vertex.operators):
+        return OPERATOR
+    return JOB if job.stream_graph.settings.default_parallelism_set_by_job else RUN
+
+
+def parallelism_report(summary: dict) -> list[str]:
+    """Which operators run at what, and why: a line per vertex, and a warning when the run asked
+    for a parallelism that no operator takes."""
+    why = {OPERATOR: "set by the operator", JOB: "the job's default, set in its code (env.set_parallelism)",
+           RUN: "the run's parallelism"}
+    lines = [f"{v['name']}: parallelism {v['parallelism']} ({why[v['parallelism_from']]}), max {v['max_parallelism']}"
+             for v in summary["vertices"]]
+    asked = summary.get("requested_parallelism")
+    if asked is not None and not any(v["parallelism_from"] == RUN for v in summary["vertices"]):
+        lines.append(f"WARNING: the run asked for parallelism {asked}, which no operator takes: each sets its own"
+                     + (" or the job sets its default in code" if any(v["parallelism_from"] == JOB
+                                                                      for v in summary["vertices"]) else "")
+                     + "; the job runs as listed above.")
+    return lines
+
+
+def restart_strategy_of(job: CompiledJob) -> str:
+    """The restart strategy the job runs under, in words (its own, its configuration's, or the default)."""
+    settings = job.stream_graph.settings
+    return str(effective_configuration(settings.restart_strategy, dict(settings.configuration),
+                                       checkpointing_enabled(dict(settings.checkpoint_config))))
+
+
+def dag_profile(spec: JobSpec, warehouse: Optional[str] = None) -> dict:
+    """What a DAG needs of its job when the DAG file is parsed: the slot profile (``slot_profile``)
+    and the restart strategy in words, read from the DAG's last stored plan while the job script
+    is unchanged, so a parse does not compile."""
+    stored = latest_plan(warehouse, spec.name) if warehouse else None
+    if stored and stored.get("script_sha256") == script_sha256(spec.path) and "restart_strategy" in stored:
+        return {"slot_profile": stored["slot_profile"], "restart_strategy": stored["restart_strategy"]}
+    job = compile_run(spec, RunRequest(parallelism=spec.deployment.parallelism), warehouse)
+    return {"slot_profile": slot_profile_of(job), "restart_strategy": restart_strategy_of(job)}
+
+
 # ---- the execution graph -----------------------------------------------------------------
 
-def execution_graph_step(plan: str) -> dict:
-    graph = load_plan(plan).execution_graph
+def execution_graph_step(plan: str, request: Optional[RunRequest] = None, warehouse: Optional[str] = None) -> dict:
+    """The ExecutionGraph; with the run's request, also the restore point checked against it, as
+    Flink's scheduler restores state when it builds the ExecutionGraph, before asking for slots:
+    a parallelism above the restored state's max parallelism fails here with Flink's message."""
+    job = load_plan(plan)
+    graph = job.execution_graph
+    restore_point = resolve_restore_point(job, request, warehouse)["restore_point"] if request else None
     names = {(ev.job_vertex_id, ev.subtask_index): ev.task_name_with_subtask_index
              for ev in graph.all_execution_vertices}
     return {
+        "restore_point": restore_point,
         "subtasks": len(names),
         "vertices": [{"name": v.name, "parallelism": v.parallelism,
                       "key_groups": [[ev.key_group_range.start_key_group, ev.key_group_range.end_key_group]
@@ -135,22 +189,15 @@ def execution_graph_step(plan: str) -> dict:
 
 # ---- slots -------------------------------------------------------------------------------
 
-def slot_profile(spec: JobSpec, warehouse: Optional[str] = None) -> list:
+def slot_profile_of(job: CompiledJob) -> list:
     """Per slot sharing group: [group, the highest parallelism set on its operators, whether
     some operator takes the default parallelism, the default]. Enough to tell the slots a run
-    needs at any default parallelism (the reservation policy uses it). Read from the DAG's last
-    stored plan while the job script is unchanged, so a DAG-file parse does not compile."""
-    stored = latest_plan(warehouse, spec.name) if warehouse else None
-    if stored and stored.get("script_sha256") == script_sha256(spec.path) and "slot_profile" in stored:
-        return stored["slot_profile"]
-    return slot_profile_of(compile_run(spec, RunRequest(parallelism=spec.deployment.parallelism), warehouse))
-
-
-def slot_profile_of(job: CompiledJob) -> list:
+    needs at any default parallelism (the reservation policy uses it)."""
     groups: dict = {}
+    pinned = job.stream_graph.settings.default_parallelism_set_by_job     # the run's parallelism is not used
     for node in job.stream_graph.nodes:
         fixed, uses_default = groups.get(node.slot_sharing_group, (0, False))
-        if node.parallelism_configured:
+        if node.parallelism_configured or pinned:
             groups[node.slot_sharing_group] = (max(fixed, node.parallelism), uses_default)
         else:
             groups[node.slot_sharing_group] = (fixed, True)
@@ -246,13 +293,19 @@ def run_options(job: CompiledJob, request: RunRequest, warehouse: str, master: s
 
 def run_step(plan: str, request: RunRequest, warehouse: str, master: str, dag_run_id: str,
              attempt: int) -> dict:
-    """Run the stored plan in this process on Spark (``master``). A failure raises with
-    ``.restart``, the restart strategy's decision, set; the history keeps every attempt."""
+    """Run the stored plan in this process on Spark (``master``). A failure raises; the history
+    keeps every attempt with the restart strategy's decision (``restart_decision``)."""
     job = load_plan(plan)
     options = ExecutionOptions.from_configuration(dict(job.stream_graph.settings.configuration))
     overrides = run_options(job, request, warehouse, master, dag_run_id, attempt)
     result = execute_stream_graph(job.stream_graph, options.with_overrides(**overrides))
     return outcome(warehouse, result.job_name, result.run_id)
+
+
+def cancel_spark_jobs() -> None:
+    """Cancel the Spark jobs of a run in this process (a cancel; the run then records CANCELED)."""
+    from runtime.execution.spark import cancel_all_jobs
+    cancel_all_jobs()
 
 
 def outcome(warehouse: str, job_name: str, run_id: Optional[str] = None, dag_run_id: Optional[str] = None) -> dict:
@@ -268,6 +321,19 @@ def outcome(warehouse: str, job_name: str, run_id: Optional[str] = None, dag_run
 def last_attempt(warehouse: str, job_name: str, dag_run_id: str, attempt: int) -> Optional[ExecutionRecord]:
     found = [r for r in ExecutionHistory(job_dir(warehouse, job_name)).attempts(dag_run_id) if r.attempt == attempt]
     return found[-1] if found else None
+
+
+def restart_decision(warehouse: str, job_name: str, dag_run_id: str, attempt: int) -> tuple[bool, str]:
+    """Whether a failed attempt restarts, and why: the restart strategy's decision, a field of the
+    attempt's execution record. An attempt with no record failed before it started; one whose
+    record holds no decision died without asking the strategy (killed, out of memory)."""
+    record = last_attempt(warehouse, job_name, dag_run_id, attempt)
+    if record is None:
+        return False, "the job failed before it started, so there is nothing to restart"
+    if record.restarting is None:
+        return False, (f"not restarting: attempt {attempt} ended while it was {record.state} in the execution "
+                       f"history, before the restart strategy was asked")
+    return record.restarting, record.restart
 
 
 # ---- finish --------------------------------------------------------------------------------

@@ -8,7 +8,9 @@ restart (``can_restart``) and after how long (``get_backoff_time``), with Flink'
                     next failure within it
   exponential-delay backoff ``initial`` * ``multiplier`` ** n (n restarts since the last reset),
                     +/- ``jitter``, within [``initial``, ``max``]; reset once the job ran
-                    ``reset_threshold`` past its last restart without failing; never gives up
+                    ``reset_threshold`` past its last restart without failing; gives up after
+                    ``attempts_before_reset_backoff`` restarts since the last reset (Flink's
+                    default: never)
   none              never restarts
 
 (Flink 1.19+ / 2.x: FLINK-20752's failure-rate window, FLIP-364's exponential delay. Flink
@@ -110,13 +112,15 @@ class FailureRateRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
 
 class ExponentialDelayRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
     def __init__(self, initial_backoff_ms: int, max_backoff_ms: int, multiplier: float,
-                 reset_threshold_ms: int, jitter_factor: float, rng: Optional[random.Random] = None):
+                 reset_threshold_ms: int, jitter_factor: float, rng: Optional[random.Random] = None,
+                 attempts_before_reset: Optional[int] = None):
         self.initial, self.max, self.multiplier = initial_backoff_ms, max_backoff_ms, multiplier
         self.reset_threshold, self.jitter = reset_threshold_ms, jitter_factor
         self.current_attempt = 0                    # restarts since the backoff was last reset
         self.next_restart: Optional[int] = None     # when the last failure's restart happens
         self.current_backoff = initial_backoff_ms
         self.rng = rng or random.Random()
+        self.attempts_before_reset = attempts_before_reset      # None: unbounded
 
     def notify_failure(self, timestamp_ms: int) -> None:
         if self.next_restart is None or timestamp_ms - self.next_restart >= self.reset_threshold:
@@ -132,7 +136,7 @@ class ExponentialDelayRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
         self.current_attempt += 1
 
     def can_restart(self, now_ms: int) -> bool:
-        return True
+        return self.attempts_before_reset is None or self.current_attempt <= self.attempts_before_reset
 
     def get_backoff_time(self) -> int:
         return self.current_backoff
@@ -140,7 +144,8 @@ class ExponentialDelayRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
     def __str__(self) -> str:
         return (f"ExponentialDelayRestartBackoffTimeStrategy(initialBackoffMS={self.initial}, "
                 f"maxBackoffMS={self.max}, backoffMultiplier={self.multiplier}, "
-                f"resetBackoffThresholdMS={self.reset_threshold}, jitterFactor={self.jitter})")
+                f"resetBackoffThresholdMS={self.reset_threshold}, jitterFactor={self.jitter}, "
+                f"attemptsBeforeResetBackoff={self.attempts_before_reset})")
 
 
 # Flink's configuration keys (restart-strategy.*), for jobs that configure rather than call
@@ -168,7 +173,8 @@ def configuration_strategy(conf: dict) -> Optional[RestartStrategyConfiguration]
             duration("exponential-delay.max-backoff", "1 min"),
             number("exponential-delay.backoff-multiplier", 1.5, float),
             duration("exponential-delay.reset-backoff-threshold", "1 h"),
-            number("exponential-delay.jitter-factor", 0.1, float))
+            number("exponential-delay.jitter-factor", 0.1, float),
+            _optional(conf, key("exponential-delay.attempts-before-reset-backoff")))
     raise ValueError(f"Unknown restart-strategy.type '{kind}': use none, fixed-delay, failure-rate or "
                      "exponential-delay (Flink's names).")
 
@@ -197,6 +203,10 @@ def _duration(value, key: str = "duration") -> int:
     return int(amount * _UNITS.get(unit, 1))
 
 
+def _optional(conf: dict, key: str) -> Optional[int]:
+    return None if conf.get(key) in (None, "") else _number(conf, key, None, int)
+
+
 def _number(conf: dict, key: str, default, type_):
     value = conf.get(key, default)
     try:
@@ -209,14 +219,17 @@ def _number(conf: dict, key: str, default, type_):
 def effective_configuration(configured: Optional[RestartStrategyConfiguration], conf: dict,
                             checkpointing_enabled: bool) -> RestartStrategyConfiguration:
     """The strategy a job runs under: its own, else its configuration's, else Flink's default
-    (exponential-delay when checkpointing is enabled, none otherwise)."""
+    (exponential-delay when checkpointing is enabled, with the ``restart-strategy.exponential-delay.*``
+    options the configuration sets, as Flink's RestartBackoffTimeStrategyFactoryLoader; none
+    otherwise). A control plane's defaults are configuration under the job's own (see
+    ``runtime.jobmaster.deployment.CONTROL_PLANE_CONFIGURATION``)."""
     if configured is not None and not isinstance(configured, FallbackRestartStrategyConfiguration):
         return configured
     from_conf = configuration_strategy(conf)
     if from_conf is not None:
         return from_conf
     if checkpointing_enabled:
-        return RestartStrategies.exponential_delay_restart(1000, 60_000, 1.5, 3_600_000, 0.1)
+        return configuration_strategy({**conf, "restart-strategy.type": "exponential-delay"})
     return RestartStrategies.no_restart()
 
 
@@ -229,7 +242,8 @@ def create_strategy(config: RestartStrategyConfiguration, seed: int = 0) -> Rest
     if isinstance(config, ExponentialDelayRestartStrategyConfiguration):
         return ExponentialDelayRestartBackoffTimeStrategy(
             config.initial_backoff_ms, config.max_backoff_ms, config.backoff_multiplier,
-            config.reset_backoff_threshold_ms, config.jitter_factor, random.Random(seed))
+            config.reset_backoff_threshold_ms, config.jitter_factor, random.Random(seed),
+            config.attempts_before_reset_backoff)
     if isinstance(config, NoRestartStrategyConfiguration):
         return NoRestartBackoffTimeStrategy()
     raise TypeError(f"no restart strategy for {config!r}")

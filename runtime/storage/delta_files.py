@@ -60,7 +60,20 @@ def append(path: str, table: pa.Table, before_commit=None, create_only: bool = F
     if create_only:
         return
     dt = DeltaTable(path)
+    _add_new_columns(dt, table.schema)
     dt.create_write_transaction(actions, "append", table.schema)
+
+
+def _add_new_columns(dt, schema: pa.Schema) -> None:
+    """Schema evolution: columns ``schema`` has and the table has not yet are added (nullable),
+    so a table written by an older version takes rows with a new column; its older files read
+    the column as null (``read_table``)."""
+    from deltalake import Schema
+    known = {f.name for f in dt.schema().fields}
+    new = [f.with_nullable(True) for f in schema if f.name not in known]
+    if new:
+        dt.alter.add_columns(list(Schema.from_arrow(pa.schema(new)).fields))
+        dt.update_incremental()
 
 
 STAT_TYPES = (pa.types.is_integer, pa.types.is_floating, pa.types.is_string, pa.types.is_date)

@@ -33,8 +33,9 @@ class UserCodeException(RuntimeError):
         # The failed operator's input batch and the record's index in it: the source task tells
         # the record's origin when that batch is the one it read (runtime.task.stream_task).
         self.batch, self.index = batch, index
-        at = f" ({origin})" if origin else ""
-        super().__init__(f"{where} failed on record {record!r}{at}: {type(error).__name__}: {error}\n"
+        # The cause first (operator, subtask, reason), then the record and where it came from.
+        at = f", {origin}" if origin else ""
+        super().__init__(f"{where} failed: {type(error).__name__}: {error} (on record {record!r}{at})\n"
                          f"--- original traceback ---\n{trace}")
 
     def at(self, origin: str) -> "UserCodeException":

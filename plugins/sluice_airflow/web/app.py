@@ -2,7 +2,8 @@
 
     GET  /                            the jobs: latest checkpoint, latest execution
     GET  /jobs/{name}                 a job: its JobGraph drawn, checkpoints, executions
-    POST /jobs/{name}/restore         trigger the job's DAG with conf {"restore_from": id | "latest"}
+    POST /jobs/{name}/cancel          fail the job's running DAG run (Flink's Cancel): its task stops, the run is CANCELED
+    POST /jobs/{name}/restore         trigger the job's DAG with conf {"restore_from": id | "latest" | savepoint path}
     GET  /api/jobs[/{name}[/checkpoints|/executions|/graph]]    the same as JSON
 
 ``name`` is the job module's name, which is also its DAG id; the tables are read from the
@@ -124,7 +125,7 @@ def _size(n: Optional[float]) -> str:
             return f"{n:.1f} {unit}"
 
 
-templates.env.filters.update(time=_time, duration=_duration, size=_size)
+templates.env.filters.update(time=_time, duration=_duration, size=_size, basename=os.path.basename)
 
 
 def _airflow_url(*parts: str) -> str:
@@ -168,7 +169,7 @@ def job_page(request: Request, name: str, user: GetUserDep):
 
 @app.post("/jobs/{name}/restore")
 def restore(request: Request, name: str, user: GetUserDep, checkpoint: str = Form(...)):
-    """Start a run of the job's DAG that restores ``checkpoint`` (an id, or "latest")."""
+    """Start a run of the job's DAG that restores ``checkpoint`` (an id, "latest", or a savepoint's path)."""
     origin = request.headers.get("origin")
     if origin and urlsplit(origin).netloc != request.url.netloc:
         raise HTTPException(status.HTTP_403_FORBIDDEN, f"A restore cannot be posted from another site ({origin}).")
@@ -188,13 +189,42 @@ def restore(request: Request, name: str, user: GetUserDep, checkpoint: str = For
     return RedirectResponse(_airflow_url("dags", name, "runs", run.run_id), status.HTTP_303_SEE_OTHER)
 
 
+@app.post("/jobs/{name}/cancel")
+def cancel(request: Request, name: str, user: GetUserDep, dag_run_id: str = Form(...)):
+    """Flink's Cancel: fail the job's running DAG run ``dag_run_id``. Airflow stops its running task,
+    whose job cancels its Spark jobs and records the run CANCELED; no retry follows."""
+    from airflow.api.common.mark_tasks import set_dag_run_state_to_failed
+    from airflow.models.dagrun import DagRun
+    from airflow.models.serialized_dag import SerializedDagModel
+    from airflow.utils.session import create_session
+    from airflow.utils.state import DagRunState
+    origin = request.headers.get("origin")
+    if origin and urlsplit(origin).netloc != request.url.netloc:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, f"A cancel cannot be posted from another site ({origin}).")
+    _job(name, user)
+    if not _may(user, name, "PUT", DagAccessEntity.RUN):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, f"User '{user.get_name()}' may not change runs of the DAG '{name}'.")
+    with create_session() as session:
+        run = session.query(DagRun).filter(DagRun.dag_id == name, DagRun.run_id == dag_run_id).one_or_none()
+        if run is None or run.state not in (DagRunState.RUNNING, DagRunState.QUEUED):
+            raise HTTPException(status.HTTP_409_CONFLICT, f"The DAG '{name}' has no running run '{dag_run_id}' to "
+                                f"cancel{'' if run is None else f' (it is {run.state})'}.")
+        dag = SerializedDagModel.get_dag(name, session=session)
+        set_dag_run_state_to_failed(dag=dag, run_id=dag_run_id, commit=True, session=session)
+        run.note = f"Canceled from the Sluice web view by {user.get_name()}"
+    return RedirectResponse(_airflow_url("dags", name, "runs", dag_run_id), status.HTTP_303_SEE_OTHER)
+
+
 def _restore_point(job: overview.JobOverview, checkpoint: str) -> str:
-    """``checkpoint`` if it names a completed checkpoint of the job (or "latest" and there is one)."""
+    """``checkpoint`` if it names a completed checkpoint of the job (or "latest" and there is one),
+    or the path of one of its savepoints (only those: the form takes no other path)."""
     restorable = [r.checkpoint_id for r in job.checkpoints if overview.is_restorable(r)]
     if checkpoint.strip().lower() == LATEST and restorable:
         return LATEST
     if checkpoint.strip().isdigit() and int(checkpoint) in restorable:
         return str(int(checkpoint))
+    if any(r.external_path == checkpoint for r in job.checkpoints if overview.savepoint_restorable(r)):
+        return checkpoint
     raise HTTPException(status.HTTP_400_BAD_REQUEST, (
         f"Job '{job.name}' cannot restore checkpoint '{checkpoint}': its completed checkpoints are "
         f"{', '.join(map(str, restorable))}." if restorable else
