@@ -1,0 +1,1013 @@
+"""Keyed state in an embedded RocksDB store (Flink's EmbeddedRocksDBStateBackend), on ``rocksdict``.
+
+The store is a directory the caller chooses (a subtask's local directory, kept across epochs);
+``close()`` releases RocksDB's lock so that another process can open it next epoch.
+
+Key layout, after Flink's (one key space; Flink uses a column family per state):
+
+* keyed state: key group (2 bytes, big-endian) | state id (2 bytes) | key | namespace. A
+  key-group range is a prefix range, so a rescale or a range restore reads only its groups;
+* timers: ``0xfe`` | domain (``e`` event, ``p`` processing) | timestamp (8 bytes, order
+  preserving) | key group | key | namespace, so a queue's head is its first entry;
+* metadata: ``0xff meta``: the format, the states (name -> id and declared type), the
+  key-group range and max parallelism, and the ``version`` the store is at.
+
+Keys are encoded without pickling when they are strings, 64-bit ints or tuples of those (a
+stable, self-delimiting encoding), pickled otherwise. The namespace ends the key: none (a
+plain keyed state), a TimeWindow (two longs), the GlobalWindow, or a pickled window.
+
+A value starts with a tag: ``0x00`` and the value in its declared type's encoding (LONG,
+INT, SHORT, BYTE as big-endian integers, DOUBLE and FLOAT as an IEEE double (the heap backend
+keeps a Python float too), STRING as UTF-8, BOOLEAN as one byte); ``0x01`` and a pickle (no
+declared type, or a value that does not fit it: the engine types its own states from the
+stream's declared type, which records need not keep to); ``0x02`` a list state's elements,
+each as a 4-byte length and a tagged element, so ``add`` appends bytes without decoding the
+list. A map state is one pickled dict per (key, namespace) (Flink stores an entry per map
+key: not yet). Restored rows are written before the operator registers its states, so they
+are stored pickled unless the store knows the state's type from an earlier registration; a
+value is re-encoded typed when it is next written.
+
+The version: ``backend.version`` is what the store was at when it was opened (None when it
+was never set, or the store holds another key-group range or max parallelism). Opening a
+store removes its version from disk, so a store whose writer died mid-epoch says nothing;
+setting ``version`` writes it and flushes the store (the write-ahead log is off: the epoch's
+checkpoint in Delta is the durable copy), and any later write removes it again.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import struct
+from typing import Any, Callable, Iterable, Iterator, Optional
+
+from runtime.common.typeinfo import Types
+from runtime.datastream import state as api
+from runtime.datastream.window import GlobalWindow, TimeWindow
+from runtime.state.backend import (
+    TOMBSTONE, TTL_PREFIX, VOID_NAMESPACE, KeyedStateBackend, TimerQueue, iter_rows, refuse_per_entry_ttl,
+    wall_clock_ms)
+from runtime.state.key_groups import KeyGroupRange, assign_to_key_group
+
+__all__ = ["RocksDBKeyedStateBackend", "RocksDBTimerQueue", "StateStoreException",
+           "CorruptStateStoreException", "StateStoreInUseException", "encode_key", "decode_key",
+           "encode_namespace", "decode_namespace", "FORMAT"]
+
+FORMAT = 1
+META_KEY = b"\xffmeta"
+TIMERS = b"\xfe"
+STATE_END = b"\x80\x00"         # key groups are below 32768
+_PICKLE = 5
+_KEY_CACHE = 1 << 16            # keys whose key group and encoding are kept (hot keys)
+_BATCH = 10_000                 # writes per WriteBatch in a restore
+_POP_BATCH = 256
+
+_RETURN_EXPIRED = api.StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp
+_ON_READ_AND_WRITE = api.StateTtlConfig.UpdateType.OnReadAndWrite
+
+_Q = struct.Struct(">q")
+_QQ = struct.Struct(">qq")
+_I = struct.Struct(">I")
+_TS = struct.Struct(">Q")
+_TS_OFFSET = 1 << 63
+
+
+class StateStoreException(IOError):
+    """A local state store cannot be used; names its directory."""
+
+    def __init__(self, path: str, what: str):
+        super().__init__(f"RocksDB state store {path} {what}")
+        self.path = path
+
+
+class CorruptStateStoreException(StateStoreException):
+    """The store on disk is damaged or not a Sluice state store: rebuild it from the checkpoint
+    (remove the directory, open it again, restore)."""
+
+
+class StateStoreInUseException(StateStoreException):
+    """Another process (or an unclosed backend) holds the store's lock."""
+
+
+def _rocksdict():
+    try:
+        import rocksdict
+    except ImportError as e:      # pragma: no cover - pinned in pyproject.toml
+        raise ImportError("state.backend.type: rocksdb needs the 'rocksdict' package (pip install "
+                          "rocksdict), or use state.backend.type: hashmap") from e
+    return rocksdict
+
+
+# ---- keys and namespaces -------------------------------------------------------------------
+
+def encode_key(key) -> bytes:
+    """A stable, self-delimiting encoding of a key: str, 64-bit int, tuples of keys, else pickled."""
+    t = type(key)
+    if t is str:
+        b = key.encode("utf-8", "surrogatepass")
+        return b"\x01" + _I.pack(len(b)) + b
+    if t is int and -_TS_OFFSET <= key < _TS_OFFSET:
+        return b"\x02" + _Q.pack(key)
+    if t is tuple and len(key) < 256:
+        return b"\x04" + bytes((len(key),)) + b"".join(encode_key(k) for k in key)
+    b = pickle.dumps(key, protocol=_PICKLE)
+    return b"\x03" + _I.pack(len(b)) + b
+
+
+def decode_key(buf: bytes, i: int = 0) -> tuple[Any, int]:
+    """The key encoded at ``buf[i:]`` and where it ends."""
+    tag = buf[i]
+    if tag == 1:
+        (n,) = _I.unpack_from(buf, i + 1)
+        return buf[i + 5:i + 5 + n].decode("utf-8", "surrogatepass"), i + 5 + n
+    if tag == 2:
+        return _Q.unpack_from(buf, i + 1)[0], i + 9
+    if tag == 4:
+        n, i = buf[i + 1], i + 2
+        items = []
+        for _ in range(n):
+            item, i = decode_key(buf, i)
+            items.append(item)
+        return tuple(items), i
+    if tag == 3:
+        (n,) = _I.unpack_from(buf, i + 1)
+        return pickle.loads(buf[i + 5:i + 5 + n]), i + 5 + n
+    raise ValueError(f"unreadable key encoding (tag {tag})")
+
+
+def encode_namespace(ns) -> bytes:
+    if ns is None:
+        return b""
+    if type(ns) is TimeWindow:
+        return b"\x01" + _QQ.pack(ns.start, ns.end)
+    if isinstance(ns, GlobalWindow):
+        return b"\x02"
+    return b"\x03" + pickle.dumps(ns, protocol=_PICKLE)
+
+
+def decode_namespace(buf: bytes, i: int):
+    if i >= len(buf):
+        return None
+    tag = buf[i]
+    if tag == 1:
+        start, end = _QQ.unpack_from(buf, i + 1)
+        return TimeWindow(start, end)
+    if tag == 2:
+        return GlobalWindow.get()
+    if tag == 3:
+        return pickle.loads(buf[i + 1:])
+    raise ValueError(f"unreadable namespace encoding (tag {tag})")
+
+
+def _ts(timestamp: int) -> bytes:
+    return _TS.pack(timestamp + _TS_OFFSET)
+
+
+# ---- values --------------------------------------------------------------------------------
+
+class _Codec:
+    """A declared type's encoding: ``encode`` gives None for a value that does not fit it."""
+
+    def __init__(self, encode: Callable, decode: Callable):
+        self.encode, self.decode = encode, decode     # decode(buf, start, end)
+
+
+def _int_codec(fmt: str) -> _Codec:
+    s = struct.Struct(fmt)
+    lo, hi = -(1 << (8 * s.size - 1)), 1 << (8 * s.size - 1)
+
+    def encode(v):
+        return s.pack(v) if type(v) is int and lo <= v < hi else None
+    return _Codec(encode, lambda buf, a, b: s.unpack_from(buf, a)[0])
+
+
+_D = struct.Struct(">d")
+_CODECS = {
+    Types.LONG(): _int_codec(">q"),
+    Types.INT(): _int_codec(">i"),
+    Types.SHORT(): _int_codec(">h"),
+    Types.BYTE(): _int_codec(">b"),
+    Types.DOUBLE(): _Codec(lambda v: _D.pack(v) if type(v) is float else None,
+                           lambda buf, a, b: _D.unpack_from(buf, a)[0]),
+    Types.FLOAT(): _Codec(lambda v: _D.pack(v) if type(v) is float else None,
+                          lambda buf, a, b: _D.unpack_from(buf, a)[0]),
+    Types.STRING(): _Codec(lambda v: v.encode("utf-8", "surrogatepass") if type(v) is str else None,
+                           lambda buf, a, b: buf[a:b].decode("utf-8", "surrogatepass")),
+    Types.BOOLEAN(): _Codec(lambda v: (b"\x01" if v else b"\x00") if type(v) is bool else None,
+                            lambda buf, a, b: buf[a] == 1),
+}
+
+
+def codec_of(type_info) -> Optional[_Codec]:
+    """The encoding of values declared as ``type_info``, or None (stored pickled)."""
+    if type_info is None:
+        return None
+    try:
+        return _CODECS.get(type_info)
+    except TypeError:       # an unhashable type information
+        return None
+
+
+def encode_value(value, codec: Optional[_Codec]) -> bytes:
+    if codec is not None:
+        payload = codec.encode(value)
+        if payload is not None:
+            return b"\x00" + payload
+    return b"\x01" + pickle.dumps(value, protocol=_PICKLE)
+
+
+def encode_list(values, codec: Optional[_Codec]) -> bytes:
+    parts = [b"\x02"]
+    for v in values:
+        e = encode_value(v, codec)
+        parts.append(_I.pack(len(e)))
+        parts.append(e)
+    return b"".join(parts)
+
+
+def _decode_element(buf, a: int, b: int, codec):
+    tag = buf[a]
+    if tag == 0:
+        return codec.decode(buf, a + 1, b)
+    return pickle.loads(buf[a + 1:b])
+
+
+def decode_value(buf: bytes, codec: Optional[_Codec]):
+    tag = buf[0]
+    if tag == 0:
+        return codec.decode(buf, 1, len(buf))
+    if tag == 1:
+        return pickle.loads(buf[1:])
+    if tag == 2:
+        out, i, n = [], 1, len(buf)
+        unpack = _I.unpack_from
+        while i < n:
+            (size,) = unpack(buf, i)
+            i += 4
+            out.append(_decode_element(buf, i, i + size, codec))
+            i += size
+        return out
+    raise ValueError(f"unreadable value encoding (tag {tag})")
+
+
+# ---- states --------------------------------------------------------------------------------
+
+class _RocksState:
+    def __init__(self, backend: "RocksDBKeyedStateBackend", descriptor: api.StateDescriptor,
+                 sid: bytes, codec: Optional[_Codec]):
+        self.backend = backend
+        self.descriptor = descriptor
+        self.sid = sid
+        self.codec = codec
+        self.namespace = VOID_NAMESPACE
+        self._ns = b""
+        ttl = descriptor.ttl_config
+        self.ttl: Optional[api.StateTtlConfig] = ttl if ttl is not None and ttl.is_enabled() else None
+        # Entry times of a TTL state: a LONG state of their own, checkpointed with the values.
+        self.ttl_sid = backend.state_id(TTL_PREFIX + descriptor.name, Types.LONG())[0] if self.ttl else None
+
+    def set_current_namespace(self, namespace) -> None:
+        self.namespace = namespace
+        self._ns = encode_namespace(namespace)
+
+    def _k(self, ns: Optional[bytes] = None) -> bytes:
+        b = self.backend
+        return b.kg + self.sid + b.kenc + (self._ns if ns is None else ns)
+
+    def _stamp_key(self, k: bytes) -> bytes:
+        return k[:2] + self.ttl_sid + k[4:]
+
+    def _decode(self, raw: bytes):
+        return decode_value(raw, self.codec)
+
+    def _encode(self, value) -> bytes:
+        return encode_value(value, self.codec)
+
+    def _get(self):
+        """The current value; with a TTL, Flink's check on read (see the heap backend)."""
+        b = self.backend
+        k = self._k()
+        raw = b.get(k)
+        if raw is None:
+            return None
+        value = self._decode(raw)
+        if self.ttl is None:
+            return value
+        sk = self._stamp_key(k)
+        raw_stamp = b.db.get(sk)
+        stamp = None if raw_stamp is None else decode_value(raw_stamp, _CODECS[Types.LONG()])
+        if b.expired(stamp, self.ttl):
+            self._remove(k)
+            return value if self.ttl.get_state_visibility() is _RETURN_EXPIRED else None
+        if stamp is None or self.ttl.get_update_type() is _ON_READ_AND_WRITE:
+            b.put(sk, b"\x00" + _Q.pack(b.now()), raw_stamp is not None)
+        return value
+
+    def _live(self):
+        """The current value for a write that builds on it (reduce, aggregate): expired is absent."""
+        b = self.backend
+        k = self._k()
+        raw = b.get(k)
+        if raw is None:
+            return None
+        if self.ttl is not None:
+            raw_stamp = b.db.get(self._stamp_key(k))
+            stamp = None if raw_stamp is None else _Q.unpack_from(raw_stamp, 1)[0]
+            if b.expired(stamp, self.ttl):
+                self._remove(k)
+                return None
+        return self._decode(raw)
+
+    def _put(self, value, k: Optional[bytes] = None) -> None:
+        b = self.backend
+        k = self._k() if k is None else k
+        b.put(k, self._encode(value))
+        if self.ttl is not None:
+            sk = self._stamp_key(k)
+            b.put(sk, b"\x00" + _Q.pack(b.now()))
+
+    def _remove(self, k: bytes) -> None:
+        b = self.backend
+        b.delete(k)
+        if self.ttl is not None:
+            b.delete(self._stamp_key(k))
+
+    def clear(self) -> None:
+        self._remove(self._k())
+
+    def merge_namespaces(self, target, sources: Iterable) -> None:
+        """Fold the sources' values into ``target`` (merging windows), removing the sources."""
+        b = self.backend
+        tk = self._k(encode_namespace(target))
+        raw = b.get(tk)
+        merged = None if raw is None else self._decode(raw)
+        for ns in sources:
+            k = self._k(encode_namespace(ns))
+            raw = b.get(k)
+            if raw is not None:
+                self._remove(k)
+                value = self._decode(raw)
+                if value is not None:
+                    merged = value if merged is None else self._merge(merged, value)
+        if merged is not None:
+            self._put(merged, tk)
+
+    def _merge(self, a, b):
+        raise NotImplementedError(f"{type(self).__name__} cannot be merged")
+
+
+class RocksDBValueState(_RocksState, api.ValueState):
+    def value(self):
+        return self._get()
+
+    def update(self, value) -> None:
+        if value is None:
+            self.clear()
+        else:
+            self._put(value)
+
+
+class RocksDBListState(_RocksState, api.ListState):
+    def get(self):
+        return list(self._get() or ())
+
+    def _append(self, encoded: bytes) -> None:
+        b = self.backend
+        k = self._k()
+        raw = b.get(k)
+        if raw is None:
+            new = b"\x02" + encoded
+        elif raw[0] == 2:
+            new = raw + encoded
+        else:                   # restored pickled: re-encoded as a list
+            new = encode_list(self._decode(raw), self.codec) + encoded
+        b.put(k, new)
+
+    def add(self, value) -> None:
+        if value is None:
+            raise ValueError(f"ListState '{self.descriptor.name}': cannot add None")
+        e = self._encode(value)
+        self._append(_I.pack(len(e)) + e)
+
+    def add_all(self, values) -> None:
+        values = list(values)
+        for v in values:
+            if v is None:
+                raise ValueError(f"ListState '{self.descriptor.name}': cannot add None")
+        if values:
+            self._append(encode_list(values, self.codec)[1:])
+
+    def update(self, values) -> None:
+        self.clear()
+        self.add_all(values)
+
+    def _encode(self, value) -> bytes:
+        return encode_value(value, self.codec)
+
+    def _put(self, value, k: Optional[bytes] = None) -> None:
+        b = self.backend
+        b.put(self._k() if k is None else k, encode_list(value, self.codec))
+
+    def _merge(self, a, b):
+        return a + b
+
+
+class RocksDBMapState(_RocksState, api.MapState):
+    def _map(self) -> dict:
+        return self._get() or {}
+
+    def _encode(self, value) -> bytes:
+        return b"\x01" + pickle.dumps(value, protocol=_PICKLE)
+
+    def get(self, key):
+        return self._map().get(key)
+
+    def put(self, key, value) -> None:
+        m = self._map()
+        m[key] = value
+        self._put(m)
+
+    def put_all(self, dict_value) -> None:
+        m = self._map()
+        m.update(dict_value)
+        self._put(m)
+
+    def remove(self, key) -> None:
+        m = self._map()
+        if key in m:
+            del m[key]
+            if m:
+                self._put(m)
+        if not m:
+            self.clear()
+
+    def contains(self, key) -> bool:
+        return key in self._map()
+
+    def items(self):
+        return list(self._map().items())
+
+    def keys(self):
+        return list(self._map().keys())
+
+    def values(self):
+        return list(self._map().values())
+
+    def is_empty(self) -> bool:
+        return not self._map()
+
+    def _merge(self, a, b):
+        return {**a, **b}
+
+
+class RocksDBReducingState(_RocksState, api.ReducingState):
+    def get(self):
+        return self._get()
+
+    def add(self, value) -> None:
+        current = self._live()
+        self._put(value if current is None else self.descriptor.reduce_function(current, value))
+
+    def _merge(self, a, b):
+        return self.descriptor.reduce_function(a, b)
+
+
+class RocksDBAggregatingState(_RocksState, api.AggregatingState):
+    def get(self):
+        acc = self._get()
+        return None if acc is None else self.descriptor.agg_function.get_result(acc)
+
+    def add(self, value) -> None:
+        fn = self.descriptor.agg_function
+        acc = self._live()
+        self._put(fn.add(value, fn.create_accumulator() if acc is None else acc))
+
+    def _merge(self, a, b):
+        return self.descriptor.agg_function.merge(a, b)
+
+
+_STATE_CLASSES = {
+    api.ValueStateDescriptor: RocksDBValueState,
+    api.ListStateDescriptor: RocksDBListState,
+    api.MapStateDescriptor: RocksDBMapState,
+    api.ReducingStateDescriptor: RocksDBReducingState,
+    api.AggregatingStateDescriptor: RocksDBAggregatingState,
+}
+
+
+def _value_type(descriptor) -> Any:
+    """The type of what a state's tag-0 payloads hold: a list state's elements, a value's value."""
+    if isinstance(descriptor, api.ListStateDescriptor):
+        return descriptor.elem_type_info
+    if isinstance(descriptor, api.MapStateDescriptor):
+        return None
+    return descriptor.type_info
+
+
+# ---- timers --------------------------------------------------------------------------------
+
+class RocksDBTimerQueue(TimerQueue):
+    """A timer queue stored in the backend's RocksDB, ordered by (timestamp, key group, key,
+    namespace); timers with the same timestamp fire in that order (the heap queue fires them
+    in registration order: neither is an API promise)."""
+
+    def __init__(self, backend: "RocksDBKeyedStateBackend", domain: bytes):
+        self.backend = backend
+        self.prefix = TIMERS + domain
+        self.changed: dict = {}         # timer key -> live at the last checkpoint
+        self._popping = False
+        self._added_low: Optional[bytes] = None
+        self._deleted: set = set()
+
+    def _key(self, timestamp: int, key, namespace) -> bytes:
+        b = self.backend
+        if key is b.current_key:
+            kg, kenc = b.kg, b.kenc
+        else:
+            kg, kenc = b.key_prefix(key)
+        return self.prefix + _ts(timestamp) + kg + kenc + encode_namespace(namespace)
+
+    def _decode(self, k: bytes) -> tuple:
+        timestamp = _TS.unpack_from(k, 2)[0] - _TS_OFFSET
+        key, i = decode_key(k, 12)
+        return timestamp, key, decode_namespace(k, i)
+
+    def _track(self, k: bytes, was_live: bool) -> None:
+        if k not in self.changed:
+            self.changed[k] = was_live
+
+    def add(self, timestamp: int, key, namespace) -> None:
+        k = self._key(timestamp, key, namespace)
+        db = self.backend.db
+        if db.get(k) is None:
+            self._track(k, False)
+            self.backend.write_timer(k)
+            if self._popping:
+                self._deleted.discard(k)
+                if self._added_low is None or k < self._added_low:
+                    self._added_low = k
+
+    def delete(self, timestamp: int, key, namespace) -> None:
+        k = self._key(timestamp, key, namespace)
+        if self.backend.db.get(k) is not None:
+            self._track(k, True)
+            self.backend.delete_timer(k)
+            if self._popping:
+                self._deleted.add(k)
+
+    def _scan(self, upper: Optional[bytes], limit: Optional[int]) -> list:
+        out = []
+        upper = upper or (self.prefix + b"\xff")
+        it = self.backend.db.iter()
+        try:
+            it.seek(self.prefix)
+            while it.valid():
+                k = it.key()
+                if k >= upper:
+                    break
+                out.append(k)
+                if limit is not None and len(out) >= limit:
+                    break
+                it.next()
+        finally:
+            del it
+        return out
+
+    def pop_until(self, time: int) -> Iterator[tuple]:
+        upper = self.prefix + _ts(time) + b"\xff"       # every timer at ``time`` sorts below
+        self._popping = True
+        try:
+            while True:
+                batch = self._scan(upper, _POP_BATCH)
+                if not batch:
+                    return
+                self._added_low = None
+                self._deleted.clear()
+                for k in batch:
+                    if self._added_low is not None and self._added_low < k:
+                        break       # a timer added while firing comes first: scan again
+                    if k in self._deleted:
+                        continue
+                    self._track(k, True)
+                    self.backend.delete_timer(k)
+                    yield self._decode(k)
+        finally:
+            self._popping = False
+            self._added_low = None
+            self._deleted.clear()
+
+    def __iter__(self) -> Iterator[tuple]:
+        for k in self._scan(None, None):
+            yield self._decode(k)
+
+    def timers_with_key_groups(self, max_parallelism: int) -> Iterator[tuple]:
+        for k in self._scan(None, None):
+            timestamp, key, namespace = self._decode(k)
+            yield int.from_bytes(k[10:12], "big"), timestamp, key, namespace
+
+    def __len__(self) -> int:
+        return len(self._scan(None, None))
+
+    def restore(self, timers: Iterable[tuple]) -> None:
+        b = self.backend
+        for timestamp, key, namespace in timers:
+            b.write_timer(self._key(timestamp, key, namespace))
+
+    def remove_restored(self, timers: Iterable[tuple]) -> None:
+        b = self.backend
+        for timestamp, key, namespace in timers:
+            b.delete_timer(self._key(timestamp, key, namespace))
+
+    def changes(self, max_parallelism: int) -> Iterator[tuple]:
+        db = self.backend.db
+        for k, was_live in list(self.changed.items()):
+            live = db.get(k) is not None
+            if live != was_live:
+                timestamp, key, namespace = self._decode(k)
+                yield int.from_bytes(k[10:12], "big"), timestamp, key, namespace, live
+
+    def mark_checkpointed(self) -> None:
+        self.changed.clear()
+
+
+# ---- the backend ---------------------------------------------------------------------------
+
+class RocksDBKeyedStateBackend(KeyedStateBackend):
+    """Keyed state in a RocksDB store at ``path`` (created when missing).
+
+    ``temporary``: the directory is removed when the backend is disposed (a store for one
+    task, when the caller gives no directory to keep).
+    """
+
+    def __init__(self, operator_name: str, key_group_range: KeyGroupRange, max_parallelism: int,
+                 path: str, clock: Optional[Callable[[], int]] = None, temporary: bool = False):
+        self.operator_name = operator_name
+        self.key_group_range = key_group_range
+        self.max_parallelism = max_parallelism
+        self.path = os.path.abspath(path)
+        self.temporary = temporary
+        self.now = clock or wall_clock_ms
+        self.states: dict[str, _RocksState] = {}
+        self.timer_queues: dict[str, RocksDBTimerQueue] = {}
+        self.changed: dict[bytes, bool] = {}       # state entry key -> present at the last checkpoint
+        self.current_key: Any = None
+        self.kg, self.kenc = b"\x00\x00", encode_key(None)
+        self._key_cache: dict = {}
+        self._last_read: Optional[bytes] = None
+        self._last_present = False
+        self.db = self._open()
+        self._meta = self._read_meta()
+        self._sids: dict[str, tuple] = {}          # name -> (sid bytes, codec)
+        self._names: dict[bytes, tuple] = {}       # sid bytes -> (name, codec)
+        for name, (sid, type_info) in self._meta["states"].items():
+            self._index_state(name, sid, type_info)
+        stored_range = self._meta.get("key_group_range")
+        self._opened_version = self._meta.get("version") if (
+            stored_range == _range_tuple(key_group_range)
+            and self._meta.get("max_parallelism") == max_parallelism) else None
+        # From now on the store is being written: a writer that dies leaves no version behind.
+        self._meta.update(version=None, key_group_range=_range_tuple(key_group_range),
+                          max_parallelism=max_parallelism, operator=operator_name)
+        self._write_meta(flush=True)
+        self._versioned = False
+
+    # ---- the store -------------------------------------------------------------------------
+
+    def _open(self):
+        rd = _rocksdict()
+        try:
+            os.makedirs(self.path, exist_ok=True)
+        except OSError as e:
+            raise StateStoreException(self.path, f"cannot be created ({e}): choose a writable local "
+                                                 f"directory for the task's state (state_dir)") from e
+        options = rd.Options(raw_mode=True)
+        options.create_if_missing(True)
+        options.set_paranoid_checks(True)
+        try:
+            db = rd.Rdict(self.path, options)
+        except Exception as e:
+            text = str(e)
+            low = text.lower()
+            if "lock" in low:
+                raise StateStoreInUseException(self.path, f"is in use by another process or backend "
+                                                          f"(close() the one that has it): {text}") from e
+            if "no space" in low or "permission denied" in low or "read-only" in low:
+                raise StateStoreException(self.path, f"cannot be written ({text}): choose a writable local "
+                                                     f"directory with free space for the task's state "
+                                                     f"(state_dir)") from e
+            raise CorruptStateStoreException(self.path, f"cannot be opened, it is damaged: {text}. Remove the "
+                                                        f"directory and rebuild it from the checkpoint") from e
+        write = rd.WriteOptions()
+        write.disable_wal = True        # the checkpoint in Delta is the durable copy
+        db.set_write_options(write)
+        self._rd = rd
+        return db
+
+    def _read_meta(self) -> dict:
+        try:
+            raw = self.db.get(META_KEY)
+            if raw is None:
+                it = self.db.iter()
+                it.seek_to_first()
+                empty = not it.valid()
+                del it
+                if not empty:
+                    raise CorruptStateStoreException(self.path, "holds data but no Sluice metadata: it is not a "
+                                                                "state store of this backend")
+                return {"format": FORMAT, "states": {}, "version": None}
+            meta = pickle.loads(raw)
+            if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+                raise CorruptStateStoreException(self.path, f"has metadata of an unknown format: {meta!r:.200}")
+            return meta
+        except Exception as e:
+            self.db.close()
+            self.db = None
+            if isinstance(e, StateStoreException):
+                raise
+            raise CorruptStateStoreException(self.path, f"has unreadable metadata ({type(e).__name__}: {e}). "
+                                                        f"Remove the directory and rebuild it from the "
+                                                        f"checkpoint") from e
+
+    def _write_meta(self, flush: bool = False) -> None:
+        self.db.put(META_KEY, pickle.dumps(self._meta, protocol=_PICKLE))
+        if flush:
+            self.db.flush(True)
+
+    @property
+    def version(self):
+        """The version (checkpoint or epoch) the store was at when opened, or the one set since."""
+        return self._meta["version"] if self._versioned else self._opened_version
+
+    @version.setter
+    def version(self, value) -> None:
+        self._meta["version"] = value
+        self._write_meta(flush=True)
+        self._versioned = value is not None
+        self._opened_version = None
+
+    def _unversion(self) -> None:
+        self._versioned = False
+        self._meta["version"] = None
+        self._write_meta()
+
+    def close(self) -> None:
+        """Flush and release the store (its lock), so another process can open it."""
+        db = getattr(self, "db", None)
+        if db is None:
+            return
+        self.db = None
+        for queue in self.timer_queues.values():
+            queue.backend = None
+        self.timer_queues = {}
+        self.states = {}
+        db.close()
+        del db
+
+    def dispose(self) -> None:
+        self.close()
+        if self.temporary:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+    def clear(self) -> None:
+        """Remove every entry and timer (a rebuild from a checkpoint follows)."""
+        self.db.delete_range(b"\x00", b"\xff")
+        self.changed.clear()
+        for queue in self.timer_queues.values():
+            queue.changed.clear()
+        if self._versioned:
+            self._unversion()
+
+    @staticmethod
+    def destroy(path: str) -> None:
+        """Remove a (closed) store from disk, damaged or not."""
+        shutil.rmtree(path, ignore_errors=True)
+
+    # ---- writes (tracked) ------------------------------------------------------------------
+
+    def get(self, k: bytes):
+        raw = self.db.get(k)
+        self._last_read, self._last_present = k, raw is not None
+        return raw
+
+    def put(self, k: bytes, value: bytes, present: Optional[bool] = None) -> None:
+        changed = self.changed
+        if k not in changed:
+            if present is None:
+                present = self._last_present if k == self._last_read else self.db.get(k) is not None
+            changed[k] = present
+        if self._versioned:
+            self._unversion()
+        self.db.put(k, value)
+        self._last_read, self._last_present = k, True
+
+    def delete(self, k: bytes) -> None:
+        changed = self.changed
+        if k not in changed:
+            present = self._last_present if k == self._last_read else self.db.get(k) is not None
+            if not present:
+                return      # nothing there: no change
+            changed[k] = True
+        if self._versioned:
+            self._unversion()
+        self.db.delete(k)
+        self._last_read, self._last_present = k, False
+
+    def write_timer(self, k: bytes) -> None:
+        if self._versioned:
+            self._unversion()
+        self.db.put(k, b"")
+
+    def delete_timer(self, k: bytes) -> None:
+        if self._versioned:
+            self._unversion()
+        self.db.delete(k)
+
+    # ---- keys and states -------------------------------------------------------------------
+
+    def key_prefix(self, key) -> tuple[bytes, bytes]:
+        """(key group, encoded key) of ``key``."""
+        try:
+            cached = self._key_cache.get(key)
+        except TypeError:       # unhashable: not cached
+            cached = None
+        if cached is None:
+            kg = assign_to_key_group(key, self.max_parallelism).to_bytes(2, "big")
+            cached = (kg, encode_key(key))
+            if len(self._key_cache) >= _KEY_CACHE:
+                self._key_cache.clear()
+            try:
+                self._key_cache[key] = cached
+            except TypeError:
+                pass
+        return cached
+
+    def set_current_key(self, key) -> None:
+        self.current_key = key
+        self.kg, self.kenc = self.key_prefix(key)
+
+    def _index_state(self, name: str, sid: int, type_info) -> None:
+        sid_bytes = sid.to_bytes(2, "big")
+        codec = codec_of(type_info)
+        self._sids[name] = (sid_bytes, codec)
+        self._names[sid_bytes] = (name, codec)
+
+    def state_id(self, name: str, type_info=None) -> tuple[bytes, Optional[_Codec]]:
+        """The id and codec of state ``name``, registered in the store's metadata when new. The
+        type of a state is fixed by the first registration that declares one."""
+        known = self._meta["states"].get(name)
+        if known is not None and (known[1] is not None or type_info is None):
+            return self._sids[name]
+        sid = known[0] if known is not None else len(self._meta["states"]) + 1
+        if sid >= 0xFFFF:
+            raise ValueError(f"{self.operator_name}: too many states in one operator")
+        self._meta["states"][name] = (sid, type_info)
+        self._index_state(name, sid, type_info)
+        self._write_meta()
+        return self._sids[name]
+
+    def get_partitioned_state(self, descriptor: api.StateDescriptor) -> _RocksState:
+        existing = self.states.get(descriptor.name)
+        if existing is not None:
+            self._check_registration(existing, descriptor)
+            return existing
+        cls = _STATE_CLASSES.get(type(descriptor))
+        if cls is None:
+            raise TypeError(f"{self.operator_name}: unsupported state descriptor {descriptor!r}")
+        ttl = descriptor.ttl_config
+        if ttl is not None and ttl.is_enabled() and cls in (RocksDBListState, RocksDBMapState):
+            refuse_per_entry_ttl(self.operator_name, descriptor)
+        sid, codec = self.state_id(descriptor.name, _value_type(descriptor))
+        state = self.states[descriptor.name] = cls(self, descriptor, sid, codec)
+        return state
+
+    def _entries(self, lower: bytes, upper: bytes) -> Iterator[tuple]:
+        it = self.db.iter()
+        try:
+            it.seek(lower)
+            while it.valid():
+                k = it.key()
+                if k >= upper:
+                    break
+                yield k, it.value()
+                it.next()
+        finally:
+            del it
+
+    def _row(self, k: bytes, raw) -> tuple:
+        name, codec = self._names[k[2:4]]
+        key, i = decode_key(k, 4)
+        ns = decode_namespace(k, i)
+        value = TOMBSTONE if raw is None else decode_value(raw, codec)
+        return int.from_bytes(k[:2], "big"), name, ns, key, value
+
+    def keys(self, state_name: str, namespace=VOID_NAMESPACE) -> list:
+        if state_name not in self._sids:
+            return []
+        sid = self._sids[state_name][0]
+        out = []
+        kgr = self.key_group_range
+        for kg in range(kgr.start_key_group, kgr.end_key_group + 1):
+            prefix = kg.to_bytes(2, "big") + sid
+            end = kg.to_bytes(2, "big") + (int.from_bytes(sid, "big") + 1).to_bytes(2, "big")
+            for k, _ in self._entries(prefix, end):
+                key, i = decode_key(k, 4)
+                if decode_namespace(k, i) == namespace:
+                    out.append(key)
+        return out
+
+    def entries(self, key_group_range: Optional[KeyGroupRange] = None) -> Iterator[tuple]:
+        """Rows (key_group, state_name, namespace, key, value) of the key groups in
+        ``key_group_range`` (all by default): a prefix range of the store."""
+        if key_group_range is None:
+            lower, upper = b"\x00\x00", STATE_END
+        else:
+            lower = key_group_range.start_key_group.to_bytes(2, "big")
+            upper = (key_group_range.end_key_group + 1).to_bytes(2, "big")
+        for k, raw in self._entries(lower, upper):
+            yield self._row(k, raw)
+
+    def snapshot(self) -> Iterator[tuple]:
+        """Rows (key_group, state_name, namespace, key, value) of every entry, read in key order."""
+        self._drop_expired()
+        return self.entries()
+
+    def changes(self) -> Iterator[tuple]:
+        self._drop_expired()
+        db = self.db
+        for k, was_present in list(self.changed.items()):
+            raw = db.get(k)
+            if raw is not None or was_present:
+                yield self._row(k, raw)
+
+    def change_count(self) -> int:
+        return len(self.changed)
+
+    def mark_checkpointed(self) -> None:
+        self.changed.clear()
+        for queue in self.timer_queues.values():
+            queue.mark_checkpointed()
+
+    def _drop_expired(self) -> None:
+        """Flink's cleanup in full snapshot: expired entries are not checkpointed."""
+        for state in list(self.states.values()):
+            if state.ttl is None:
+                continue
+            expired = []
+            for kg in range(self.key_group_range.start_key_group, self.key_group_range.end_key_group + 1):
+                prefix = kg.to_bytes(2, "big") + state.ttl_sid
+                end = kg.to_bytes(2, "big") + (int.from_bytes(state.ttl_sid, "big") + 1).to_bytes(2, "big")
+                for sk, raw in self._entries(prefix, end):
+                    if self.expired(_Q.unpack_from(raw, 1)[0], state.ttl):
+                        expired.append(sk)
+            for sk in expired:
+                self.delete(sk[:2] + state.sid + sk[4:])
+                self.delete(sk)
+
+    # ---- restore ---------------------------------------------------------------------------
+
+    def _write_rows(self, rows, tombstones: bool) -> None:
+        kgr = self.key_group_range
+        batch = self._rd.WriteBatch(raw_mode=True)
+        n = 0
+        sids = {}
+        for key_group, name, ns, key, value in iter_rows(rows):
+            if kgr is not None and not kgr.contains(key_group):
+                continue
+            if name not in sids:
+                state = self.states.get(name)
+                sids[name] = (state.sid, state.codec, isinstance(state, RocksDBListState)) if state is not None \
+                    else (*self.state_id(name), False)
+            sid, codec, is_list = sids[name]
+            k = key_group.to_bytes(2, "big") + sid + encode_key(key) + encode_namespace(ns)
+            if value is TOMBSTONE:
+                if not tombstones:
+                    raise ValueError(f"{self.operator_name}: a full snapshot holds a tombstone ({name}, {key!r})")
+                batch.delete(k)
+            else:
+                batch.put(k, encode_list(value, codec) if is_list else encode_value(value, codec))
+            n += 1
+            if n % _BATCH == 0:
+                self.db.write(batch)
+                batch = self._rd.WriteBatch(raw_mode=True)
+        if n % _BATCH:
+            self.db.write(batch)
+        if self._versioned and n:
+            self._unversion()
+
+    def restore(self, rows: Iterable[tuple]) -> None:
+        """Take the rows of this backend's key-group range (not a change)."""
+        self._write_rows(rows, tombstones=False)
+
+    def apply(self, rows: Iterable[tuple]) -> None:
+        """Full or incremental rows, in order: a TOMBSTONE value removes the entry (not a change)."""
+        self._write_rows(rows, tombstones=True)
+
+    def create_timer_queue(self, name: str) -> RocksDBTimerQueue:
+        queue = self.timer_queues[name] = RocksDBTimerQueue(self, name[:1].encode())
+        return queue
+
+
+def _range_tuple(key_group_range) -> Optional[tuple]:
+    if key_group_range is None:
+        return None
+    return (key_group_range.start_key_group, key_group_range.end_key_group)

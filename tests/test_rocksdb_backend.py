@@ -1,0 +1,263 @@
+"""The RocksDB keyed state backend's own promises: typed values stored without pickling, key
+groups as prefix ranges, version metadata, a store reopened by another process, a damaged
+store named with its path; and a job on Spark with state.backend.type: rocksdb."""
+import os
+import pickle
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from runtime.common import Configuration, Types
+from runtime.datastream import KeyedProcessFunction, RuntimeContext
+from runtime.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
+from runtime.datastream.window import TimeWindow
+from runtime.state.backend import STATE_BACKEND, state_backend_type
+from runtime.state.key_groups import KeyGroupRange, assign_to_key_group
+from runtime.state.rocksdb import (
+    CorruptStateStoreException, RocksDBKeyedStateBackend, StateStoreInUseException, encode_key, encode_namespace)
+from seed import ROOT
+
+ALL = KeyGroupRange(0, 127)
+
+
+def open_store(path, key_group_range=ALL, max_parallelism=128):
+    return RocksDBKeyedStateBackend("op", key_group_range, max_parallelism, str(path))
+
+
+def raw(backend, state_name, key, namespace=None) -> bytes:
+    sid = backend.states[state_name].sid
+    kg = assign_to_key_group(key, backend.max_parallelism).to_bytes(2, "big")
+    return backend.db.get(kg + sid + encode_key(key) + encode_namespace(namespace))
+
+
+def test_typed_values_are_stored_without_pickling(tmp_path):
+    b = open_store(tmp_path / "s")
+    states = {t: b.get_partitioned_state(ValueStateDescriptor(t, getattr(Types, t)()))
+              for t in ("LONG", "INT", "DOUBLE", "FLOAT", "STRING", "BOOLEAN")}
+    untyped = b.get_partitioned_state(ValueStateDescriptor("any"))
+    lst = b.get_partitioned_state(ListStateDescriptor("list", Types.LONG()))
+    b.set_current_key("k")
+    values = {"LONG": -5, "INT": 7, "DOUBLE": 0.1, "FLOAT": 2.5, "STRING": "héllo", "BOOLEAN": True}
+    for t, v in values.items():
+        states[t].update(v)
+    untyped.update({"a": 1})
+    lst.add_all([1, 2])
+    lst.add(3)
+    assert raw(b, "LONG", "k") == b"\x00" + struct.pack(">q", -5)
+    assert raw(b, "INT", "k") == b"\x00" + struct.pack(">i", 7)
+    assert raw(b, "DOUBLE", "k") == b"\x00" + struct.pack(">d", 0.1)
+    assert raw(b, "FLOAT", "k") == b"\x00" + struct.pack(">d", 2.5)
+    assert raw(b, "STRING", "k") == b"\x00" + "héllo".encode()
+    assert raw(b, "BOOLEAN", "k") == b"\x00\x01"
+    assert raw(b, "any", "k") == b"\x01" + pickle.dumps({"a": 1}, protocol=5)
+    element = b"\x00" + struct.pack(">q", 1)
+    assert raw(b, "list", "k").startswith(b"\x02" + struct.pack(">I", len(element)) + element)
+    assert b"pickle" not in raw(b, "list", "k") and raw(b, "list", "k").count(b"\x80\x05") == 0
+    assert {t: states[t].value() for t in values} == values and lst.get() == [1, 2, 3]
+    # a value that does not fit its declared type is kept as it is (pickled), as the heap keeps it
+    states["LONG"].update("not a long")
+    assert states["LONG"].value() == "not a long" and raw(b, "LONG", "k")[:1] == b"\x01"
+    b.dispose()
+
+
+def test_key_groups_are_prefix_ranges(tmp_path):
+    b = open_store(tmp_path / "s")
+    v = b.get_partitioned_state(ValueStateDescriptor("v", Types.LONG()))
+    keys = [f"key{i}" for i in range(200)]
+    for i, key in enumerate(keys):
+        b.set_current_key(key)
+        v.update(i)
+    half = KeyGroupRange(10, 40)
+    rows = list(b.entries(half))
+    assert {r[3] for r in rows} == {k for k in keys if 10 <= assign_to_key_group(k, 128) <= 40}
+    assert [r[0] for r in rows] == sorted(r[0] for r in rows)
+    # the raw keys of a group start with the group: one seek reads the range
+    lower, upper = (10).to_bytes(2, "big"), (41).to_bytes(2, "big")
+    in_range = [k for k in b.db.keys(from_key=lower) if k < upper]
+    assert len(in_range) == len(rows)
+    b.dispose()
+
+
+def test_version_metadata_and_reopening(tmp_path):
+    path = tmp_path / "s"
+    b = open_store(path)
+    assert b.version is None
+    v = b.get_partitioned_state(ValueStateDescriptor("v", Types.LONG()))
+    b.set_current_key("a")
+    v.update(1)
+    b.version = 7
+    assert b.version == 7
+    b.close()
+    b = open_store(path)
+    assert b.version == 7                       # exactly where its writer left it
+    v = b.get_partitioned_state(ValueStateDescriptor("v", Types.LONG()))
+    b.set_current_key("a")
+    assert v.value() == 1
+    v.update(2)                                 # written after it was opened: no version ...
+    b.close()
+    assert open_store(path).version is None     # ... until set again
+    b = open_store(path)
+    b.version = 8
+    b.close()
+    other = open_store(path, KeyGroupRange(0, 63))
+    assert other.version is None        # the store of another key-group range is not this one's
+    other.close()
+
+
+def test_a_store_is_reopened_by_another_process(tmp_path):
+    path = tmp_path / "s"
+    b = open_store(path)
+    v = b.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
+    lst = b.get_partitioned_state(ListStateDescriptor("seen"))
+    from runtime.task.timer_service import InternalTimerService
+    timers = InternalTimerService(b)
+    for i, key in enumerate(["a", "b", "c"]):
+        b.set_current_key(key)
+        v.update(i)
+        lst.set_current_namespace(TimeWindow(0, 10))
+        lst.add((key, i))
+        timers.register_event_time_timer(TimeWindow(0, 10), 9)
+    b.version = 3
+    with pytest.raises(StateStoreInUseException, match=str(path)):
+        open_store(path)                        # RocksDB's lock: one writer at a time
+    expected = sorted(b.snapshot(), key=repr)
+    b.close()
+    script = f"""
+import sys
+sys.path.insert(0, {ROOT!r})
+from runtime.datastream.state import ValueStateDescriptor
+from runtime.common import Types
+from runtime.state.key_groups import KeyGroupRange
+from runtime.state.rocksdb import RocksDBKeyedStateBackend
+from runtime.task.timer_service import InternalTimerService
+b = RocksDBKeyedStateBackend("op", KeyGroupRange(0, 127), 128, {str(path)!r})
+print(b.version)
+print(sorted(b.snapshot(), key=repr))
+print(sorted(InternalTimerService(b).snapshot(128), key=repr))
+v = b.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
+b.set_current_key("z")
+v.update(99)
+b.version = 4
+b.close()
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    version, rows, timer_rows = out.stdout.splitlines()
+    assert version == "3" and rows == repr(expected)
+    assert timer_rows == repr(sorted([(assign_to_key_group(k, 128), "event", 9, k, TimeWindow(0, 10))
+                                      for k in "abc"], key=repr))
+    b = open_store(path)                        # and what that process wrote is here
+    assert b.version == 4
+    v = b.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
+    b.set_current_key("z")
+    assert v.value() == 99
+    b.dispose()
+
+
+@pytest.mark.parametrize("damage", ["CURRENT", "MANIFEST", "not-a-store", "metadata"])
+def test_a_damaged_store_fails_naming_its_path(tmp_path, damage):
+    path = tmp_path / "s"
+    b = open_store(path)
+    v = b.get_partitioned_state(ValueStateDescriptor("v", Types.LONG()))
+    for i in range(100):
+        b.set_current_key(i)
+        v.update(i)
+    if damage == "metadata":
+        b.db.put(b"\xffmeta", b"garbage")
+    b.close()
+    if damage == "CURRENT":
+        (path / "CURRENT").write_text("MANIFEST-999999\n")
+    elif damage == "MANIFEST":
+        for name in os.listdir(path):
+            if name.startswith("MANIFEST"):
+                (path / name).write_bytes(b"\x00garbage" * 100)
+    elif damage == "not-a-store":
+        import rocksdict
+        options = rocksdict.Options(raw_mode=True)
+        db = rocksdict.Rdict(str(tmp_path / "other"), options)
+        db.put(b"\x00\x01x", b"y")
+        db.close()
+        path = tmp_path / "other"
+    with pytest.raises(CorruptStateStoreException, match=str(path)) as e:
+        open_store(path)
+    assert e.value.path == str(path)
+    RocksDBKeyedStateBackend.destroy(str(path))     # what a caller does next: rebuild from Delta
+    rebuilt = open_store(path)
+    assert rebuilt.version is None and list(rebuilt.snapshot()) == []
+    rebuilt.dispose()
+
+
+def test_an_unwritable_directory_names_the_path(tmp_path):
+    if os.geteuid() == 0:
+        blocker = tmp_path / "file"
+        blocker.write_text("x")
+        path = blocker / "store"        # a directory under a file: cannot be made, even by root
+    else:
+        os.chmod(tmp_path, 0o500)
+        path = tmp_path / "store"
+    with pytest.raises(IOError, match="state_dir") as e:
+        open_store(path)
+    assert str(path) in str(e.value)
+
+
+def test_the_backend_key():
+    assert state_backend_type({}) == "hashmap"
+    assert state_backend_type({STATE_BACKEND: "RocksDB"}) == "rocksdb"
+    assert state_backend_type(Configuration().set_string(STATE_BACKEND, "hashmap")) == "hashmap"
+    with pytest.raises(ValueError, match="'state.backend.type' must be one of hashmap, rocksdb, got 'heap'"):
+        state_backend_type({STATE_BACKEND: "heap"})
+
+
+# ---- on Spark --------------------------------------------------------------------------------
+
+class Count(KeyedProcessFunction):
+    def open(self, runtime_context: RuntimeContext):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+        self.words = runtime_context.get_map_state(MapStateDescriptor("lengths", Types.STRING(), Types.LONG()))
+
+    def process_element(self, value, ctx):
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        self.words.put(value, len(value))
+        yield value, n, type(self.count).__name__
+
+
+def run_twice(tmp_path, backend, build, name) -> list:
+    """The job's output over two runs: stopped after two epochs, then resumed from its checkpoint."""
+    from runtime_env import job_env
+    out = []
+    for max_epochs in (2, None):
+        env = job_env(tmp_path / name, epoch__max_records_per_split=2,
+                      **({"epoch__max_epochs": max_epochs} if max_epochs else {}))
+        env.get_configuration().set_string(STATE_BACKEND, backend)
+        env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
+        out.extend(build(env).execute_and_collect(name))
+    return out
+
+
+@pytest.mark.parametrize("backend", ["rocksdb", "hashmap"])
+def test_a_keyed_count_and_an_event_time_window(spark, tmp_path, backend):
+    from runtime.common import Time
+    from runtime.common.watermark_strategy import WatermarkStrategy
+    from runtime.datastream.window import TumblingEventTimeWindows
+
+    words = ["a", "b", "a", "c", "a", "b"]
+    counts = run_twice(tmp_path, backend, lambda env: env.from_collection(words, type_info=Types.STRING())
+                       .key_by(lambda w: w).process(Count()), "counts")
+    assert sorted(c[:2] for c in counts) == [("a", 1), ("a", 2), ("a", 3), ("b", 1), ("b", 2), ("c", 1)]
+    assert {c[2] for c in counts} == {"RocksDBValueState" if backend == "rocksdb" else "HeapValueState"}
+
+    pair = Types.TUPLE([Types.STRING(), Types.LONG()])
+    events = [("a", 1000), ("b", 2000), ("a", 4000), ("a", 6000), ("b", 6500), ("a", 11000)]
+    windows = run_twice(tmp_path, backend, lambda env: (
+        env.from_collection(events, type_info=pair)
+        .assign_timestamps_and_watermarks(WatermarkStrategy.for_monotonous_timestamps()
+                                          .with_timestamp_assigner(lambda e, _: e[1]))
+        .map(lambda e: (e[0], 1), output_type=pair)
+        .key_by(lambda e: e[0])
+        .window(TumblingEventTimeWindows.of(Time.seconds(5)))
+        .reduce(lambda x, y: (x[0], x[1] + y[1]))), "windows")
+    # [0, 5000): a twice, b once; [5000, 10000): a, b; [10000, 15000): a (the end of the input)
+    assert sorted(windows) == [("a", 1), ("a", 1), ("a", 2), ("b", 1), ("b", 1)]
