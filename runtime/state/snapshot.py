@@ -46,6 +46,20 @@ WINDOW_CONTENTS = "window-contents"     # a window's elements, or its pre-aggreg
 ROLLING_AGGREGATE = "_op_state"         # a keyed sum/min/max/reduce's running value
 ENGINE_STATES = frozenset({WINDOW_CONTENTS, ROLLING_AGGREGATE})
 
+
+class _Tombstone:
+    """The value of a deleted entry in an incremental snapshot (its row has ``deleted`` set)."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return "TOMBSTONE"
+
+    def __reduce__(self):
+        return "TOMBSTONE"
+
+
+TOMBSTONE = _Tombstone()
+
 BASE_SCHEMA = pa.schema([
     pa.field("subtask", pa.int32()),
     pa.field("key_group", pa.int32()),
@@ -208,6 +222,14 @@ def snapshot_to_table(snapshot: dict, subtask: int, operator: str) -> Optional[p
     for row in snapshot.get("keyed", ()):
         by_state.setdefault(row[1], []).append(row)
     for name, rows in by_state.items():
+        gone = [r for r in rows if r[4] is TOMBSTONE]
+        if gone:    # an incremental snapshot's deletions: key columns only
+            kgs, _, nss, keys, _ = zip(*gone)
+            parts.append(_part(len(gone), subtask, name, {
+                **_key_columns(kgs, nss, keys), "deleted": pa.array([True] * len(gone))}))
+            rows = [r for r in rows if r[4] is not TOMBSTONE]
+            if not rows:
+                continue
         kgs, _, nss, keys, values = zip(*rows)
         columns = _key_columns(kgs, nss, keys)
         type_info = types.get(name)
@@ -226,15 +248,18 @@ def snapshot_to_table(snapshot: dict, subtask: int, operator: str) -> Optional[p
         else:
             columns["value"] = _pickled(list(values))
         parts.append(_part(len(rows), subtask, name, columns))
-    by_domain: dict[str, list] = {}
-    for row in snapshot.get("timers", ()):
-        by_domain.setdefault(row[1], []).append(row)
-    for domain, rows in by_domain.items():
-        kgs, _, timestamps, keys, nss = zip(*rows)
-        parts.append(_part(len(rows), subtask, TIMER_PREFIX + domain, {
-            **_key_columns(kgs, nss, keys), "timestamp": pa.array(timestamps, pa.int64())}))
+    for timers, deleted in ((snapshot.get("timers", ()), False), (snapshot.get("deleted_timers", ()), True)):
+        by_domain: dict[str, list] = {}
+        for row in timers:
+            by_domain.setdefault(row[1], []).append(row)
+        for domain, rows in by_domain.items():
+            kgs, _, timestamps, keys, nss = zip(*rows)
+            columns = {**_key_columns(kgs, nss, keys), "timestamp": pa.array(timestamps, pa.int64())}
+            if deleted:
+                columns["deleted"] = pa.array([True] * len(rows))
+            parts.append(_part(len(rows), subtask, TIMER_PREFIX + domain, columns))
     for name, value in snapshot.items():
-        if name in ("keyed", "timers", "types", "operator_state"):
+        if name in ("keyed", "timers", "deleted_timers", "types", "operator_state"):
             continue
         parts.append(_part(1, subtask, OPERATOR_PREFIX + name, {
             "distribution": pa.array([UNION], pa.string()), "value": _pickled([value])}))
@@ -374,25 +399,47 @@ def decode_values(part: pa.Table, state_name: str, types: dict) -> list:
     return [None if b is None else pickle.loads(b) for b in part.column("value").to_pylist()]
 
 
+def _deleted(part: pa.Table) -> Optional[list]:
+    """Which rows of an incremental snapshot are deletions (None: none are)."""
+    if "deleted" not in part.column_names or not pc.any(part.column("deleted")).as_py():
+        return None
+    return part.column("deleted").fill_null(False).to_pylist()
+
+
 def table_to_snapshot(tables: Iterable[pa.Table]) -> dict:
-    """Keyed rows and timers of state tables, and operator state as {name: [(subtask, value)]}."""
-    keyed, timers, operator_state = KeyedRows(), [], {}
+    """Keyed rows and timers of state tables, and operator state as {name: [(subtask, value)]}.
+
+    ``tables`` are a chain in order (a full snapshot, then increments): a deleted keyed entry
+    comes as a TOMBSTONE value after the rows it deletes (backends apply the rows in order);
+    timers are given as they stand at the end of the chain."""
+    keyed, timers, operator_state = KeyedRows(), {}, {}
     for table in tables:
         types = state_types(table)
         names = table.column("state_name")
         for name in names.unique().to_pylist():
             part = table.filter(pc.equal(names, name))
+            deleted = _deleted(part)
             if name.startswith(TIMER_PREFIX):
                 domain = name[len(TIMER_PREFIX):]
                 keys = decode_keys(part)
                 nss = _decode_namespaces(part.column("namespace"))
-                timers.extend(zip(part.column("key_group").to_pylist(), [domain] * part.num_rows,
-                                  part.column("timestamp").to_pylist(), keys, nss))
+                rows = zip(part.column("key_group").to_pylist(), [domain] * part.num_rows,
+                           part.column("timestamp").to_pylist(), keys, nss)
+                if deleted is None:
+                    timers.update((row, None) for row in rows)
+                else:
+                    for row, gone in zip(rows, deleted):
+                        if gone:
+                            timers.pop(row, None)
+                        else:
+                            timers[row] = None
             elif part.column("key_group").null_count == part.num_rows:
                 operator_state.setdefault(name, []).extend(
                     zip(part.column("subtask").to_pylist(), decode_values(part, name, types)))
             else:
+                values = decode_values(part, name, types)
+                if deleted is not None:
+                    values = [TOMBSTONE if gone else v for v, gone in zip(values, deleted)]
                 keyed.chunks.append((name, _pylist(part.column("key_group")),
-                                     _decode_namespaces(part.column("namespace")), decode_keys(part),
-                                     decode_values(part, name, types)))
-    return {"keyed": keyed, "timers": timers, "operator_state": operator_state}
+                                     _decode_namespaces(part.column("namespace")), decode_keys(part), values))
+    return {"keyed": keyed, "timers": list(timers), "operator_state": operator_state}

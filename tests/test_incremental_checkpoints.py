@@ -1,0 +1,77 @@
+"""Incremental checkpoints: the chain of snapshot files an operator's state is read from, when a
+full snapshot is taken again, and which partitions retention must keep."""
+from types import SimpleNamespace
+
+import pytest
+
+from runtime.checkpoint.incremental import (
+    FULL_EVERY, FULL_RATIO, INCREMENTAL, IncrementalPolicy, StateChain, partition_of, referenced_partitions)
+
+
+def f(checkpoint, subtask, size=100, increment=False):
+    return {"path": f"checkpoint_id={checkpoint}/part-{subtask:05d}-x.parquet", "subtask": subtask,
+            "size": size, "increment": increment}
+
+
+def test_a_chain_is_the_full_snapshot_then_the_increments_in_order():
+    chain = StateChain().then([f(1, 0, 1000), f(1, 1, 1000)], full=True)
+    chain = chain.then([f(2, 0, 10, True), f(2, 1, 10, True)], full=False).then([f(3, 1, 10, True)], full=False)
+    assert [x["path"][:15] for x in chain.files()] == ["checkpoint_id=1"] * 2 + ["checkpoint_id=2"] * 2 + ["checkpoint_id=3"]
+    assert StateChain.of_files(chain.files()) == chain
+    assert chain.then([f(4, 0, 2000), f(4, 1, 2000)], full=True).files() == [f(4, 0, 2000), f(4, 1, 2000)]
+
+
+def test_a_full_snapshot_comes_after_n_increments_or_when_they_outgrow_the_state():
+    policy = IncrementalPolicy(full_every=3, full_ratio=0.5)
+    assert StateChain().wants_full(policy)                   # nothing yet: the first is full
+    chain = StateChain().then([f(1, 0, 1000)], full=True)
+    assert not chain.wants_full(policy)
+    chain = chain.then([f(2, 0, 100, True)], False).then([f(3, 0, 100, True)], False)
+    assert not chain.wants_full(policy)
+    assert chain.then([f(4, 0, 100, True)], False).wants_full(policy)      # 3 increments
+    assert chain.then([f(4, 0, 400, True)], False).wants_full(policy)      # 600 bytes > 50 % of 1000
+    assert chain.wants_full(IncrementalPolicy(enabled=False))
+
+
+def test_the_policy_reads_flinks_switch_and_refuses_nonsense():
+    assert IncrementalPolicy.from_config({}) == IncrementalPolicy()
+    assert not IncrementalPolicy.from_config({INCREMENTAL: "false"}).enabled
+    assert IncrementalPolicy.from_config({FULL_EVERY: "4", FULL_RATIO: "0.25"}) == IncrementalPolicy(True, 4, 0.25)
+    with pytest.raises(ValueError, match=INCREMENTAL.replace(".", r"\.")):
+        IncrementalPolicy.from_config({INCREMENTAL: "sometimes"})
+    with pytest.raises(ValueError, match=FULL_EVERY):
+        IncrementalPolicy.from_config({FULL_EVERY: "0"})
+
+
+def test_retention_keeps_every_partition_a_retained_chain_reads():
+    retained = [SimpleNamespace(operators=[{"files": [f(4, 0), f(6, 0, increment=True)]},
+                                           {"files": [f(7, 0)]}])]
+    assert referenced_partitions(retained) == {4, 6, 7}
+    assert partition_of("/w/job/state/op/checkpoint_id=12/part-1.parquet") == "12"
+    assert partition_of("/w/job/runs/r/state/epoch-000003/op/part-1.parquet") is None
+
+
+def test_an_increment_carries_deletions_that_apply_after_the_rows_before_it():
+    from runtime.common import Types
+    from runtime.state.snapshot import TOMBSTONE, snapshot_to_table, table_to_snapshot
+    pair = Types.TUPLE([Types.STRING(), Types.LONG()])
+    full = snapshot_to_table({
+        "keyed": [(1, "s", None, "a", ("a", 1)), (2, "s", None, "b", ("b", 2)), (3, "n", None, "a", 7)],
+        "timers": [(1, "event", 100, "a", None), (2, "event", 200, "b", None)],
+        "types": {"s": pair, "n": Types.LONG()}}, 0, "op")
+    increment = snapshot_to_table({
+        "keyed": [(1, "s", None, "a", TOMBSTONE), (4, "s", None, "c", ("c", 3)), (3, "n", None, "a", TOMBSTONE)],
+        "timers": [(4, "event", 300, "c", None)], "deleted_timers": [(1, "event", 100, "a", None)],
+        "types": {"s": pair, "n": Types.LONG()}}, 0, "op")
+    restored = table_to_snapshot([full, increment])
+    state: dict = {}
+    for kg, name, ns, key, value in restored["keyed"]:
+        if value is TOMBSTONE:
+            state.pop((name, key), None)
+        else:
+            state[(name, key)] = value
+    assert state == {("s", "b"): ("b", 2), ("s", "c"): ("c", 3)}
+    assert sorted(restored["timers"]) == [(2, "event", 200, "b", None), (4, "event", 300, "c", None)]
+    # A deletion only: no value columns, still a deletion.
+    only = snapshot_to_table({"keyed": [(2, "s", None, "b", TOMBSTONE)], "types": {"s": pair}}, 0, "op")
+    assert [v for *_, v in table_to_snapshot([full, only])["keyed"]][-1] is TOMBSTONE
