@@ -54,3 +54,11 @@ __all__ = [
     "TimeEvictor",
     "DeltaEvictor",
 ]
+
+# Pickles (window namespaces in state tables, stored plans) name the package, a path jobs
+# import from, not the module a class happens to live in: the layout may change, they stay.
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type):
+        _obj.__module__ = __name__
+del _name, _obj
