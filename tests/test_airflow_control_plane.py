@@ -284,8 +284,9 @@ def test_bad_run_parameters_and_unknown_checkpoints_fail_without_restarting(cont
     from airflow.utils.state import DagRunState
     write_job(control_plane, "counts_bad", "RestartStrategies.fixed_delay_restart(3, 0)")
     run, tis = dag_test("counts_bad", {"restore_from": "42"})
-    assert run.state == DagRunState.FAILED and tis["deploy"].state == "failed"
-    assert tis["deploy"].try_number == 1 and tis["run"].state == "upstream_failed"
+    # The restore point is checked with the ExecutionGraph, before slots are reserved (Flink's order).
+    assert run.state == DagRunState.FAILED and tis["execution_graph"].state == "failed"
+    assert tis["execution_graph"].try_number == 1 and tis["run"].state == "upstream_failed"
 
 
 def test_savepoint_dag_takes_a_savepoint_a_run_can_start_from(control_plane):
