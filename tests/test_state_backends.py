@@ -268,7 +268,11 @@ def test_changes_since_the_last_checkpoint_with_tombstones(make, kind):
     lst.clear()
     changes = sorted(b.changes(), key=repr)
     ka, kb = assign_to_key_group("a", 128), assign_to_key_group("b", 128)
-    assert changes == sorted([(ka, "v", None, "a", 100), (ka, "l", None, "a", [0, 1, 7]),
+    # RocksDB does not read before a blind write, so an entry written blind and removed in the
+    # same interval may leave a tombstone for nothing (harmless on apply); the heap knows better.
+    in_baseline = {(r[1], r[2], r[3]) for r in baseline}
+    exact = [c for c in changes if kind == "hashmap" or c[4] is not TOMBSTONE or c[1:4] in in_baseline]
+    assert exact == sorted([(ka, "v", None, "a", 100), (ka, "l", None, "a", [0, 1, 7]),
                               (kb, "v", None, "b", TOMBSTONE), (kb, "m", None, "b", TOMBSTONE)], key=repr)
     # the baseline plus the changes is the state, in either backend
     for target in BACKENDS:

@@ -298,8 +298,29 @@ class DictMapState(MapState):
         self.d.clear()
 
 
-def test_map_state_protocol_helpers():
-    state = DictMapState()
+def backend_state(kind, descriptor, tmp_path):
+    """The state ``descriptor`` describes, of a keyed state backend of ``kind``, at one key."""
+    from runtime.state.heap import HeapKeyedStateBackend
+    from runtime.state.key_groups import KeyGroupRange
+    from runtime.state.rocksdb import RocksDBKeyedStateBackend
+    if kind == "hashmap":
+        backend = HeapKeyedStateBackend("op", KeyGroupRange(0, 127), 128)
+    else:
+        backend = RocksDBKeyedStateBackend("op", KeyGroupRange(0, 127), 128, str(tmp_path / "store"))
+    backend.set_current_key("key")
+    return backend, backend.get_partitioned_state(descriptor)
+
+
+STATES = ["plain", "hashmap", "rocksdb"]
+
+
+@pytest.mark.parametrize("kind", STATES)
+def test_map_state_protocol_helpers(kind, tmp_path):
+    backend = None
+    if kind == "plain":
+        state = DictMapState()
+    else:
+        backend, state = backend_state(kind, MapStateDescriptor("m", Types.STRING(), Types.LONG()), tmp_path)
     state.put_all({"a": 1, "b": 2})
     state["c"] = 3
     assert list(state) == ["a", "b", "c"]
@@ -309,6 +330,8 @@ def test_map_state_protocol_helpers():
     assert list(state.items()) == [("b", 2), ("c", 3)]
     state.clear()
     assert state.is_empty()
+    if backend is not None:
+        backend.dispose()
 
 
 class PlainListState(ListState):
@@ -331,10 +354,17 @@ class PlainListState(ListState):
         self.values = []
 
 
-def test_list_state_iterates_its_values():
-    state = PlainListState()
+@pytest.mark.parametrize("kind", STATES)
+def test_list_state_iterates_its_values(kind, tmp_path):
+    backend = None
+    if kind == "plain":
+        state = PlainListState()
+    else:
+        backend, state = backend_state(kind, ListStateDescriptor("l", Types.LONG()), tmp_path)
     state.add(1)
     state.add_all([2, 3])
     assert list(state) == [1, 2, 3]
     state.update([9])
     assert state.get() == [9]
+    if backend is not None:
+        backend.dispose()

@@ -9,7 +9,24 @@ import pytest
 from runtime.common import Time, Types
 from runtime.datastream import KeyedProcessFunction, RuntimeContext
 from runtime.datastream.state import ListStateDescriptor, StateTtlConfig, ValueStateDescriptor
-from runtime_env import job_env
+from runtime.state.backend import STATE_BACKEND
+from runtime_env import job_env as runtime_job_env
+
+_backend = {"type": "hashmap"}
+
+
+@pytest.fixture(autouse=True, params=["hashmap", "rocksdb"])
+def state_backend(request):
+    """Each test runs on both keyed state backends (state.backend.type)."""
+    _backend["type"] = request.param
+    yield request.param
+    _backend["type"] = "hashmap"
+
+
+def job_env(tmp_path, **settings):
+    env = runtime_job_env(tmp_path, **settings)
+    env.get_configuration().set_string(STATE_BACKEND, _backend["type"])
+    return env
 
 # Record i arrives at processing time CLOCK_START + i * 1000 (one record per epoch).
 KEYS = ["a", "b", "b", "a", "a", "b", "b", "b"]

@@ -73,8 +73,44 @@ class FakeReducingState:
         self._store.pop(self._key, None)
 
 
+# The trigger tests run with their state in a dict and in each keyed state backend (the
+# window's namespace, merge_namespaces for merging windows): see trigger_state below.
+TRIGGER_STATES = ["dict", "hashmap", "rocksdb"]
+_trigger_state = {"kind": "dict", "backends": [], "dir": None}
+
+
+def pytest_generate_tests(metafunc):
+    if "trigger" in metafunc.function.__name__:
+        metafunc.parametrize("trigger_state", TRIGGER_STATES, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def trigger_state(request, tmp_path):
+    _trigger_state.update(kind=getattr(request, "param", "dict"), dir=tmp_path)
+    yield _trigger_state["kind"]
+    for backend in _trigger_state["backends"]:
+        backend.dispose()
+    _trigger_state.update(kind="dict", backends=[], dir=None)
+
+
+def _backend():
+    from runtime.state.heap import HeapKeyedStateBackend
+    from runtime.state.key_groups import KeyGroupRange
+    from runtime.state.rocksdb import RocksDBKeyedStateBackend
+    kind, made = _trigger_state["kind"], _trigger_state["backends"]
+    if kind == "hashmap":
+        backend = HeapKeyedStateBackend("WindowOperator", KeyGroupRange(0, 127), 128)
+    else:
+        path = _trigger_state["dir"] / f"store-{len(made)}"
+        backend = RocksDBKeyedStateBackend("WindowOperator", KeyGroupRange(0, 127), 128, str(path))
+    made.append(backend)
+    backend.set_current_key("key")
+    return backend
+
+
 class FakeTriggerContext(Trigger.OnMergeContext):
-    """State in a dict keyed by (window, descriptor name); timers recorded in lists."""
+    """State in a dict keyed by (window, descriptor name), or in a keyed state backend under
+    the window's namespace; timers recorded in lists."""
 
     def __init__(self, window, watermark=MIN_LONG_VALUE, processing_time=0):
         self.window = window
@@ -82,6 +118,7 @@ class FakeTriggerContext(Trigger.OnMergeContext):
         self.processing_time = processing_time
         self.merged_windows = []
         self.state = {}
+        self.backend = None if _trigger_state["kind"] == "dict" else _backend()
         self.event_timers, self.processing_timers = [], []
         self.deleted_event_timers, self.deleted_processing_timers = [], []
 
@@ -104,10 +141,17 @@ class FakeTriggerContext(Trigger.OnMergeContext):
         self.deleted_event_timers.append(time)
 
     def get_partitioned_state(self, state_descriptor):
+        if self.backend is not None:
+            state = self.backend.get_partitioned_state(state_descriptor)
+            state.set_current_namespace(self.window)
+            return state
         return FakeReducingState(self.state, (self.window, _name(state_descriptor)),
                                  _reducer(state_descriptor))
 
     def merge_partitioned_state(self, state_descriptor):
+        if self.backend is not None:
+            self.backend.get_partitioned_state(state_descriptor).merge_namespaces(self.window, self.merged_windows)
+            return
         target = self.get_partitioned_state(state_descriptor)
         for window in self.merged_windows:
             value = self.state.pop((window, _name(state_descriptor)), None)
@@ -115,6 +159,12 @@ class FakeTriggerContext(Trigger.OnMergeContext):
                 target.add(value)
 
     def value(self, name):
+        if self.backend is not None:
+            state = self.backend.states.get(name)
+            if state is None:
+                return None
+            state.set_current_namespace(self.window)
+            return state.get()
         return self.state.get((self.window, name))
 
 

@@ -646,6 +646,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self.max_parallelism = max_parallelism
         self.path = os.path.abspath(path)
         self.temporary = temporary
+        self.local = not temporary
         self.now = clock or wall_clock_ms
         self.states: dict[str, _RocksState] = {}
         self.timer_queues: dict[str, RocksDBTimerQueue] = {}
@@ -793,7 +794,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         changed = self.changed
         if k not in changed:
             if present is None:
-                present = self._last_present if k == self._last_read else self.db.get(k) is not None
+                # Unknown without a read: counted as present, so a removal later in the interval
+                # leaves a tombstone (for nothing, at worst: applying it is a no-op).
+                present = self._last_present if k == self._last_read else True
             changed[k] = present
         if self._versioned:
             self._unversion()
