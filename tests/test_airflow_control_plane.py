@@ -158,19 +158,28 @@ def test_the_runs_parallelism_rescales_the_shipped_wordcount_and_the_reservation
     assert xcom(run, "allocate_slots")["slots_required"] == 2 and tis["run"].pool_slots == 2
     [record] = executions(control_plane, "Socket Window WordCount")
     assert sorted(record.parallelism.values()) == [1, 1, 2]
-    said = caplog.text
-    assert "Window(TumblingProcessingTimeWindows(5000), ProcessingTimeTrigger, SumAggregator, " \
-           "PassThroughWindowFunction): parallelism 2 (the run's parallelism), max 128" in said
-    assert "Reserved 2 of the 4 slot(s) of pool spark_slots; the job needs 2" in said
+    # What the compile and allocate_slots tasks log, from the compiled summary.
+    from runtime.jobmaster.steps import parallelism_report
+    assert parallelism_report(xcom(run, "compile")) == [
+        "Source: Custom File Source -> Flat Map -> Map: parallelism 1 (set by the operator), max 128",
+        "Window(TumblingProcessingTimeWindows(5000), ProcessingTimeTrigger, SumAggregator, "
+        "PassThroughWindowFunction) -> Sink: Delta Sink: parallelism 2 (the run's parallelism), max 128",
+        "Sink: Print to Std. Out: parallelism 1 (set by the operator), max 128"]
 
     caplog.clear()
     run, tis = dag_test("wordcount", {"parallelism": 200})
     assert run.state == DagRunState.FAILED
     assert (tis["execution_graph"].state, tis["allocate_slots"].state, tis["run"].state) == (
         "failed", "upstream_failed", "upstream_failed")
+    # What the execution_graph task failed with (dag.test() keeps no task's exception message).
+    from runtime.checkpoint.storage import CheckpointException
+    from runtime.jobmaster.steps import RunRequest, execution_graph_step
+    with pytest.raises(CheckpointException) as refused:
+        execution_graph_step(xcom(run, "compile")["plan"], RunRequest(parallelism=200),
+                             str(control_plane / "warehouse"))
     assert ("The maximum parallelism (128) of the restored state is lower than the configured parallelism "
             "(200). Please reduce the parallelism of the task to be lower or equal to the maximum parallelism."
-            ) in caplog.text
+            ) in str(refused.value)
 
 
 def test_restart_from_checkpoint_resumes_and_each_result_is_written_once(control_plane):
@@ -189,7 +198,10 @@ def test_restart_from_checkpoint_resumes_and_each_result_is_written_once(control
     assert xcom(restart, "check_restore_point")["restore_point"] == last.checkpoint_id
     [triggered] = DagRun.find(dag_id="counts_resume", run_id=xcom(restart, "restart", "trigger_run_id"))
     assert triggered.conf["restore_from"] == str(last.checkpoint_id) and triggered.conf["parallelism"] is None
-    assert triggered.note == f"Restart from {last.checkpoint_id} (sluice_restart_from_checkpoint)"
+    from airflow.utils.session import create_session
+    with create_session() as session:     # the run note, rendered
+        note = session.query(DagRun).filter(DagRun.run_id == triggered.run_id).one().note
+    assert note == f"Restart from {last.checkpoint_id} (sluice_restart_from_checkpoint)"
 
     resumed, _ = dag_test("counts_resume", {k: v for k, v in triggered.conf.items() if k != "slot_reservation"})
     assert resumed.state == DagRunState.SUCCESS
