@@ -9,6 +9,7 @@ from typing import Optional
 import numpy as np
 import pyarrow as pa
 
+from runtime.common import arrow
 from runtime.task.operators import with_field
 
 
@@ -21,29 +22,16 @@ def take(column, idx: np.ndarray):
 
 
 def to_pylist(column) -> list:
-    if not isinstance(column, pa.Array):
-        return column
-    if column.null_count:
-        return column.to_pylist()
-    # Through NumPy: ten times faster than to_pylist for strings and numbers.
-    return column.to_numpy(zero_copy_only=False).tolist()
-
-
-# Python types whose Arrow round trip (pa.array, then to_pylist) gives back equal values of
-# the same type, with their Arrow type (given, Arrow need not infer it).
-_ARROW_EXACT = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(), bytes: pa.binary()}
+    """The values of a column: an Arrow array's through NumPy (ten times faster than
+    ``to_pylist`` for strings and numbers), a list as it is."""
+    return arrow.to_pylist(column) if isinstance(column, pa.Array) else column
 
 
 def _column(values: list):
-    """A column of one Python type as an Arrow array (pickled as buffers), else the list."""
-    types = set(map(type, values))
-    arrow_type = _ARROW_EXACT.get(types.pop()) if len(types) == 1 else None
-    if arrow_type is not None:
-        try:
-            return pa.array(values, arrow_type)
-        except (pa.ArrowInvalid, OverflowError):    # ints beyond 64 bits
-            pass
-    return values
+    """A column as an Arrow array when its values are strings, numbers or booleans of one type
+    (None mixing in), which pickle as buffers and give the same values back; else the list."""
+    array = arrow.infer_array(values, nested=False)
+    return values if array is None else array
 
 
 class RecordColumns:
