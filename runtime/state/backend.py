@@ -141,6 +141,9 @@ class KeyedStateBackend(ABC):
     states: dict               # state name -> its state object (``.descriptor``)
     current_key: Any = None
     now: Callable[[], int]     # processing time, which state TTL is measured in
+    # Whether the state outlives the task on the executor's disk (a RocksDB store at a kept
+    # path): such a backend has a ``version`` and ``clear()``.
+    local: bool = False
 
     def set_current_key(self, key) -> None:
         self.current_key = key
@@ -211,3 +214,57 @@ def iter_rows(rows) -> Iterator[tuple]:
     for name, kgs, nss, keys, values in chunks:
         for kg, ns, key, value in zip(kgs, nss, keys, values):
             yield kg, name, ns, key, value
+
+
+# ---- state semantics shared by the backends --------------------------------------------------
+# Each backend's state classes give the primitives (``_get``: the current value, checked for
+# TTL; ``_live``: the value a write builds on; ``_put``; ``_map``: a map state's current dict);
+# these give Flink's semantics on top, once. A backend's class lists the mixin first.
+
+class ReducingStateOps:
+    def get(self):
+        return self._get()
+
+    def add(self, value) -> None:
+        current = self._live()
+        self._put(value if current is None else self.descriptor.reduce_function(current, value))
+
+    def _merge(self, a, b):
+        return self.descriptor.reduce_function(a, b)
+
+
+class AggregatingStateOps:
+    def get(self):
+        acc = self._get()
+        return None if acc is None else self.descriptor.agg_function.get_result(acc)
+
+    def add(self, value) -> None:
+        fn = self.descriptor.agg_function
+        acc = self._live()
+        self._put(fn.add(value, fn.create_accumulator() if acc is None else acc))
+
+    def _merge(self, a, b):
+        return self.descriptor.agg_function.merge(a, b)
+
+
+class MapStateReads:
+    def get(self, key):
+        return self._map().get(key)
+
+    def contains(self, key) -> bool:
+        return key in self._map()
+
+    def items(self):
+        return list(self._map().items())
+
+    def keys(self):
+        return list(self._map().keys())
+
+    def values(self):
+        return list(self._map().values())
+
+    def is_empty(self) -> bool:
+        return not self._map()
+
+    def _merge(self, a, b):
+        return {**a, **b}

@@ -15,8 +15,8 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 
 from runtime.datastream import state as api
 from runtime.state.backend import (
-    TOMBSTONE, TTL_PREFIX, VOID_NAMESPACE, KeyedStateBackend, TimerQueue, iter_rows, refuse_per_entry_ttl,
-    wall_clock_ms)
+    TOMBSTONE, TTL_PREFIX, VOID_NAMESPACE, AggregatingStateOps, KeyedStateBackend, MapStateReads,
+    ReducingStateOps, TimerQueue, iter_rows, refuse_per_entry_ttl, wall_clock_ms)
 from runtime.state.key_groups import KeyGroupRange, assign_key_groups, assign_to_key_group
 
 __all__ = ["HeapKeyedStateBackend", "HeapTimerQueue", "TTL_PREFIX", "VOID_NAMESPACE"]
@@ -154,7 +154,7 @@ class HeapListState(_HeapState, api.ListState):
         return a + b
 
 
-class HeapMapState(_HeapState, api.MapState):
+class HeapMapState(MapStateReads, _HeapState, api.MapState):
     def _map(self, create: bool = False) -> dict:
         slot = self._slot()
         m = self.table.get(slot)
@@ -163,9 +163,6 @@ class HeapMapState(_HeapState, api.MapState):
             if m is None:
                 m = self.table[slot] = {}
         return m if m is not None else {}
-
-    def get(self, key):
-        return self._map().get(key)
 
     def put(self, key, value) -> None:
         self._map(True)[key] = value
@@ -181,49 +178,14 @@ class HeapMapState(_HeapState, api.MapState):
         if not m:
             self.clear()
 
-    def contains(self, key) -> bool:
-        return key in self._map()
-
-    def items(self):
-        return list(self._map().items())
-
-    def keys(self):
-        return list(self._map().keys())
-
-    def values(self):
-        return list(self._map().values())
-
-    def is_empty(self) -> bool:
-        return not self._map()
-
-    def _merge(self, a, b):
-        return {**a, **b}
 
 
-class HeapReducingState(_HeapState, api.ReducingState):
-    def get(self):
-        return self._get()
-
-    def add(self, value) -> None:
-        current = self._live()
-        self._put(value if current is None else self.descriptor.reduce_function(current, value))
-
-    def _merge(self, a, b):
-        return self.descriptor.reduce_function(a, b)
+class HeapReducingState(ReducingStateOps, _HeapState, api.ReducingState):
+    """Flink's ReducingState: ``add`` folds the value in with the reduce function."""
 
 
-class HeapAggregatingState(_HeapState, api.AggregatingState):
-    def get(self):
-        acc = self._get()
-        return None if acc is None else self.descriptor.agg_function.get_result(acc)
-
-    def add(self, value) -> None:
-        fn = self.descriptor.agg_function
-        acc = self._live()
-        self._put(fn.add(value, fn.create_accumulator() if acc is None else acc))
-
-    def _merge(self, a, b):
-        return self.descriptor.agg_function.merge(a, b)
+class HeapAggregatingState(AggregatingStateOps, _HeapState, api.AggregatingState):
+    """Flink's AggregatingState: ``add`` folds the value into the accumulator."""
 
 
 _STATE_CLASSES = {

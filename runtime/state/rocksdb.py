@@ -45,8 +45,8 @@ from runtime.common.typeinfo import Types
 from runtime.datastream import state as api
 from runtime.datastream.window import GlobalWindow, TimeWindow
 from runtime.state.backend import (
-    TOMBSTONE, TTL_PREFIX, VOID_NAMESPACE, KeyedStateBackend, TimerQueue, iter_rows, refuse_per_entry_ttl,
-    wall_clock_ms)
+    TOMBSTONE, TTL_PREFIX, VOID_NAMESPACE, AggregatingStateOps, KeyedStateBackend, MapStateReads,
+    ReducingStateOps, TimerQueue, iter_rows, refuse_per_entry_ttl, wall_clock_ms)
 from runtime.state.key_groups import KeyGroupRange, assign_to_key_group
 
 __all__ = ["RocksDBKeyedStateBackend", "RocksDBTimerQueue", "StateStoreException",
@@ -412,15 +412,12 @@ class RocksDBListState(_RocksState, api.ListState):
         return a + b
 
 
-class RocksDBMapState(_RocksState, api.MapState):
+class RocksDBMapState(MapStateReads, _RocksState, api.MapState):
     def _map(self) -> dict:
         return self._get() or {}
 
     def _encode(self, value) -> bytes:
         return b"\x01" + pickle.dumps(value, protocol=_PICKLE)
-
-    def get(self, key):
-        return self._map().get(key)
 
     def put(self, key, value) -> None:
         m = self._map()
@@ -441,49 +438,14 @@ class RocksDBMapState(_RocksState, api.MapState):
         if not m:
             self.clear()
 
-    def contains(self, key) -> bool:
-        return key in self._map()
-
-    def items(self):
-        return list(self._map().items())
-
-    def keys(self):
-        return list(self._map().keys())
-
-    def values(self):
-        return list(self._map().values())
-
-    def is_empty(self) -> bool:
-        return not self._map()
-
-    def _merge(self, a, b):
-        return {**a, **b}
 
 
-class RocksDBReducingState(_RocksState, api.ReducingState):
-    def get(self):
-        return self._get()
-
-    def add(self, value) -> None:
-        current = self._live()
-        self._put(value if current is None else self.descriptor.reduce_function(current, value))
-
-    def _merge(self, a, b):
-        return self.descriptor.reduce_function(a, b)
+class RocksDBReducingState(ReducingStateOps, _RocksState, api.ReducingState):
+    """Flink's ReducingState: ``add`` folds the value in with the reduce function."""
 
 
-class RocksDBAggregatingState(_RocksState, api.AggregatingState):
-    def get(self):
-        acc = self._get()
-        return None if acc is None else self.descriptor.agg_function.get_result(acc)
-
-    def add(self, value) -> None:
-        fn = self.descriptor.agg_function
-        acc = self._live()
-        self._put(fn.add(value, fn.create_accumulator() if acc is None else acc))
-
-    def _merge(self, a, b):
-        return self.descriptor.agg_function.merge(a, b)
+class RocksDBAggregatingState(AggregatingStateOps, _RocksState, api.AggregatingState):
+    """Flink's AggregatingState: ``add`` folds the value into the accumulator."""
 
 
 _STATE_CLASSES = {
