@@ -52,8 +52,8 @@ def _run(args: argparse.Namespace) -> int:
     flags = dict(master=args.master, warehouse=args.warehouse, max_epochs=args.max_epochs,
                  epoch_interval_ms=args.epoch_interval, max_records_per_split=args.max_records_per_split,
                  restore_from=restore_from, allow_non_restored_state=args.allow_non_restored_state or None)
-    overrides = {**ExecutionOptions.overrides_from_properties(args.properties),
-                 **{k: v for k, v in flags.items() if v is not None}}
+    properties, configuration = ExecutionOptions.split_properties(args.properties)
+    overrides = {**properties, **{k: v for k, v in flags.items() if v is not None}}
     try:
         if args.plan:       # compiled once by the control plane: the script does not run again
             if args.parallelism or args.job_args:
@@ -61,7 +61,8 @@ def _run(args: argparse.Namespace) -> int:
                                  "job's arguments, or run the job script without --plan")
             result = SparkPipelineExecutor(**overrides).execute(load_plan(args.plan).stream_graph)
         else:
-            result = run_job(args.job, args.job_args, parallelism=args.parallelism, **overrides)
+            result = run_job(args.job, args.job_args, parallelism=args.parallelism,
+                             configuration=configuration, **overrides)
     except (JobExecutionException, NoResourceAvailableException, CheckpointException,
             JobAlreadyRunningException, FileNotFoundError) as e:
         return _failed(args, e)
@@ -150,8 +151,9 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-non-restored-state", action="store_true",
                    help="skip checkpointed state that no operator of the job claims (by uid)")
     p.add_argument("-D", dest="properties", action="append", default=[], metavar="KEY=VALUE",
-                   help="an execution option by its configuration key, as Flink's dynamic properties "
-                        "(e.g. -D sluice.task.batch-size=1024); the flags above win")
+                   help="a configuration key, as Flink's dynamic properties: an execution option "
+                        "(e.g. -D sluice.task.batch-size=1024; the flags above win) or the job's "
+                        "configuration under its own settings (e.g. -D state.backend.type=rocksdb)")
     p.add_argument("--plan", help="run the plan the control plane compiled and stored (a folder "
                                   "<warehouse>/<job>/plans/<run>) instead of running the job script")
 

@@ -100,15 +100,15 @@ def load_stream_graph(path: str, args: Sequence[str] = (), parallelism: Optional
 
 
 def run_job(path: str, args: Sequence[str] = (), parallelism: Optional[int] = None, target: str = "spark",
-            **overrides):
+            configuration: Optional[dict] = None, **overrides):
     """Run the job script at ``path`` on the pipeline executor ``target`` (Spark); ``overrides``
     replace ExecutionOptions fields, ``parallelism`` is the default parallelism of operators the
-    job does not set (``-p``).
+    job does not set (``-p``), ``configuration`` the client's keys under the job's own (``-D``).
 
     Returns the JobExecutionResult of the script's (last) ``execute()``.
     """
     run = _Collecting(load_service(EXECUTORS, target)(**overrides))
-    _run_script(path, args, run, parallelism)
+    _run_script(path, args, run, parallelism, configuration)
     if not run.results:
         raise _no_execute(path)
     return run.results[-1]

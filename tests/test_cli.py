@@ -81,7 +81,7 @@ def test_build_errors_name_the_operator(tmp_path):
 def test_a_dynamic_property_must_name_an_execution_option():
     result = run("run", WORDCOUNT, "-D", "sluice.no-such-option=1")
     assert result.returncode == 1
-    assert "-D sluice.no-such-option=1: expected KEY=VALUE with KEY one of sluice.spark.master" in result.stderr
+    assert "-D sluice.no-such-option=1: unknown option; Sluice's are sluice.spark.master" in result.stderr
     result = run("run", WORDCOUNT, "-D", "sluice.task.batch-size=many")
     assert result.returncode == 1
     assert "Configuration 'sluice.task.batch-size' must be a int, got 'many'" in result.stderr

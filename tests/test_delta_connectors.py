@@ -22,6 +22,7 @@ from runtime.connectors.delta import (
 from runtime.datastream import StreamExecutionEnvironment
 from runtime.datastream.connectors import DeltaSink, DeltaSource
 from runtime.task.operators import TaskContext
+from runtime.task.sink_writer import WriterInitContext
 
 
 def delta_env(tmp_path, parallelism=1, **extra) -> StreamExecutionEnvironment:
@@ -47,7 +48,11 @@ def read_rows(path, key=None) -> list[dict]:
 
 
 def task_ctx(subtask=0, parallelism=1) -> TaskContext:
-    return TaskContext("Delta Sink", subtask, parallelism, 128, 0, 1_700_000_000_000, {})
+    return TaskContext("Delta Source", subtask, parallelism, 128, 0, 1_700_000_000_000, {})
+
+
+def writer_ctx(subtask=0, parallelism=1, input_type=None) -> WriterInitContext:
+    return WriterInitContext("Sink: Delta Sink", subtask, parallelism, 0, 1_700_000_000_000, input_type=input_type)
 
 
 def people_table(path):
@@ -64,7 +69,7 @@ def test_an_epoch_commits_in_one_transaction_and_a_replayed_commit_is_a_no_op(tm
     sink = DeltaSink.for_row_data(table)
     handles = []
     for subtask, records in enumerate([[Row(word="a", n=1), Row(word="b", n=2)], [Row(word="c", n=3)], []]):
-        writer = DeltaSinkWriter(sink, task_ctx(subtask, 3))
+        writer = DeltaSinkWriter(sink, writer_ctx(subtask, 3))
         writer.write(records)
         handles += writer.finish()
     assert len(handles) == 2                            # one file per subtask with records, none for empty
@@ -81,7 +86,7 @@ def test_an_epoch_commits_in_one_transaction_and_a_replayed_commit_is_a_no_op(tm
     assert read_rows(table, key=lambda r: r["n"]) == [
         {"word": "a", "n": 1}, {"word": "b", "n": 2}, {"word": "c", "n": 3}]
 
-    writer = DeltaSinkWriter(sink, task_ctx())
+    writer = DeltaSinkWriter(sink, writer_ctx())
     writer.write([Row(word="d", n=4)])
     more = writer.finish()
     assert commit_sink_files(table, more, None, "sluice-job-sink", 2) is True
@@ -103,7 +108,7 @@ def test_records_become_columns_tuples_as_f0_f1_dicts_by_key_values_as_f0(tmp_pa
     }
     for name, (records, expected) in cases.items():
         table = str(tmp_path / name)
-        writer = DeltaSinkWriter(DeltaSink.for_row_data(table), task_ctx())
+        writer = DeltaSinkWriter(DeltaSink.for_row_data(table), writer_ctx())
         writer.write(records)
         assert commit_sink_files(table, writer.finish(), None, "app", 1)
         assert read_rows(table) == expected, name
@@ -113,7 +118,7 @@ def test_partitioned_sink_and_appending_to_an_existing_table_casts_to_its_schema
     table = str(tmp_path / "events")
     write_deltalake(table, pa.table({"country": ["nl"], "clicks": pa.array([7], pa.int32())}),
                     partition_by=["country"])
-    writer = DeltaSinkWriter(DeltaSink.for_row_data(table, partition_by=["country"]), task_ctx())
+    writer = DeltaSinkWriter(DeltaSink.for_row_data(table, partition_by=["country"]), writer_ctx())
     writer.write([Row(country="nl", clicks=1), Row(country="a b/c", clicks=2), Row(country=None, clicks=3),
                   Row(country="nl", clicks=4)])
     handles = writer.finish()
@@ -154,6 +159,119 @@ def test_a_job_sinks_rows_to_a_delta_table_one_commit_per_epoch(spark, tmp_path)
                  for line in open(log) if '"txn"' in line}
     assert app_id.startswith("sluice-scores-to-delta-")   # without checkpoints: per run
     assert dt.transaction_version(app_id) == 3     # epoch numbers + 1
+
+
+# ---- sink: the stream's declared type ------------------------------------------------------
+
+def table_schema(path) -> pa.Schema:
+    dt = DeltaTable(str(path))
+    schema = pa.schema(dt.schema().to_arrow())
+    del dt
+    gc.collect()
+    return schema
+
+
+def write_typed(table, records, type_info, subtask=0):
+    """One subtask's epoch through the writer, committed as the committer does."""
+    writer = DeltaSinkWriter(DeltaSink.for_row_data(table), writer_ctx(subtask, input_type=type_info))
+    writer.write(records)
+    return writer.finish()
+
+
+PEOPLE = Types.ROW_NAMED(["name", "age", "height", "member", "born", "tags"],
+                         [Types.STRING(), Types.INT(), Types.FLOAT(), Types.BOOLEAN(), Types.LOCAL_DATE(),
+                          Types.LIST(Types.STRING())])
+
+
+def test_a_declared_row_is_the_tables_schema_float_as_32_bits(tmp_path):
+    import datetime
+    table = str(tmp_path / "people")
+    handles = write_typed(table, [Row(name="ann", age=41, height=1.7, member=True, born=datetime.date(1984, 2, 1),
+                                      tags=["a", "b"])], PEOPLE)
+    assert commit_sink_files(table, handles, None, "app", 1)
+    assert table_schema(table) == pa.schema([
+        ("name", pa.string()), ("age", pa.int32()), ("height", pa.float32()), ("member", pa.bool_()),
+        ("born", pa.date32()), ("tags", pa.list_(pa.string()))])
+    (row,) = read_rows(table)
+    assert row == {"name": "ann", "age": 41, "height": pa.scalar(1.7, pa.float32()).as_py(), "member": True,
+                   "born": datetime.date(1984, 2, 1), "tags": ["a", "b"]}
+
+
+def test_a_declared_scalar_type_is_column_f0_of_its_type(tmp_path):
+    table = str(tmp_path / "floats")
+    assert commit_sink_files(table, write_typed(table, [1, 2.5, None], Types.FLOAT()), None, "app", 1)
+    assert table_schema(table) == pa.schema([("f0", pa.float32())])
+    assert read_rows(table) == [{"f0": 1.0}, {"f0": 2.5}, {"f0": None}]
+
+
+def test_a_first_batch_of_nulls_does_not_decide_the_schema(tmp_path):
+    """Guessed from the values, a column of nulls only would become a string column, and the
+    numbers of later epochs strings cast into it; declared, it has its type from the start."""
+    typed, guessed = str(tmp_path / "typed"), str(tmp_path / "guessed")
+    t = Types.TUPLE([Types.STRING(), Types.LONG()])
+    assert commit_sink_files(typed, write_typed(typed, [("a", None), ("b", None)], t), None, "app", 1)
+    assert commit_sink_files(typed, write_typed(typed, [("c", 3)], t), None, "app", 2)
+    assert table_schema(typed) == pa.schema([("f0", pa.string()), ("f1", pa.int64())])
+    assert read_rows(typed, key=lambda r: r["f0"]) == [{"f0": "a", "f1": None}, {"f0": "b", "f1": None},
+                                                      {"f0": "c", "f1": 3}]
+    assert commit_sink_files(guessed, write_typed(guessed, [("a", None)], None), None, "app", 1)
+    assert table_schema(guessed).field("f1").type == pa.string()        # today's guess, kept for undeclared streams
+
+
+def test_subtasks_with_and_without_records_agree_on_the_declared_schema(tmp_path):
+    table = str(tmp_path / "t")
+    t = Types.ROW_NAMED(["k", "v"], [Types.STRING(), Types.DOUBLE()])
+    handles = write_typed(table, [], t, 0) + write_typed(table, [Row(k="a", v=None)], t, 1) \
+        + write_typed(table, [Row(k="b", v=2)], t, 2)           # an int declared DOUBLE is a double
+    assert len(handles) == 2
+    assert commit_sink_files(table, handles, None, "app", 1)
+    assert table_schema(table) == pa.schema([("k", pa.string()), ("v", pa.float64())])
+    assert read_rows(table, key=lambda r: r["k"]) == [{"k": "a", "v": None}, {"k": "b", "v": 2.0}]
+
+
+def test_a_record_that_does_not_fit_the_declared_type_is_named_with_the_sink_and_the_column(tmp_path):
+    table = str(tmp_path / "scores")
+    t = Types.ROW_NAMED(["name", "score"], [Types.STRING(), Types.LONG()])
+    with pytest.raises(TypeError, match=r"Sink: Delta Sink \(1/1\), table .*scores: record Row\(name='bob', "
+                                        r"score='many'\) does not fit the stream's declared type "
+                                        r"Row\(name: String, score: Long\): column 'score' \(Long\): "):
+        write_typed(table, [Row(name="ann", score=1), Row(name="bob", score="many")], t)
+    with pytest.raises(TypeError, match=r"record \('cy',\) does not fit .*: \('cy',\) has 1 fields"):
+        write_typed(table, [("ann", 1), ("cy",)], t)
+    assert not os.path.exists(table)
+
+
+def test_a_job_writes_its_streams_declared_type(spark, tmp_path):
+    """Through the job: the sink's declared type is its input's (a side output's is its tag's);
+    the first epoch's nulls do not make the schema; a bad record fails the job naming it."""
+    from runtime.datastream import OutputTag
+    from runtime.datastream.functions import ProcessFunction
+    ratios, names = str(tmp_path / "ratios"), str(tmp_path / "names")
+    tag = OutputTag("names", Types.STRING())
+
+    class Split(ProcessFunction):
+        def process_element(self, value, ctx):
+            yield Row(key=value[0], ratio=value[1])
+            yield tag, value[0]
+
+    env = delta_env(tmp_path, 1, **{"sluice.epoch.max-records-per-split": 2})
+    stream = env.from_collection([("a", None), ("b", None), ("c", 0.1)],
+                                 Types.TUPLE([Types.STRING(), Types.DOUBLE()]))
+    out = stream.process(Split(), output_type=Types.ROW_NAMED(["key", "ratio"], [Types.STRING(), Types.FLOAT()]))
+    out.sink_to(ratios)
+    out.get_side_output(tag).sink_to(names)
+    assert len(env.execute("declared").epochs) == 2
+    assert table_schema(ratios) == pa.schema([("key", pa.string()), ("ratio", pa.float32())])
+    assert read_rows(ratios, key=lambda r: r["key"]) == [
+        {"key": "a", "ratio": None}, {"key": "b", "ratio": None}, {"key": "c", "ratio": pa.scalar(0.1, pa.float32()).as_py()}]
+    assert table_schema(names) == pa.schema([("f0", pa.string())])
+
+    env = delta_env(tmp_path, 1)
+    (env.from_collection(["x", "y"]).map(lambda w: (w, w), output_type=Types.TUPLE([Types.STRING(), Types.LONG()]))
+        .sink_to(str(tmp_path / "bad")))
+    with pytest.raises(Exception, match=r"record \('x', 'x'\) does not fit the stream's declared type "
+                                        r"Tuple2<String, Long>: column 'f1' \(Long\)"):
+        env.execute("bad record")
 
 
 # ---- source -------------------------------------------------------------------------------

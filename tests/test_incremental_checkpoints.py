@@ -22,7 +22,7 @@ def test_a_chain_is_the_full_snapshot_then_the_increments_in_order():
 
 
 def test_a_full_snapshot_comes_after_n_increments_or_when_they_outgrow_the_state():
-    policy = IncrementalPolicy(full_every=3, full_ratio=0.5)
+    policy = IncrementalPolicy(True, full_every=3, full_ratio=0.5)
     assert StateChain().wants_full(policy)                   # nothing yet: the first is full
     chain = StateChain().then([f(1, 0, 1000)], full=True)
     assert not chain.wants_full(policy)
@@ -34,9 +34,12 @@ def test_a_full_snapshot_comes_after_n_increments_or_when_they_outgrow_the_state
 
 
 def test_the_policy_reads_flinks_switch_and_refuses_nonsense():
-    assert IncrementalPolicy.from_config({}) == IncrementalPolicy()
-    assert not IncrementalPolicy.from_config({INCREMENTAL: "false"}).enabled
-    assert IncrementalPolicy.from_config({FULL_EVERY: "4", FULL_RATIO: "0.25"}) == IncrementalPolicy(True, 4, 0.25)
+    assert not IncrementalPolicy.from_config({}).enabled                            # the heap's default
+    assert IncrementalPolicy.from_config({"state.backend.type": "rocksdb"}).enabled   # with local stores
+    assert IncrementalPolicy.from_config({INCREMENTAL: "true"}).enabled
+    assert not IncrementalPolicy.from_config({"state.backend.type": "rocksdb", INCREMENTAL: "false"}).enabled
+    assert IncrementalPolicy.from_config({INCREMENTAL: "true", FULL_EVERY: "4", FULL_RATIO: "0.25"}) == \
+        IncrementalPolicy(True, 4, 0.25)
     with pytest.raises(ValueError, match=INCREMENTAL.replace(".", r"\.")):
         IncrementalPolicy.from_config({INCREMENTAL: "sometimes"})
     with pytest.raises(ValueError, match=FULL_EVERY):
@@ -61,7 +64,7 @@ def test_an_increment_carries_deletions_that_apply_after_the_rows_before_it():
         "types": {"s": pair, "n": Types.LONG()}}, 0, "op")
     increment = snapshot_to_table({
         "keyed": [(1, "s", None, "a", TOMBSTONE), (4, "s", None, "c", ("c", 3)), (3, "n", None, "a", TOMBSTONE)],
-        "timers": [(4, "event", 300, "c", None)], "deleted_timers": [(1, "event", 100, "a", None)],
+        "timers": [(4, "event", 300, "c", None, None), (1, "event", 100, "a", None, TOMBSTONE)],
         "types": {"s": pair, "n": Types.LONG()}}, 0, "op")
     restored = table_to_snapshot([full, increment])
     state: dict = {}

@@ -9,6 +9,7 @@ import pytest
 
 from runtime.common import Time, WatermarkStrategy
 from runtime.common.watermark_strategy import MIN_WATERMARK
+from runtime.connectors import writer_class
 from runtime.connectors.collection import CollectionReader
 from runtime.datastream import StreamExecutionEnvironment, TumblingEventTimeWindows
 from runtime.datastream.operators import SinkSpec
@@ -77,12 +78,13 @@ def _run_source_then_window(job_graph, n: int):
     ack = pickle.loads(rows[-1][1])
     assert rows[-1][0] == ACK and ack.failure is None and ack.records_in == n
     inputs = [r for r in rows if r[0] != ACK]
+    sinks = {n.id: writer_class(n.operator.sink) for n in window.operators if n.kind == "sink"}
     out = list(run_task(job_graph, TaskDeploymentDescriptor(window.id, 0, 0, epoch=0, processing_time=0,
-                                                            end_of_input=True), {}, inputs))
+                                                            end_of_input=True, sink_writers=sinks), {}, inputs))
     window_garbage = gc.collect()
     ack = pickle.loads(out[-1][1])
     assert ack.failure is None and ack.watermark > MIN_WATERMARK
-    (collected,) = (c.records() for c in ack.collected.values())
+    (collected,) = (c.records() for c in ack.committables.values())
     return collected, source_garbage, window_garbage
 
 

@@ -3,11 +3,12 @@
 An epoch boundary is an aligned barrier by construction. When the checkpoint interval says
 so (every epoch, every N epochs, or once ``interval`` ms passed), the epoch is planned as a
 checkpoint: its tasks write their snapshots into the state tables' folders and acknowledge
-the files. Then, in this order: commit the state tables, commit the sinks (a Delta app
-transaction per sink, version = checkpoint id, so a replay is a no-op), and commit the
-checkpoint record. Only the record makes the checkpoint exist; a crash anywhere before it
-leaves the previous checkpoint as the restore point, and the replayed epoch, planned from
-the epoch log with the same checkpoint id, commits exactly what the crashed one would have.
+the files. Then, in this order: commit the state tables, commit the sinks (each sink's
+committer with what its writers staged: a Delta app transaction per sink, version =
+checkpoint id, so a replay is a no-op), and commit the checkpoint record. Only the record
+makes the checkpoint exist; a crash anywhere before it leaves the previous checkpoint as the
+restore point, and the replayed epoch, planned from the epoch log with the same checkpoint
+id, commits exactly what the crashed one would have.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import time
 from typing import Optional
 
 from runtime.state.snapshot import SOURCE_STATE, SPLIT, snapshot_to_table, state_table_name, write_state_file
+from runtime.checkpoint.incremental import file_entry, referenced_partitions
 from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, DISCARDED, FAILED, CheckpointRecord, CheckpointStorage
 from runtime.common.faults import fault_point
 from runtime.graph.job_graph import JobGraph
@@ -40,6 +42,7 @@ class CheckpointCoordinator:
         self.last_epoch: Optional[int] = None           # epoch of the last checkpoint
         self.last_time = time.time()
         self.swept = False      # whether this run finished the discarding of earlier runs
+        self.kept: dict = {}    # discarded checkpoints whose partitions retained chains still read
 
     def restored(self, record: CheckpointRecord) -> None:
         self.last_epoch = record.epoch
@@ -67,8 +70,14 @@ class CheckpointCoordinator:
     # ---- completing --------------------------------------------------------------------
 
     def complete(self, checkpoint_id: int, epoch: int, started: float, state_files: list,
-                 enumerators: dict, watermarks: dict, commit_sinks) -> CheckpointRecord:
-        """Commit state, then sinks, then the record; returns the completed record."""
+                 enumerators: dict, watermarks: dict, sinks: list,
+                 chains: Optional[dict] = None) -> CheckpointRecord:
+        """Commit state, then sinks, then the record; returns the completed record. ``sinks``:
+        (committer, committables staged since the last checkpoint) of each sink that commits
+        with checkpoints; each commits its committables with the checkpoint id as version.
+        ``state_files`` are the files to commit in this checkpoint's partitions; ``chains`` (an
+        operator id -> its files, absolute paths, in order) what the record lists for each
+        operator: with incremental checkpoints, files of earlier checkpoints too."""
         sources = self._write_source_state(checkpoint_id, enumerators)
         fault_point("after-state-files", epoch)
         by_operator: dict[str, list] = {}
@@ -80,31 +89,33 @@ class CheckpointCoordinator:
             table = state_table_name(nodes[op_id][1])
             versions[f"state/{table}"] = self.storage.commit_state(table, checkpoint_id, files)
         fault_point("after-state-commit", epoch)
-        versions.update(commit_sinks(checkpoint_id))
+        for committer, committables in sinks:
+            versions.update(committer.commit(committables, checkpoint_id))
         fault_point("after-sink-commit", epoch)
         source_ids = {f.path for f in sources}
         # Every operator is listed, with or without state, as Flink's checkpoint metadata lists
         # each OperatorState: a restore then knows the parallelism it ran at.
         operators = []
+        listed = {op_id: [file_entry(f) for f in files] for op_id, files in by_operator.items()}
+        listed.update(chains or {})
         for op_id, (v, n) in nodes.items():
-            files = by_operator.get(op_id, [])
             table = state_table_name(n)
             root = os.path.abspath(self.storage.state_table_path(table))
             operators.append({
                 "operator_id": op_id, "uid": n.uid, "table": table, "name": n.operator_name,
                 "vertex": v.name, "parallelism": v.parallelism,
                 "max_parallelism": v.max_parallelism, "keyed": bool(n.is_keyed),
-                "files": [{"path": os.path.relpath(f.path, root), "size": f.size, "rows": f.rows,
-                           "checksum": f.checksum,
-                           "subtask": f.subtask, "key_group_min": f.key_group_min,
-                           "key_group_max": f.key_group_max, "source_state": f.path in source_ids}
-                          for f in files]})
+                "files": [{"path": os.path.relpath(f["path"], root), "size": f["size"], "rows": f["rows"],
+                           "checksum": f["checksum"], "subtask": f["subtask"],
+                           "key_group_min": f["key_group_min"], "key_group_max": f["key_group_max"],
+                           "source_state": f["path"] in source_ids, "increment": bool(f.get("increment"))}
+                          for f in listed.get(op_id, ())]})
         now = time.time()
         record = CheckpointRecord(
             checkpoint_id, epoch, CHECKPOINT, COMPLETED, self.run_id,
             duration_ms=int((now - started) * 1000),
-            state_bytes=sum(f.size for fs in by_operator.values() for f in fs),
-            state_rows=sum(f.rows for fs in by_operator.values() for f in fs),
+            state_bytes=sum(f["size"] for fs in listed.values() for f in fs),
+            state_rows=sum(f["rows"] for fs in listed.values() for f in fs),
             source_offsets={state_table_name(self.job_graph.vertex(vid).head): e.snapshot()
                             for vid, e in enumerators.items()},
             watermarks=watermarks, operators=operators, table_versions=versions,
@@ -146,6 +157,12 @@ class CheckpointCoordinator:
         if not self.swept:      # once per run: what an earlier run was killed before deleting
             doomed = [r for r in self.storage.history() if r.status == DISCARDED and r.kind == CHECKPOINT]
             self.swept = True
+        # An increment's chain reads the partitions of earlier checkpoints: those stay until no
+        # retained checkpoint reads them.
+        needed = referenced_partitions(self.storage.completed())
+        doomed = [*doomed, *self.kept.values()]
+        self.kept = {r.checkpoint_id: r for r in doomed if r.checkpoint_id in needed}
+        doomed = [r for r in doomed if r.checkpoint_id not in needed]
         ids = [r.checkpoint_id for r in doomed]
         for table in {op["table"] for r in doomed for op in r.operators}:
             self.storage.discard_state(table, ids)

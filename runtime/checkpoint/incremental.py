@@ -13,8 +13,10 @@ snapshot: a restore never reads much more than the state, and old partitions can
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Iterable, Optional
+
+from runtime.state.backend import ROCKSDB, state_backend_type
 
 INCREMENTAL = "execution.checkpointing.incremental"                 # Flink's switch
 FULL_EVERY = "sluice.checkpointing.incremental.full-every"
@@ -25,13 +27,16 @@ _PARTITION = re.compile(r"(?:^|/)checkpoint_id=(\d+)/")
 
 @dataclass(frozen=True)
 class IncrementalPolicy:
-    enabled: bool = True
+    enabled: bool = False
     full_every: int = 10            # increments after a full snapshot before the next full one
     full_ratio: float = 0.5         # ... or when their bytes exceed this share of the full one
 
     @staticmethod
     def from_config(config: dict) -> "IncrementalPolicy":
-        enabled = str(config.get(INCREMENTAL, True)).lower()
+        # Default: on with local stores (RocksDB), where a snapshot of the changes is what the
+        # epoch touched; off on the heap, which restores its whole state every epoch anyway and
+        # whose checkpoint partitions then read as the whole state in Spark or DuckDB.
+        enabled = str(config.get(INCREMENTAL, state_backend_type(config) == ROCKSDB)).lower()
         if enabled not in ("true", "false"):
             raise ValueError(f"'{INCREMENTAL}' must be true or false, got {config[INCREMENTAL]!r}")
         policy = IncrementalPolicy(
@@ -103,3 +108,77 @@ def referenced_partitions(records: Iterable) -> set[int]:
                 if part is not None:
                     out.add(int(part))
     return out
+
+
+def file_entry(f) -> dict:
+    """A StateFile (``runtime.state.snapshot``) as a chain entry (absolute path)."""
+    return {"operator_id": f.operator_id, "path": f.path, "subtask": f.subtask, "size": f.size,
+            "rows": f.rows, "key_group_min": f.key_group_min, "key_group_max": f.key_group_max,
+            "checksum": f.checksum, "increment": f.increment}
+
+
+class StateChains:
+    """The driver's view of every operator's state between epochs: the chain of files a subtask
+    rebuilds it from when its local store is not at the expected version (or it has none)."""
+
+    def __init__(self, policy: IncrementalPolicy, capable: set):
+        self.policy = policy
+        self.capable = frozenset(capable)       # operator ids whose state is all in their backend
+        self.chains: dict[str, StateChain] = {}
+        self.fresh: set[str] = set()            # paths this run wrote, read back unverified
+        self.uncommitted: dict[str, object] = {}    # path -> StateFile not in a checkpoint yet
+
+    def restored(self, files: list[dict]) -> None:
+        """Start from a restore point's files (their record's order is the chain's)."""
+        by_operator: dict[str, list] = {}
+        for f in files:
+            by_operator.setdefault(f["operator_id"], []).append(f)
+        self.chains = {op: StateChain.of_files(fs) for op, fs in by_operator.items()}
+
+    def incremental(self) -> frozenset:
+        """The operators whose next snapshot holds only what changed."""
+        return frozenset(op for op in self.capable if not self.chains.get(op, StateChain()).wants_full(self.policy))
+
+    def after_epoch(self, state_files: list, incremental: frozenset) -> list[str]:
+        """Take an epoch's snapshot files (an operator that snapshotted whole and wrote nothing
+        has no state now). Returns the uncommitted files no chain reads any more: superseded,
+        the caller deletes them (committed ones are retention's)."""
+        new: dict[str, list] = {}
+        for f in state_files:
+            new.setdefault(f.operator_id, []).append(f)
+            self.uncommitted[f.path] = f
+        for op in set(self.chains) | set(new):
+            files = [file_entry(f) for f in new.get(op, ())]
+            if op in incremental:
+                if files:
+                    self.chains[op] = self.chains.get(op, StateChain()).then(files, full=False)
+            elif files:
+                self.chains[op] = StateChain().then(files, full=True)
+            else:
+                del self.chains[op]
+        live = {f["path"] for c in self.chains.values() for f in c.files()}
+        self.fresh = (self.fresh | {f.path for f in state_files}) & live
+        gone = [p for p in self.uncommitted if p not in live]
+        for p in gone:
+            del self.uncommitted[p]
+        return gone
+
+    def files(self) -> list[dict]:
+        """Every chain's files, for the next epoch's restore; the files this run wrote are read
+        without verifying their checksum (every epoch would hash them)."""
+        return [{**f, "checksum": None} if f["path"] in self.fresh else f
+                for c in self.chains.values() for f in c.files()]
+
+    def listing(self) -> dict[str, list[dict]]:
+        """Operator id -> its chain's files, for a checkpoint's record."""
+        return {op: c.files() for op, c in self.chains.items()}
+
+    def to_commit(self, checkpoint_id: int) -> list:
+        """The StateFiles of the chains that lie in a checkpoint's partition (this epoch's, and
+        the increments of the epochs since the last checkpoint), to commit with it."""
+        return [self.uncommitted[f["path"]] for c in self.chains.values() for f in c.files()
+                if f["path"] in self.uncommitted and partition_of(f["path"]) == str(checkpoint_id)]
+
+    def committed(self, checkpoint_id: int) -> None:
+        for f in self.to_commit(checkpoint_id):
+            del self.uncommitted[f.path]

@@ -72,12 +72,16 @@ def read_state(storage: CheckpointStorage, operator: str, checkpoint: Optional[s
         known = ", ".join(sorted(op.get("uid") or op["table"] for op in point.record.operators if op["files"]))
         raise CheckpointException(f"checkpoint {point.record.checkpoint_id} has no state of operator "
                                   f"{operator!r}; operators with state: {known}")
-    rows = []
+    # The files are the operator's chain: a full snapshot, then increments whose rows replace
+    # (or, deleted, remove) an entry of an earlier file; the result is the state as it stands.
+    rows: dict = {}
     for f in (f for f in point.files() if f["operator_id"] == ops[0]["operator_id"]):
         table = read_state_file(f["path"], checksum=f.get("checksum"))
         types = state_types(table)
         keys = decode_keys(table)
         values = _values(table, types)
+        deleted = (table.column("deleted").fill_null(False).to_pylist() if "deleted" in table.column_names
+                   else [False] * table.num_rows)
         for i, r in enumerate(table.select(["subtask", "key_group", "state_name", "namespace", "timestamp"])
                               .to_pylist()):
             name = r["state_name"]
@@ -85,11 +89,26 @@ def read_state(storage: CheckpointStorage, operator: str, checkpoint: Optional[s
                     "operator" if r["key_group"] is None else "keyed")
             if name.startswith(OPERATOR_PREFIX):
                 name = name[len(OPERATOR_PREFIX):]
-            rows.append({"kind": kind, "state": name, "key_group": r["key_group"], "key": keys[i],
-                         "namespace": r["namespace"],
-                         "value": r["timestamp"] if kind == "timer" else values[i],
-                         "subtask": r["subtask"]})
-    return rows
+            entry = (kind, name, r["namespace"], _hashable(keys[i]),
+                     r["timestamp"] if kind == "timer" else r["subtask"] if kind == "operator" else None, i)
+            if kind != "operator":
+                entry = entry[:-1]      # keyed entries and timers are unique; operator rows are lists
+            if deleted[i]:
+                rows.pop(entry, None)
+            else:
+                rows[entry] = {"kind": kind, "state": name, "key_group": r["key_group"], "key": keys[i],
+                               "namespace": r["namespace"],
+                               "value": r["timestamp"] if kind == "timer" else values[i],
+                               "subtask": r["subtask"]}
+    return list(rows.values())
+
+
+def _hashable(key):
+    try:
+        hash(key)
+        return key
+    except TypeError:
+        return repr(key)
 
 
 def _values(table, types: dict) -> list:

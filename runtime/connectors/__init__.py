@@ -1,10 +1,15 @@
-"""Source readers and enumerators, and sink writers, for the connector descriptors.
+"""Source readers and enumerators, sink writers and committers, for the connector descriptors
+(looked up by the descriptor's type).
 
 The driver (``runtime.execution``) looks them up here and hands a task the reader and writer
-classes it needs in its deployment descriptor: the task layer knows their interfaces only."""
+classes it needs in its deployment descriptor: the task layer knows their interfaces only. A
+sink's committer stays on the driver: the checkpoint coordinator (or, without checkpoints, the
+executor after each epoch) commits what the writers returned."""
 from __future__ import annotations
 
 from runtime.datastream import connectors as api
+from runtime.datastream.functions import SinkFunction
+from runtime.datastream.operators import PrintSink
 
 
 def _table():
@@ -36,11 +41,32 @@ def reader_class(source) -> type:
     return _entry(source)[1]
 
 
+def _sinks():
+    from runtime.connectors import collect_sink, delta, function_sink, print_sink
+    from runtime.connectors.base import Committer
+    return {
+        api.DeltaSink: (delta.DeltaSinkWriter, delta.DeltaCommitter),
+        PrintSink: (print_sink.PrintWriter, print_sink.PrintCommitter),
+        SinkFunction: (function_sink.SinkFunctionWriter, Committer),
+        # execute_and_collect's sink: its descriptor is the id of the stream it collects.
+        int: (collect_sink.CollectWriter, collect_sink.CollectCommitter),
+    }
+
+
+def _sink_entry(sink):
+    sinks = _sinks()
+    for kind in type(sink).__mro__:     # a SinkFunction is the user's subclass
+        if kind in sinks:
+            return sinks[kind]
+    raise TypeError(f"Sluice cannot run the sink {type(sink).__name__} yet")
+
+
 def writer_class(sink) -> type:
-    """The task-side writer of a sink descriptor (``write(values)``, ``finish() -> committable``)."""
-    from runtime.connectors import delta
-    writers = {api.DeltaSink: delta.DeltaSinkWriter}
-    writer = writers.get(type(sink))
-    if writer is None:
-        raise TypeError(f"Sluice cannot run the sink {type(sink).__name__} yet")
-    return writer
+    """The task-side writer of a sink descriptor (a SinkWriter: ``write(values)``,
+    ``finish() -> committable``)."""
+    return _sink_entry(sink)[0]
+
+
+def committer_class(sink) -> type:
+    """The driver-side committer of a sink descriptor (a Committer: ``commit(committables, version)``)."""
+    return _sink_entry(sink)[1]

@@ -1,13 +1,18 @@
-"""Sources as Flink's FLIP-27 splits: an enumerator on the driver, a reader in the task.
+"""Sources as Flink's FLIP-27 splits: an enumerator on the driver, a reader in the task; sinks
+as Flink's two-phase sinks: a writer in the task, a committer on the driver.
 
 Per epoch the enumerator plans what each source subtask reads of each split, [start, end),
 and that plan is written before the epoch runs, so a replay reads the same records. The
 reader returns each split's new position, which the enumerator takes once the epoch is done.
+
+A sink's writer (``runtime.task.sink_writer.SinkWriter``) returns a committable at the end of
+each epoch; its ``Committer`` commits them on the driver: at once (printed lines, collected
+records) or with the next checkpoint, exactly once (a Delta sink's staged files).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any, ClassVar, Iterator, Optional
 
 from runtime.task.stream_task import SplitRead
 
@@ -88,3 +93,44 @@ def index_range_batches(start: int, end: int, batch_size: int, make) -> Iterator
         hi = min(lo + batch_size, end)
         values = [make(i) for i in range(lo, hi)]
         yield values, [None] * len(values)
+
+
+@dataclass(frozen=True)
+class CommitterContext:
+    """What a sink's committer knows of the run (on the driver)."""
+
+    job_name: str
+    sink_id: int            # the sink's node id
+    operator_id: str
+    # The id of the sink's transactions (``sluice-<job>-<operator id>``; a run without checkpoints
+    # adds its run id): the commits carry it, so a replayed commit is a no-op.
+    app_id: str
+    # The run's JobExecutionResult: what the job gives back (printed lines, collected records,
+    # committed files).
+    result: Any = None
+
+
+class Committer:
+    """Driver side of a sink (Flink's Committer): commits what its writers' ``finish`` returned.
+
+    ``at_checkpoint``: whether the committables wait for the next checkpoint and are committed
+    with it, in one transaction that a replay repeats as a no-op (exactly once); otherwise each
+    subtask's committable is committed as its epoch ends (as Flink's print sink writes at once).
+    This base class commits nothing (a SinkFunction's writer did all there was to do)."""
+
+    at_checkpoint: ClassVar[bool] = False
+
+    def __init__(self, sink, context: CommitterContext):
+        self.sink = sink            # the sink's descriptor
+        self.context = context
+
+    def commit(self, committables: list, version: int) -> dict:
+        """Commit ``committables`` (in subtask order). ``version`` is the checkpoint id, or the
+        epoch + 1 in a run without checkpoints. Returns {table: its version after the commit}
+        for the checkpoint record."""
+        return {}
+
+    @staticmethod
+    def committed_output(sink, app_id: str) -> Optional[str]:
+        """Where ``sink`` holds output committed under ``app_id`` (its table), None if nowhere."""
+        return None

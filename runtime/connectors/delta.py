@@ -8,11 +8,15 @@ files added from that version on, as Flink's Delta connector), then, each epoch,
 that later commits added; the last version read is kept in the enumerator's positions.
 Records are ``Row``s named by the table's columns (or only ``columns``).
 
-Sink: a task buffers its records, converts them to Arrow and writes one Parquet file per
-subtask per epoch (one per partition value with ``partition_by``) into the table folder,
-and returns the file handles as its acknowledgement. The driver commits all handles of an
-epoch in one Delta transaction carrying the app transaction (app_id, version), so a replayed
-commit is a no-op (``commit_sink_files``).
+Sink: a task's writer (``DeltaSinkWriter``) buffers its records, converts them to Arrow and
+writes one Parquet file per subtask per epoch (one per partition value with ``partition_by``)
+into the table folder; the file handles are its committable. The records take the stream's
+declared type (``output_type``/``type_info``): the table's schema comes from it, and a record
+that does not fit fails naming the sink, the record and the column; a stream with no declared
+type (or a field declared PICKLED_BYTE_ARRAY) is typed by its values, batch by batch. On the
+driver, the ``DeltaCommitter`` commits the handles staged since the last checkpoint in one Delta
+transaction carrying the app transaction (app_id, version), so a replayed commit is a no-op
+(``commit_sink_files``).
 
 Data files are read and written with pyarrow's own filesystems, not delta-rs's pyarrow
 dataset: scanning through delta-rs's filesystem handler can abort the interpreter at exit
@@ -32,10 +36,14 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from runtime.common.typeinfo import PickledBytesTypeInfo, infer_type_info, records_to_arrow
+from runtime.common.arrow import (
+    CONVERSION_ERRORS, FieldTypeError, batch_fields, encode, field_columns, fields_of, first_misfit,
+    infer_array)
+from runtime.common.typeinfo import PickledBytesTypeInfo, Types
 from runtime.common.types import Row, make_rows
-from runtime.connectors.base import SourceReader, SplitEnumerator
+from runtime.connectors.base import Committer, SourceReader, SplitEnumerator
 from runtime.storage.delta_files import file_stats
+from runtime.task.sink_writer import BufferingSinkWriter
 from runtime.task.stream_task import SplitRead
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -288,18 +296,28 @@ def _record_columns(records: list) -> tuple[list[str], list[list]]:
     if len(kinds) > 1 and kinds != {"named", "dict"}:
         raise TypeError(f"Delta sink: the records mix {' and '.join(sorted(kinds))} values; a table "
                         "needs records of one shape (named Rows or dicts, tuples, or single values)")
+    named_only = kinds == {"named"}
     kind = kinds.pop()
     if kind in ("named", "dict"):
-        names: dict[str, None] = {}
-        dicts = []
-        for r in records:
-            d = r if isinstance(r, dict) else dict(zip(r._field_names, r))
-            names.update(dict.fromkeys(d))
-            dicts.append(d)
+        shapes = ({tuple(n) for n in {id(r._field_names): r._field_names for r in records}.values()}
+                  if named_only else ())
+        if len(shapes) == 1 and set(map(len, records)) == {len(next(iter(shapes)))}:
+            # Rows of one shape (a decoder's, a declared type's): by position.
+            (names,) = shapes
+            columns = fields_of(records, len(names), all_rows=True)
+        else:
+            by_name: dict = {}
+            dicts = []
+            for r in records:
+                d = r if isinstance(r, dict) else dict(zip(r._field_names, r))
+                by_name.update(dict.fromkeys(d))
+                dicts.append(d)
+            names = tuple(by_name)
+            columns = [[d.get(n) for d in dicts] for n in names]
         bad = [n for n in names if not isinstance(n, str)]
         if bad:
             raise TypeError(f"Delta sink: column names must be strings, got {bad!r}")
-        return list(names), [[d.get(n) for d in dicts] for n in names]
+        return list(names), columns
     if kind == "tuple":
         width = max(map(len, records))
         padded = [tuple(r) + (None,) * (width - len(r)) for r in records]
@@ -308,21 +326,38 @@ def _record_columns(records: list) -> tuple[list[str], list[list]]:
 
 
 def _column_array(values: list) -> pa.Array:
-    """One column as Arrow, typed by ``infer_type_info`` (pyarrow's inference, then pickles, if unsure)."""
-    type_info = infer_type_info(values)
-    if not isinstance(type_info, PickledBytesTypeInfo):
-        if type_info.is_composite_type():
-            if any(v is None for v in values):
-                return type_info._encode(values)          # a struct column with null entries
-            batch = records_to_arrow(values, type_info)
-            return pa.StructArray.from_arrays(batch.columns, fields=list(batch.schema))
-        return records_to_arrow(values, type_info).column(0)
+    """A column of no declared type as Arrow: typed as ``infer_type_info`` types its values, else
+    by pyarrow's own inference (mixed ints and floats, dates, decimals...), else pickled."""
+    array = infer_array(values)
+    if array is not None:
+        return array
     if all(v is None for v in values):
         return pa.nulls(len(values), pa.string())   # nothing to infer from: a nullable string column
     try:
-        return pa.array(values)                      # mixed int/float, bytes, dates, decimals...
-    except (pa.ArrowException, TypeError, ValueError, OverflowError):
-        return type_info._encode(values)             # pickles, as the engine moves unknown objects
+        return pa.array(values)
+    except CONVERSION_ERRORS:
+        return encode(values, Types.PICKLED_BYTE_ARRAY())   # as the engine moves unknown objects
+
+
+def _declared_columns(records: list, type_info, what: str) -> tuple[list[str], list[pa.Array]]:
+    """(column names, arrays) of records of a declared type: its fields' names and types (a field
+    declared PICKLED_BYTE_ARRAY, which says nothing of its values, is typed by them)."""
+    fields = batch_fields(type_info)
+    try:
+        columns = field_columns(records, type_info)
+        arrays = [_column_array(c) if isinstance(t, PickledBytesTypeInfo) else encode(c, t)
+                  for (_, t), c in zip(fields, columns)]
+    except CONVERSION_ERRORS as error:
+        found = first_misfit(records, type_info)
+        if found is None:
+            raise TypeError(f"{what}: the records do not fit the stream's declared type {type_info}: "
+                            f"{error}") from None
+        i, e = found
+        why = (f"column {e.column!r} ({e.column_type}): {e.__cause__}" if isinstance(e, FieldTypeError)
+               else str(e))
+        raise TypeError(f"{what}: record {records[i]!r} does not fit the stream's declared type "
+                        f"{type_info}: {why}. Convert it in the job, or declare the type it has.") from None
+    return [name for name, _ in fields], arrays
 
 
 def _delta_type(array: pa.Array) -> pa.Array:
@@ -333,52 +368,48 @@ def _delta_type(array: pa.Array) -> pa.Array:
     return array
 
 
-def records_to_table(records: list, target: Optional[pa.Schema] = None) -> pa.Table:
-    """The records as an Arrow table; cast to ``target`` (an existing table's schema) if given."""
-    names, columns = _record_columns(records)
+def records_to_table(records: list, target: Optional[pa.Schema] = None, type_info=None,
+                     what: str = "Delta sink") -> pa.Table:
+    """The records as an Arrow table, typed as ``type_info`` declares (None or PICKLED_BYTE_ARRAY:
+    by their values); cast to ``target`` (an existing table's schema) if given. ``what`` names the
+    sink in errors."""
+    if type_info is not None and not isinstance(type_info, PickledBytesTypeInfo):
+        names, arrays = _declared_columns(records, type_info, what)
+    else:
+        names, columns = _record_columns(records)
+        arrays = [_column_array(c) for c in columns]
     if target is None:
-        return pa.table({n: _delta_type(_column_array(c)) for n, c in zip(names, columns)})
+        return pa.Table.from_arrays([_delta_type(a) for a in arrays], names=names)
     extra = [n for n in names if n not in target.names]
     if extra:
         raise ValueError(f"Delta sink: the records have field(s) {extra} that the table does not; "
                          f"its columns are {target.names}")
-    by_name = dict(zip(names, columns))
-    arrays = []
+    by_name = dict(zip(names, arrays))
+    aligned = []
     for field in target:
-        values = by_name.get(field.name)
-        if values is None:
-            arrays.append(pa.nulls(len(records), field.type))
+        array = by_name.get(field.name)
+        if array is None:
+            aligned.append(pa.nulls(len(records), field.type))
             continue
-        array = _column_array(values)
         if array.type != field.type:
             try:
                 array = array.cast(field.type)
             except (pa.ArrowException, TypeError, ValueError) as e:
                 raise TypeError(f"Delta sink: column {field.name!r} of the table is {field.type} but "
                                 f"the records hold {array.type} values: {e}") from e
-        arrays.append(array)
-    return pa.Table.from_arrays(arrays, schema=target)
+        aligned.append(array)
+    return pa.Table.from_arrays(aligned, schema=target)
 
 
 # ---- sink: files (task side) ----------------------------------------------------------------
-
-
 
 def _partition_dir(columns: list[str], values: tuple) -> str:
     return "/".join(f"{quote(c, safe='')}=" + (HIVE_NULL if v is None else quote(v, safe=''))
                     for c, v in zip(columns, values))
 
 
-class DeltaSinkWriter:
+class DeltaSinkWriter(BufferingSinkWriter):
     """Task side of the Delta sink: stages this subtask's records of the epoch as Parquet files."""
-
-    def __init__(self, sink, ctx):
-        self.sink = sink
-        self.ctx = ctx
-        self.records: list = []
-
-    def write(self, values) -> None:
-        self.records.extend(values)
 
     def _target(self) -> tuple[Optional[pa.Schema], list[str]]:
         from deltalake import DeltaTable
@@ -394,19 +425,18 @@ class DeltaSinkWriter:
 
     def finish(self) -> list[dict]:
         """Write the staged records; returns the file handles the driver commits."""
-        records, self.records = self.records, []
+        records = self.take()
         if not records:
             return []
         target, partition_by = self._target()
-        table = records_to_table(records, target)
+        table = records_to_table(records, target, self.ctx.input_type,
+                                 f"{self.ctx.operator_name} {self.ctx.subtask_label}, table {self.sink.table_path}")
         missing = [c for c in partition_by if c not in table.column_names]
         if missing:
             raise ValueError(f"Delta sink: partition column(s) {missing} are not fields of the records "
                              f"({table.column_names})")
         fs, root = _filesystem(self.sink.table_path)
-        epoch = getattr(self.ctx, "epoch", None)
-        label = f"{epoch:06d}" if isinstance(epoch, int) else f"t{self.ctx.processing_time}"
-        name = f"part-{label}-{self.ctx.subtask_index:05d}-{uuid.uuid4().hex}.parquet"
+        name = f"part-{self.ctx.epoch:06d}-{self.ctx.subtask_index:05d}-{uuid.uuid4().hex}.parquet"
         if partition_by:
             keys = list(zip(*(table.column(c).to_pylist() for c in partition_by)))
             groups: dict[tuple, list[int]] = {}
@@ -449,6 +479,27 @@ def _schema_of(handles: list[dict]) -> pa.Schema:
             f"{listing}\nCreate the table first with the schema you want (deltalake.write_deltalake or "
             "DeltaTable.create); the sink then casts records to it.")
     return schemas[0]
+
+
+class DeltaCommitter(Committer):
+    """Driver side of the Delta sink: the files its writers staged since the last checkpoint, in
+    one transaction carrying (app id, checkpoint id), so a replayed commit is a no-op."""
+
+    at_checkpoint = True
+
+    def commit(self, committables: list, version: int) -> dict:
+        files = [handle for handles in committables for handle in handles]
+        table = self.sink.table_path
+        commit_sink_files(table, files, None, self.context.app_id, version)
+        self.context.result.sink_files.setdefault(self.context.sink_id, []).extend(files)
+        if not files and not os.path.isdir(os.path.join(table, "_delta_log")):
+            return {}
+        from deltalake import DeltaTable
+        return {table: DeltaTable(table).version() if DeltaTable.is_deltatable(table) else None}
+
+    @staticmethod
+    def committed_output(sink, app_id: str) -> Optional[str]:
+        return sink.table_path if committed_version(sink.table_path, app_id) is not None else None
 
 
 def committed_version(table_path: str, app_id: str) -> Optional[int]:

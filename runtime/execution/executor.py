@@ -3,8 +3,10 @@
 Per epoch the driver plans every source split's read and the processing time, writes that
 plan first (so a replay reads the same input at the same time), runs one Spark job (a
 stage per JobVertex, ``parallelism`` tasks, keyed edges shuffled so that partition i is
-subtask i), and gathers the tasks' acknowledgements: metrics, printed lines, collected
-records, state snapshot handles and the sources' new positions.
+subtask i), and gathers the tasks' acknowledgements: metrics, the sinks' committables (printed
+lines, collected records, staged Delta files), state snapshot handles and the sources' new
+positions. Each sink's committer (``runtime.connectors``) commits its committables: print and
+collect at once, a Delta sink with the next checkpoint (or after each epoch without them).
 """
 from __future__ import annotations
 
@@ -20,11 +22,12 @@ from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from runtime.checkpoint.coordinator import CheckpointCoordinator
+from runtime.checkpoint.incremental import IncrementalPolicy, StateChains
 from runtime.state.snapshot import CorruptStateException
 from runtime.checkpoint.storage import CheckpointException, CheckpointStorage
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
-from runtime.connectors import create_enumerator, reader_class, writer_class
-from runtime.connectors.base import EnumeratorContext
+from runtime.connectors import committer_class, create_enumerator, reader_class, writer_class
+from runtime.connectors.base import CommitterContext, EnumeratorContext
 from runtime.execution.history import FAILED, RUNNING, ExecutionHistory, ExecutionRecord
 from runtime.execution.options import ExecutionOptions
 from runtime.graph.execution_graph import ExecutionGraph, build_execution_graph
@@ -33,6 +36,7 @@ from runtime.graph.job_graph import JobGraph, create_job_graph
 from runtime.graph.stream_graph import StreamGraph
 from runtime.scheduler.slots import SlotPlan, compute_slot_plan, slots_required_per_group
 from runtime.storage.layout import job_dir, slug
+from runtime.task.operators import snapshots_incrementally
 from runtime.task.stream_task import ACK, TaskDeploymentDescriptor
 from runtime.task.watermarks import assign_watermarks, checkpointed
 
@@ -74,13 +78,21 @@ class EpochSummary:
     late_records_dropped: int = 0
     checkpoint_id: Optional[int] = None
     checkpoint_ms: float = 0.0          # committing the checkpoint (state, sinks, record)
+    state_bytes_written: int = 0        # snapshot files written by the tasks (increments or whole)
+    local_stores: int = 0               # subtasks' local stores (state.backend.type: rocksdb) ...
+    local_store_hits: int = 0           # ... of which were at the expected version, not rebuilt
+
+    @property
+    def local_store_hit_rate(self) -> Optional[float]:
+        return self.local_store_hits / self.local_stores if self.local_stores else None
 
     def progress_line(self, job_name: str) -> str:
         wm = ("none" if self.watermark <= MIN_WATERMARK else
               "end of input" if self.watermark >= MAX_WATERMARK else str(self.watermark))
         cp = f", checkpoint {self.checkpoint_id} ({self.checkpoint_ms:.0f} ms)" if self.checkpoint_id else ""
+        local = f", local state {self.local_store_hits}/{self.local_stores}" if self.local_stores else ""
         return (f"[{job_name}] epoch {self.epoch}: {self.records_in} records in, {self.records_out} out, "
-                f"watermark {wm}, {self.duration_ms:.0f} ms{cp}")
+                f"watermark {wm}, {self.duration_ms:.0f} ms{cp}{local}")
 
 
 @dataclass
@@ -94,7 +106,7 @@ class JobExecutionResult:
     slot_plan: SlotPlan
     collected: dict = field(default_factory=dict)       # collect-sink id -> records
     printed: list = field(default_factory=list)         # lines of print() sinks, in order
-    sink_files: dict = field(default_factory=dict)      # sink node id -> staged files
+    sink_files: dict = field(default_factory=dict)      # Delta sink node id -> the files it committed
     restored_from: Optional[int] = None                 # the checkpoint id the run started from
 
     def get_job_id(self) -> str:
@@ -165,6 +177,11 @@ class JobRunner:
         self.job_dir = job_dir(options.warehouse, stream_graph.job_name)
         self.run_dir = os.path.join(self.job_dir, "runs", self.run_id)
         self.storage = CheckpointStorage(self.job_dir)
+        self.states = StateChains(IncrementalPolicy.from_config(dict(stream_graph.settings.configuration)),
+                                  {n.operator_id for v in self.job_graph.vertices for n in v.operators
+                                   if snapshots_incrementally(n)})
+        self.state_version: Optional[str] = None    # where the last epoch left the local stores
+        self.restores = 0                           # restores in this run: part of each version
         self.coordinator = CheckpointCoordinator(self.storage, self.job_graph,
                                                  dict(stream_graph.settings.checkpoint_config), self.run_id)
         self.job_parameters = dict(stream_graph.settings.job_parameters)
@@ -191,8 +208,8 @@ class JobRunner:
         self.replay: list = []              # logged plans of epochs after the restored checkpoint
         self.first_epoch = 0
         self.watermark = MIN_WATERMARK
-        self.pending_sink_files: dict = {}  # sink node id -> files staged since the last checkpoint
-        self.scratch: Optional[str] = None  # the last non-checkpoint snapshot folder
+        self.committers: dict = {}          # sink node id -> its Committer, for the run
+        self.pending: dict = {}             # sink node id -> committables waiting for a checkpoint
         self.restored_from = None
 
     def _transition_all(self, state: ExecutionState, failure: Optional[str] = None) -> None:
@@ -268,6 +285,9 @@ class JobRunner:
         files = [f for f in point.files() if f["operator_id"] in known and not f.get("source_state")]
         parallelism = {op["operator_id"]: op["parallelism"] for op in record.operators}
         self.restored = assign_state(files, parallelism, self.job_graph)
+        self.states.restored(files)
+        self.state_version = None       # local stores are rebuilt from the restored files
+        self.restores += 1
         positions = source_positions(point)
         for vid, enumerator in self.enumerators.items():
             uid = self.job_graph.vertex(vid).head.operator_id
@@ -310,7 +330,7 @@ class JobRunner:
                 raise e.naming(self.job_graph.job_name, committed_sinks(self.job_graph)) from None
             if point is None:
                 return False
-            self.restored, self.task_watermarks, self.pending_sink_files, self.replay = {}, {}, {}, []
+            self.restored, self.task_watermarks, self.pending, self.replay = {}, {}, {}, []
             try:
                 self._restore(point)
                 return True
@@ -323,6 +343,7 @@ class JobRunner:
         started = time.time()
         result = JobExecutionResult(self.job_graph.job_id, self.job_graph.job_name, self.run_id, 0.0, [],
                                     self.execution_graph, self.slot_plan)
+        self.committers = self._committers(result)
         self.storage.claim(self.run_id, self.options.lease_timeout_s)
         status = "FAILED"
         broadcast = None
@@ -446,11 +467,17 @@ class JobRunner:
                                end_of_input, flat)
         if checkpoint_id is not None:
             snapshot_dir = self.storage.checkpoint_dir(checkpoint_id)
+        elif self.coordinator.enabled and not end_of_input:
+            # Into the next checkpoint's partition: an increment of this epoch is part of the
+            # chain that checkpoint lists, and is committed with it where it lies.
+            snapshot_dir = self.storage.checkpoint_dir(self.coordinator.next_id)
         elif not end_of_input:
             snapshot_dir = os.path.join(self.run_dir, "state", f"epoch-{epoch:06d}", "{table}")
         else:
             snapshot_dir = None     # the last epoch of a bounded job: its state is not needed
         tdds = {}
+        incremental = self.states.incremental()
+        next_version = f"{self.run_id}:{self.restores}:{epoch}" if snapshot_dir else None
         for v in self.job_graph.vertices:
             for s in range(v.parallelism):
                 tdds[(v.id, s)] = TaskDeploymentDescriptor(
@@ -461,9 +488,10 @@ class JobRunner:
                     restored_state=self.restored.get((v.id, s)),
                     snapshot_dir=snapshot_dir, batch_size=self.options.batch_size,
                     watermarks=self.task_watermarks.get((v.id, s)),
+                    state_version=self.state_version, next_state_version=next_version,
+                    state_dir=self.options.state_local_dir, incremental=incremental,
                     source_reader=reader_class(v.head.operator.source) if v.id in self.enumerators else None,
-                    sink_writers={n.id: writer_class(n.operator.sink) for n in v.operators
-                                  if n.kind == "sink" and getattr(n.operator, "kind", None) == "delta"})
+                    sink_writers={n.id: writer_class(n.operator.sink) for n in v.operators if n.kind == "sink"})
         return tdds, end_of_input, checkpoint_id
 
     def _run_epoch(self, epoch: int, broadcast, result: JobExecutionResult):
@@ -527,15 +555,12 @@ class JobRunner:
             self._transition_all(ExecutionState.RUNNING)     # the first epoch done, after a fallback too
         order = {v.id: i for i, v in enumerate(self.job_graph.vertices)}
         for a in sorted(acks, key=lambda a: (order[a.job_vertex_id], a.subtask_index)):
-            for line in a.print_lines:
-                print(line, flush=False)
-            result.printed.extend(a.print_lines)
-            for sink_id, records in a.collected.items():
-                result.collected.setdefault(sink_id, []).extend(records.records())
-            for node_id, files in a.sink_files.items():
-                result.sink_files.setdefault(node_id, []).extend(files)
-                self.pending_sink_files.setdefault(node_id, []).extend(files)
-        sys.stdout.flush()
+            for node_id, committable in a.committables.items():
+                committer = self.committers[node_id]
+                if committer.at_checkpoint:
+                    self.pending.setdefault(node_id, []).append(committable)
+                else:       # printed lines, collected records: delivered in order as they come
+                    committer.commit([committable], epoch + 1)
         for vid, enumerator in self.enumerators.items():
             states = {}
             for a in acks:
@@ -546,6 +571,7 @@ class JobRunner:
         self.watermark = min((a.watermark for a in sinks), default=MIN_WATERMARK)
         self.task_watermarks = {(a.job_vertex_id, a.subtask_index): a.task_watermarks for a in acks}
         state_files = [f for a in acks for f in a.state_files]
+        superseded = self.states.after_epoch(state_files, tdds[next(iter(tdds))].incremental)
         checkpoint = None
         commit_started = time.time()
         if checkpoint_id is not None:
@@ -554,18 +580,21 @@ class JobRunner:
             try:
                 # The checkpoint starts when the tasks' snapshots do (their barrier is the epoch's end).
                 snapshot_started = commit_started - max((a.snapshot_ms for a in acks), default=0) / 1000
-                checkpoint = self.coordinator.complete(checkpoint_id, epoch, snapshot_started, state_files,
-                                                       self.enumerators, watermarks, self._commit_sinks)
+                checkpoint = self.coordinator.complete(checkpoint_id, epoch, snapshot_started,
+                                                       self.states.to_commit(checkpoint_id), self.enumerators,
+                                                       watermarks, self._staged(), chains=self.states.listing())
+                self.states.committed(checkpoint_id)
             except Exception as e:
                 self.coordinator.fail(checkpoint_id, epoch, started, f"{type(e).__name__}: {e}")
                 raise JobExecutionException(
                     f"Checkpoint {checkpoint_id} failed: {type(e).__name__}: {e} (epoch {epoch} of job "
                     f"'{self.job_graph.job_name}')") from e
         elif not self.coordinator.enabled:
-            # Without checkpoints each epoch commits its sink files on its own (per run).
-            self._commit_sinks(epoch + 1, app_suffix=f"-{self.run_id}")
+            # Without checkpoints each epoch commits its sinks' staged output on its own (per run).
+            for committer, committables in self._staged():
+                committer.commit(committables, epoch + 1)
         commit_ended = time.time()
-        self._hand_over(state_files)
+        self._hand_over(tdds[next(iter(tdds))].next_state_version, superseded)
         sources = [a for a in acks if a.job_vertex_id in self.enumerators]
         summary = EpochSummary(
             epoch=epoch, processing_time=tdds[next(iter(tdds))].processing_time,
@@ -575,43 +604,45 @@ class JobRunner:
             duration_ms=(time.time() - started) * 1000,
             late_records_dropped=sum(a.late_records_dropped for a in acks),
             checkpoint_id=checkpoint.checkpoint_id if checkpoint else None,
-            checkpoint_ms=(commit_ended - commit_started) * 1000 if checkpoint else 0.0)
+            checkpoint_ms=(commit_ended - commit_started) * 1000 if checkpoint else 0.0,
+            state_bytes_written=sum(f.size for f in state_files),
+            local_stores=sum(a.store_hits + a.store_misses for a in acks),
+            local_store_hits=sum(a.store_hits for a in acks))
         return summary, end_of_input
 
-    def _hand_over(self, state_files: list) -> None:
-        """The next epoch restores what this one snapshotted (same parallelism: own key groups).
-        Files this run just wrote are read without hashing them: every epoch does this."""
+    def _hand_over(self, version: Optional[str], superseded: list[str]) -> None:
+        """The next epoch's subtasks use their local stores if they are at ``version``, else
+        rebuild from the chains' files (same parallelism: their own key groups)."""
         from runtime.checkpoint.restore import assign_state
-        files = [{"operator_id": f.operator_id, "path": f.path, "subtask": f.subtask,
-                  "key_group_min": f.key_group_min, "key_group_max": f.key_group_max} for f in state_files]
         parallelism = {n.operator_id: v.parallelism for v in self.job_graph.vertices for n in v.operators}
-        self.restored = assign_state(files, parallelism, self.job_graph)
-        # The previous scratch snapshot is superseded (checkpointed files belong to the tables).
-        if self.scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
-        scratch = {os.path.dirname(os.path.dirname(f.path)) for f in state_files
-                   if f.path.startswith(self.run_dir + os.sep)}
-        self.scratch = scratch.pop() if scratch else None
+        self.restored = assign_state(self.states.files(), parallelism, self.job_graph)
+        self.state_version = version
+        for path in superseded:     # uncommitted snapshot files no chain reads any more
+            try:
+                os.remove(path)
+            except OSError:
+                pass
 
-    def _commit_sinks(self, version: int, app_suffix: str = "") -> dict:
-        """Delta sinks: the files staged since the last commit, one transaction per sink carrying
-        (job and sink, version); a replayed commit is a no-op. Returns table -> version."""
-        from runtime.connectors.delta import commit_sink_files
-        versions = {}
-        for node_id, table, app_id in delta_sinks(self.job_graph):
-            files = self.pending_sink_files.pop(node_id, [])
-            commit_sink_files(table, files, None, app_id + app_suffix, version)
-            if files or os.path.isdir(os.path.join(table, "_delta_log")):
-                from deltalake import DeltaTable
-                versions[table] = DeltaTable(table).version() if DeltaTable.is_deltatable(table) else None
-        return versions
+    def _committers(self, result: JobExecutionResult) -> dict:
+        """A committer per sink, for this run; without checkpoints their transactions are the run's."""
+        per_run = "" if self.coordinator.enabled else f"-{self.run_id}"
+        return {n.id: committer_class(n.operator.sink)(n.operator.sink, CommitterContext(
+                    self.job_graph.job_name, n.id, n.operator_id, sink_app_id(self.job_graph, n) + per_run, result))
+                for n in sink_nodes(self.job_graph)}
+
+    def _staged(self) -> list[tuple]:
+        """(committer, committables staged since the last commit) of each sink that commits with
+        checkpoints (Delta sinks: their staged files), taken out of the pending ones."""
+        return [(c, self.pending.pop(node_id, [])) for node_id, c in self.committers.items() if c.at_checkpoint]
 
 
-def delta_sinks(job_graph: JobGraph) -> list[tuple]:
-    """(node id, table, app id) of the job's Delta sinks; the app id makes their commits exactly once."""
-    return [(n.id, n.operator.sink.table_path, f"sluice-{slug(job_graph.job_name)}-{n.operator_id}")
-            for v in job_graph.vertices for n in v.operators
-            if n.kind == "sink" and getattr(n.operator, "kind", None) == "delta"]
+def sink_nodes(job_graph: JobGraph) -> list:
+    return [n for v in job_graph.vertices for n in v.operators if n.kind == "sink"]
+
+
+def sink_app_id(job_graph: JobGraph, node) -> str:
+    """The id of a sink's transactions: its commits carry it, which makes them exactly once."""
+    return f"sluice-{slug(job_graph.job_name)}-{node.operator_id}"
 
 
 def _failure_text(error: BaseException) -> str:
@@ -621,9 +652,11 @@ def _failure_text(error: BaseException) -> str:
 
 
 def committed_sinks(job_graph: JobGraph) -> list[str]:
-    """The job's Delta sinks that already hold output it committed (its app transaction)."""
-    from runtime.connectors.delta import committed_version
-    return [table for _, table, app_id in delta_sinks(job_graph) if committed_version(table, app_id) is not None]
+    """Where the job's sinks already hold output it committed (a Delta table holding its app
+    transaction), as each sink's committer tells."""
+    found = (committer_class(n.operator.sink).committed_output(n.operator.sink, sink_app_id(job_graph, n))
+             for n in sink_nodes(job_graph))
+    return [where for where in found if where is not None]
 
 
 def _user_modules() -> list:

@@ -9,6 +9,11 @@ import os
 from dataclasses import dataclass, replace
 from typing import Optional
 
+from runtime.checkpoint.incremental import FULL_EVERY, FULL_RATIO
+
+# Sluice's keys that configure the job rather than its run (read where the job graph is).
+JOB_KEYS = (FULL_EVERY, FULL_RATIO)
+
 DEFAULT_WAREHOUSE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                  "warehouse")
 
@@ -52,6 +57,9 @@ class ExecutionOptions:
     dag_run_id: Optional[str] = None
     attempt: int = 1
     subtask_attempts: Optional[str] = None
+    # Where subtasks keep their local state stores (Flink's state.backend.rocksdb.localdir);
+    # unset: the executor's Spark local dirs, removed with the application.
+    state_local_dir: Optional[str] = None
 
     KEYS = {
         "sluice.spark.master": ("master", str, "SLUICE_SPARK_MASTER"),
@@ -68,6 +76,7 @@ class ExecutionOptions:
         "sluice.airflow.dag-run-id": ("dag_run_id", str, "SLUICE_DAG_RUN_ID"),
         "sluice.airflow.attempt": ("attempt", int, "SLUICE_ATTEMPT"),
         "sluice.subtask-attempts": ("subtask_attempts", str, "SLUICE_SUBTASK_ATTEMPTS"),
+        "state.backend.rocksdb.localdir": ("state_local_dir", str, None),
     }
 
     @staticmethod
@@ -84,16 +93,23 @@ class ExecutionOptions:
         return options
 
     @staticmethod
-    def overrides_from_properties(properties: list[str]) -> dict:
-        """Fields from Flink's dynamic properties (``-D key=value``, the keys of KEYS)."""
-        overrides = {}
+    def split_properties(properties: list[str]) -> tuple[dict, dict]:
+        """Flink's dynamic properties (``-D key=value``): (fields of these options, from the keys
+        of KEYS; the rest as the job's configuration, e.g. state.backend.type)."""
+        overrides, configuration = {}, {}
         for prop in properties:
             key, sep, raw = prop.partition("=")
-            if not sep or key.strip() not in ExecutionOptions.KEYS:
-                raise ValueError(f"-D {prop}: expected KEY=VALUE with KEY one of {', '.join(ExecutionOptions.KEYS)}")
-            attr, kind, _ = ExecutionOptions.KEYS[key.strip()]
-            overrides[attr] = _parse(key.strip(), kind, raw)
-        return overrides
+            key = key.strip()
+            if not sep or not key:
+                raise ValueError(f"-D {prop}: expected KEY=VALUE (e.g. -D state.backend.type=rocksdb)")
+            if key in ExecutionOptions.KEYS:
+                attr, kind, _ = ExecutionOptions.KEYS[key]
+                overrides[attr] = _parse(key, kind, raw)
+            elif key.startswith("sluice.") and key not in JOB_KEYS:     # Sluice's own: a typo
+                raise ValueError(f"-D {prop}: unknown option; Sluice's are {', '.join([*ExecutionOptions.KEYS, *JOB_KEYS])}")
+            else:
+                configuration[key] = raw
+        return overrides, configuration
 
     @staticmethod
     def to_properties(overrides: dict) -> list[str]:

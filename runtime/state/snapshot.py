@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 
 from runtime.common.typeinfo import PickledBytesTypeInfo, TypeInformation, arrow_to_records, records_to_arrow
 from runtime.datastream.window import GlobalWindow, TimeWindow
+from runtime.state.backend import TOMBSTONE
 from runtime.storage.delta_files import file_stats
 
 TIMER_PREFIX = "_timer_state/"
@@ -45,20 +46,6 @@ TYPES_METADATA = b"sluice.state_types"
 WINDOW_CONTENTS = "window-contents"     # a window's elements, or its pre-aggregate
 ROLLING_AGGREGATE = "_op_state"         # a keyed sum/min/max/reduce's running value
 ENGINE_STATES = frozenset({WINDOW_CONTENTS, ROLLING_AGGREGATE})
-
-
-class _Tombstone:
-    """The value of a deleted entry in an incremental snapshot (its row has ``deleted`` set)."""
-    __slots__ = ()
-
-    def __repr__(self):
-        return "TOMBSTONE"
-
-    def __reduce__(self):
-        return "TOMBSTONE"
-
-
-TOMBSTONE = _Tombstone()
 
 BASE_SCHEMA = pa.schema([
     pa.field("subtask", pa.int32()),
@@ -248,18 +235,19 @@ def snapshot_to_table(snapshot: dict, subtask: int, operator: str) -> Optional[p
         else:
             columns["value"] = _pickled(list(values))
         parts.append(_part(len(rows), subtask, name, columns))
-    for timers, deleted in ((snapshot.get("timers", ()), False), (snapshot.get("deleted_timers", ()), True)):
-        by_domain: dict[str, list] = {}
-        for row in timers:
-            by_domain.setdefault(row[1], []).append(row)
-        for domain, rows in by_domain.items():
-            kgs, _, timestamps, keys, nss = zip(*rows)
-            columns = {**_key_columns(kgs, nss, keys), "timestamp": pa.array(timestamps, pa.int64())}
-            if deleted:
-                columns["deleted"] = pa.array([True] * len(rows))
-            parts.append(_part(len(rows), subtask, TIMER_PREFIX + domain, columns))
+    # Timer rows: (key_group, domain, timestamp, key, namespace), and in an increment a sixth
+    # field, TOMBSTONE for a removed timer.
+    by_domain: dict[tuple, list] = {}
+    for row in snapshot.get("timers", ()):
+        by_domain.setdefault((row[1], len(row) > 5 and row[5] is TOMBSTONE), []).append(row[:5])
+    for (domain, deleted), rows in by_domain.items():
+        kgs, _, timestamps, keys, nss = zip(*rows)
+        columns = {**_key_columns(kgs, nss, keys), "timestamp": pa.array(timestamps, pa.int64())}
+        if deleted:
+            columns["deleted"] = pa.array([True] * len(rows))
+        parts.append(_part(len(rows), subtask, TIMER_PREFIX + domain, columns))
     for name, value in snapshot.items():
-        if name in ("keyed", "timers", "deleted_timers", "types", "operator_state"):
+        if name in ("keyed", "timers", "types", "operator_state"):
             continue
         parts.append(_part(1, subtask, OPERATOR_PREFIX + name, {
             "distribution": pa.array([UNION], pa.string()), "value": _pickled([value])}))
@@ -289,9 +277,11 @@ class StateFile:
     schema: Any                # pa.Schema of the file (typed columns included)
     stats: str                 # Delta statistics of the file
     checksum: str = ""         # "sha256:<hex>" of the file's bytes, verified when a restore reads it
+    increment: bool = False    # the changes since the previous snapshot (incremental checkpoints)
 
 
-def write_state_file(table: pa.Table, directory: str, operator_id: str, subtask: int) -> StateFile:
+def write_state_file(table: pa.Table, directory: str, operator_id: str, subtask: int,
+                     increment: bool = False) -> StateFile:
     os.makedirs(directory, exist_ok=True)
     label = f"{subtask:05d}" if subtask >= 0 else "enumerator"     # -1: written by the driver
     path = os.path.join(directory, f"part-{label}-{uuid.uuid4().hex}.parquet")
@@ -310,7 +300,7 @@ def write_state_file(table: pa.Table, directory: str, operator_id: str, subtask:
     return StateFile(operator_id, subtask, path, data.size, table.num_rows, lo, hi,
                      table.schema, file_stats(table.drop_columns([c for c in table.column_names
                                                                if c.startswith("value")])),
-                     checksum_of(memoryview(data)))
+                     checksum_of(memoryview(data)), increment)
 
 
 def checksum_of(data) -> str:
@@ -374,6 +364,7 @@ class KeyedRows:
 
     def __init__(self):
         self.chunks: list[tuple] = []       # (name, key_groups, namespaces, keys, values)
+        self.deletions = False              # some values are TOMBSTONEs: apply in order
 
     def __iter__(self):
         for name, kgs, nss, keys, values in self.chunks:
@@ -440,6 +431,7 @@ def table_to_snapshot(tables: Iterable[pa.Table]) -> dict:
                 values = decode_values(part, name, types)
                 if deleted is not None:
                     values = [TOMBSTONE if gone else v for v, gone in zip(values, deleted)]
+                    keyed.deletions = True
                 keyed.chunks.append((name, _pylist(part.column("key_group")),
                                      _decode_namespaces(part.column("namespace")), decode_keys(part), values))
     return {"keyed": keyed, "timers": list(timers), "operator_state": operator_state}

@@ -6,6 +6,7 @@ subtask and the record, with the original traceback.
 """
 from __future__ import annotations
 
+import logging
 import traceback
 from functools import partial
 from itertools import chain, compress, repeat
@@ -20,7 +21,10 @@ from runtime.datastream.state import ValueStateDescriptor
 from runtime.state.snapshot import ROLLING_AGGREGATE
 from runtime.state.backend import DEFAULT_STATE_BACKEND, ROCKSDB, VOID_NAMESPACE, KeyedStateBackend
 from runtime.state.heap import HeapKeyedStateBackend
+from runtime.task.sink_writer import WriterInitContext
 from runtime.task.timer_service import InternalTimerService
+
+log = logging.getLogger(__name__)
 
 
 class UserCodeException(RuntimeError):
@@ -136,13 +140,28 @@ def create_keyed_state_backend(node, ctx: TaskContext, clock) -> KeyedStateBacke
     if ctx.state_backend == ROCKSDB:
         import os
         import tempfile
-        from runtime.state.rocksdb import RocksDBKeyedStateBackend
-        if ctx.state_dir:
-            path, temporary = os.path.join(ctx.state_dir, node.operator_id), False
-        else:
-            path, temporary = tempfile.mkdtemp(prefix="sluice-state-"), True
-        return RocksDBKeyedStateBackend(node.operator_name, ctx.key_group_range, ctx.max_parallelism, path,
-                                        clock=clock, temporary=temporary)
+        from runtime.state.rocksdb import (
+            CorruptStateStoreException, RocksDBKeyedStateBackend, StateStoreInUseException)
+
+        def store(path: str, temporary: bool) -> RocksDBKeyedStateBackend:
+            return RocksDBKeyedStateBackend(node.operator_name, ctx.key_group_range, ctx.max_parallelism,
+                                            path, clock=clock, temporary=temporary)
+
+        if not ctx.state_dir:
+            return store(tempfile.mkdtemp(prefix="sluice-state-"), True)
+        path = os.path.join(ctx.state_dir, node.operator_id)
+        try:
+            return store(path, False)
+        except CorruptStateStoreException as e:
+            # Never trusted: removed, and rebuilt from the checkpoint's files (a miss).
+            log.warning("%s %s: %s; rebuilding it from the checkpoint", node.operator_name, ctx.subtask_label, e)
+            RocksDBKeyedStateBackend.destroy(path)
+            return store(path, False)
+        except StateStoreInUseException as e:
+            # Another attempt of this subtask holds it (a speculative or orphaned task): this one
+            # rebuilds into a store of its own, removed when it ends.
+            log.warning("%s %s: %s; using a temporary store", node.operator_name, ctx.subtask_label, e)
+            return store(tempfile.mkdtemp(prefix="sluice-state-"), True)
     return HeapKeyedStateBackend(node.operator_name, ctx.key_group_range, ctx.max_parallelism, clock=clock)
 
 
@@ -298,18 +317,32 @@ class TaskOperator:
 
     # ---- state -------------------------------------------------------------------------
 
-    def snapshot(self) -> dict:
-        # Keyed state and timers. The watermarks travel with the task's event time
-        # (runtime.task.watermarks), also for operators without state.
+    # Whether all of the operator's state is in its keyed backend (and so in a local store, or
+    # in its backend's changes for an incremental snapshot).
+    state_in_backend = True
+
+    def keeps_local_state(self) -> bool:
+        """Whether the operator's state stays on the executor's disk between epochs."""
+        return self.state_in_backend and getattr(self.backend, "local", False)
+
+    def snapshot(self, incremental: bool = False) -> dict:
+        # Keyed state and timers, whole or what changed since the last snapshot. The watermarks
+        # travel with the task's event time (runtime.task.watermarks), also without state.
         if self.backend is None:
             return {}
-        return {"keyed": list(self.backend.snapshot()),
-                "timers": list(self.timers.snapshot(self.ctx.max_parallelism)),
+        maxp = self.ctx.max_parallelism
+        if incremental:
+            keyed, timers = self.backend.changes(), self.timers.changes(maxp)
+        else:
+            keyed, timers = self.backend.snapshot(), self.timers.snapshot(maxp)
+        return {"keyed": list(keyed), "timers": list(timers),
                 "types": {name: s.descriptor.type_info for name, s in self.backend.states.items()}}
 
     def restore(self, snapshot: dict) -> None:
+        """The state of a snapshot chain (a full snapshot, then increments with deletions)."""
         if self.backend is not None:
-            self.backend.restore(snapshot.get("keyed", ()))
+            keyed = snapshot.get("keyed", ())
+            (self.backend.apply if getattr(keyed, "deletions", False) else self.backend.restore)(keyed)
             self.timers.restore(snapshot.get("timers", ()), self.ctx.key_group_range)
 
     # ---- helpers -----------------------------------------------------------------------
@@ -644,42 +677,23 @@ class TimestampsAndWatermarksOperator(TaskOperator):
 
 
 class StreamSink(TaskOperator):
-    """Sinks: print, collect, a user SinkFunction; the Delta sink stages files."""
+    """A sink: its records go to the writer the driver chose for its descriptor (print, collect,
+    Delta, a user SinkFunction: ``runtime.task.sink_writer``); when the epoch's input ends, the
+    writer's committable goes to the driver."""
 
     def open(self):
         super().open()
-        self.kind = self.spec.kind
-        self.lines: list[str] = []
-        self.collected: list = []
-        if self.kind == "print":
-            # Flink's PrintSinkOutputWriter: "id:2> " / "id> " / "2> " / "".
-            prefix = self.spec.sink.sink_identifier or ""
-            if self.ctx.parallelism > 1:
-                prefix += (":" if prefix else "") + str(self.ctx.subtask_index + 1)
-            self.prefix = prefix + "> " if prefix else ""
-        if self.kind == "delta":
-            self.writer = self.ctx.sink_writers[self.node.id](self.spec.sink, self.ctx)
+        ctx = self.ctx
+        self.writer = ctx.sink_writers[self.node.id](self.spec.sink, WriterInitContext(
+            self.name, ctx.subtask_index, ctx.parallelism, ctx.epoch, ctx.processing_time,
+            ctx.attempt_number, self.input_type, self.fail))
 
     def user_functions(self):
-        return [self.spec.sink] if self.spec.kind == "function" else []
+        return [self.spec.sink]     # opened and closed when it is a Function (a SinkFunction)
 
     def process_batch(self, values, timestamps, input_index):
         self.records_in += len(values)
-        if self.kind == "print":
-            prefix = self.prefix
-            self.lines.extend(prefix + str(v) for v in values)
-        elif self.kind == "collect":
-            self.collected.extend(values)
-        elif self.kind == "delta":
-            self.writer.write(values)
-        else:
-            invoke = self.spec.sink.invoke
-            i = 0
-            try:
-                for i, v in enumerate(values):
-                    invoke(v, None)
-            except Exception as e:
-                self.fail(e, values[i], values, i)
+        self.writer.write(values)
 
     def process_watermark(self, watermark, input_index):
         self.current_watermark = max(self.current_watermark, watermark)
@@ -687,27 +701,32 @@ class StreamSink(TaskOperator):
     def process_idle(self, input_index):
         pass
 
+    def committable(self):
+        """What the driver commits of this epoch (the writer's ``finish``)."""
+        return self.writer.finish()
+
     def dispose(self) -> None:
         super().dispose()
-        self.lines, self.collected = [], []
-
-    def results(self) -> dict:
-        out = {}
-        if self.kind == "print":
-            out["print"] = self.lines
-        elif self.kind == "collect":
-            out["collect"] = self.collected
-        elif self.kind == "delta":
-            out["delta"] = self.writer.finish()
-        return out
+        self.writer = None
 
 
 def create_operator(node, ctx: TaskContext) -> TaskOperator:
+    return operator_class(node)(node, ctx)
+
+
+def snapshots_incrementally(node) -> bool:
+    """Whether the operator of ``node`` can snapshot only what changed (its state is all in
+    its keyed backend): the driver asks it to, per the incremental checkpoint policy."""
+    return bool(node.is_keyed) and operator_class(node).state_in_backend
+
+
+def operator_class(node) -> type:
+    """The executing operator of a job graph node's operator descriptor."""
     from runtime.task.window_aggregation import WindowAggregationOperator, is_vectorizable
     from runtime.task.window_operator import WindowOperator
     spec = node.operator
     if is_vectorizable(spec):
-        return WindowAggregationOperator(node, ctx)
+        return WindowAggregationOperator
     table = {
         ops.SourceSpec: SourceOperator,
         ops.MapSpec: StreamMap,
@@ -727,4 +746,4 @@ def create_operator(node, ctx: TaskContext) -> TaskOperator:
     cls = table.get(type(spec))
     if cls is None:
         raise TypeError(f"No executing operator for {type(spec).__name__} ('{node.operator_name}')")
-    return cls(node, ctx)
+    return cls

@@ -9,6 +9,7 @@ operator, subtask and record, so Spark does not retry a deterministic error.
 from __future__ import annotations
 
 import gc
+import os
 import pickle
 import time
 import traceback
@@ -27,7 +28,6 @@ from runtime.task.operators import (
 from runtime.state.backend import state_backend_type
 from runtime.state.key_groups import compute_key_group_range_for_operator_index
 from runtime.task.partitioning import ChannelSelector
-from runtime.task.record_columns import RecordColumns
 from runtime.task.watermarks import GateWatermarks, TaskWatermarks
 from runtime.task.window_aggregation import PreAggregatingRecordWriter, is_vectorizable
 
@@ -60,6 +60,14 @@ class TaskDeploymentDescriptor:
     # The connectors' task sides, chosen by the driver: this layer knows only their interfaces.
     source_reader: Optional[type] = None            # SourceReader class of a source vertex
     sink_writers: dict = field(default_factory=dict)    # sink node id -> its writer class
+    # State that stays with its task (a local store, state.backend.type: rocksdb): the store is
+    # used as it is only when it is at ``state_version`` (the version the previous epoch of this
+    # run set); otherwise it is rebuilt from ``restored_state``. ``next_state_version`` is set on
+    # it once this epoch's snapshot is written.
+    state_version: Optional[str] = None
+    next_state_version: Optional[str] = None
+    state_dir: Optional[str] = None             # root of the local stores (else Spark's local dirs)
+    incremental: frozenset = frozenset()        # operator ids that snapshot their changes only
 
 
 @dataclass(frozen=True)
@@ -85,13 +93,13 @@ class Acknowledgement:
     split_states: dict = field(default_factory=dict)
     state_files: list = field(default_factory=list)     # StateFiles written by the snapshot
     snapshot_ms: float = 0.0
-    print_lines: list = field(default_factory=list)
-    collected: dict = field(default_factory=dict)         # collect-sink id -> RecordColumns
-    sink_files: dict = field(default_factory=dict)
+    committables: dict = field(default_factory=dict)    # sink node id -> its writer's committable
     late_records_dropped: int = 0
     duration_ms: float = 0.0
     started_at: float = 0.0
     damaged_files: dict = field(default_factory=dict)   # restored state file -> what is wrong with it
+    store_hits: int = 0                 # local stores used as they were
+    store_misses: int = 0               # local stores rebuilt from the checkpoint's files
 
 
 def _key_of(selector, value):
@@ -151,13 +159,17 @@ class StreamTask:
         self.ctx = TaskContext(v.name, tdd.subtask_index, v.parallelism, v.max_parallelism,
                                tdd.attempt_number, tdd.processing_time, job_parameters, kgr, tdd.epoch,
                                tdd.sink_writers,
-                               state_backend=state_backend_type(dict(job_graph.settings.configuration)))
+                               state_backend=state_backend_type(dict(job_graph.settings.configuration)),
+                               state_dir=_local_state_dir(job_graph, tdd))
         self.operators = {n.id: create_operator(n, self.ctx) for n in v.operators}
         stream_graph = job_graph.stream_graph
         for n in v.operators:
             edges = stream_graph.in_edges(n.id)
             if edges:
-                self.operators[n.id].input_type = stream_graph.node(edges[0].source_id).output_type
+                # The declared type of the records: a side output's is its tag's.
+                tag = edges[0].output_tag
+                self.operators[n.id].input_type = (tag.type_info if tag is not None else
+                                                   stream_graph.node(edges[0].source_id).output_type)
         self.writers: list[RecordWriter] = []
         self._wire()
         self.gates: dict = {}       # input index -> StatusWatermarkValve, for the acknowledgement
@@ -224,6 +236,7 @@ class StreamTask:
                 op.close()
             fault_point("mid-epoch", self.tdd.epoch)
             self._snapshot(ack)
+            self._finish_sinks(ack)
         except UserCodeException as e:
             ack.failure = str(e)
         except Exception as e:
@@ -239,27 +252,29 @@ class StreamTask:
                 {op.node.operator_id: (op.current_watermark, *op.input_watermarks) for op in self._all_operators()})
             for op in self._all_operators():
                 ack.late_records_dropped += getattr(op, "num_late_records_dropped", 0)
-                if hasattr(op, "results"):
-                    ack.records_written += op.records_in
-                    res = op.results()
-                    ack.print_lines.extend(res.get("print", ()))
-                    if "collect" in res:
-                        # As columns: the records cross Spark's result path and the driver's
-                        # unpickling at a fraction of the cost of one pickled object each.
-                        ack.collected[op.spec.sink] = RecordColumns.of(res["collect"])
-                    if "delta" in res:
-                        ack.sink_files[op.node.id] = res["delta"]
         ack.duration_ms = (time.time() - started) * 1000
         yield ACK, pickle.dumps(ack, protocol=5)
+
+    def _finish_sinks(self, ack: Acknowledgement) -> None:
+        """Each sink's committable of the epoch, for the driver to commit (the deployment names
+        the subtask's sinks with their writer classes)."""
+        for node_id in self.tdd.sink_writers:
+            sink = self.operators[node_id]
+            ack.records_written += sink.records_in
+            ack.committables[node_id] = sink.committable()
 
     def _restore(self, ack: Acknowledgement) -> None:
         from runtime.state.snapshot import CorruptStateException, read_state_file, table_to_snapshot
         restored = self.tdd.restored_state
-        if restored is None:
-            return
         kgr = self.ctx.key_group_range
         for op in self._all_operators():
-            paths = restored.files.get(op.node.operator_id)
+            if op.keeps_local_state():
+                if self.tdd.state_version is not None and op.backend.version == self.tdd.state_version:
+                    ack.store_hits += 1
+                    continue
+                ack.store_misses += 1
+                op.backend.clear()      # stale, or of another epoch: rebuilt from the files
+            paths = restored.files.get(op.node.operator_id) if restored is not None else None
             if not paths:
                 continue
             try:
@@ -290,11 +305,17 @@ class StreamTask:
             return
         started = time.time()
         for op in self._all_operators():
-            table = snapshot_to_table(op.snapshot(), self.tdd.subtask_index, f"{op.name} {self.ctx.subtask_label}")
+            incremental = op.node.operator_id in self.tdd.incremental and op.state_in_backend
+            snapshot = op.snapshot(incremental=True) if incremental and op.backend is not None else op.snapshot()
+            table = snapshot_to_table(snapshot, self.tdd.subtask_index, f"{op.name} {self.ctx.subtask_label}")
             if table is not None:
                 directory = self.tdd.snapshot_dir.format(table=state_table_name(op.node))
                 ack.state_files.append(write_state_file(table, directory, op.node.operator_id,
-                                                        self.tdd.subtask_index))
+                                                        self.tdd.subtask_index, increment=incremental))
+            if op.backend is not None:
+                op.backend.mark_checkpointed()
+            if op.keeps_local_state() and self.tdd.next_state_version is not None:
+                op.backend.version = self.tdd.next_state_version
         ack.snapshot_ms = (time.time() - started) * 1000
 
     # ---- sources -----------------------------------------------------------------------
@@ -451,6 +472,14 @@ def _operator_value(entries: list, subtask: Optional[int]):
         return min(values) if values else None
     except TypeError:
         return values[0]
+
+
+def _local_state_dir(job_graph: JobGraph, tdd: TaskDeploymentDescriptor) -> str:
+    """Where this subtask's local stores live: the configured root, else the executor's first
+    Spark local dir (PySpark gives it to its workers; removed when the application ends)."""
+    import tempfile
+    root = tdd.state_dir or (os.environ.get("SPARK_LOCAL_DIRS") or "").split(",")[0] or tempfile.gettempdir()
+    return os.path.join(root, "sluice-state", job_graph.job_id, f"{tdd.job_vertex_id}-{tdd.subtask_index}")
 
 
 def run_task(job_graph: JobGraph, tdd: TaskDeploymentDescriptor, job_parameters: dict,

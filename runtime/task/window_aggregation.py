@@ -225,6 +225,8 @@ class PreAggregatingRecordWriter:
 class WindowAggregationOperator(TaskOperator):
     """The global half: collects partial aggregates per window, merges them when it fires."""
 
+    state_in_backend = False    # its panes are in memory, snapshotted whole
+
     def __init__(self, node, ctx):
         super().__init__(node, ctx)     # state is restored before open(), as in Flink
         spec = self.spec

@@ -1,0 +1,106 @@
+"""State that stays with its task (issue 15): with ``state.backend.type: rocksdb`` a subtask's
+store stays on the executor's disk between epochs and is used as it is when it is at the
+version the epoch expects; checkpoints write only what changed (incremental), list the whole
+chain, and restore, rescale and ``sluice state`` see the full state. Answers are counted here
+from the input, not taken from the engine."""
+import logging
+from collections import Counter
+from types import SimpleNamespace
+
+import pytest
+
+from runtime.checkpoint.incremental import INCREMENTAL
+from runtime.checkpoint.savepoint import read_state
+from runtime.checkpoint.storage import CheckpointStorage
+from runtime.common import Types
+from runtime.datastream import KeyedProcessFunction
+from runtime.datastream.state import ValueStateDescriptor
+from runtime.state.backend import STATE_BACKEND
+from runtime.state.key_groups import KeyGroupRange
+from runtime_env import job_env
+
+WORDS = [f"w{(i * 7) % 11}" for i in range(120)]
+
+
+class RunningCount(KeyedProcessFunction):
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+
+    def process_element(self, value, ctx):
+        n = (self.count.value() or 0) + 1
+        self.count.update(None if n == 5 else n)       # a deletion in some increment
+        yield value, n
+
+
+@pytest.mark.parametrize("backend", ["rocksdb", "hashmap"])
+def test_state_stays_with_its_task_and_checkpoints_hold_only_changes(spark, tmp_path, backend):
+    env = job_env(tmp_path, 2, epoch__max_records_per_split=10)
+    conf = env.get_configuration()
+    conf.set_string(STATE_BACKEND, backend)
+    conf.set_string(INCREMENTAL, "true")        # the heap's default is off
+    env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
+    counted = (env.from_collection(WORDS, type_info=Types.STRING()).key_by(lambda w: w)
+               .process(RunningCount(), Types.TUPLE([Types.STRING(), Types.LONG()])).uid("counts"))
+    got = counted.execute_and_collect("local-state")
+    # A count of 5 is deleted (state cleared), so the next record of the word counts 1 again.
+    want = []
+    seen = Counter()
+    for w in WORDS:
+        seen[w] = 1 if seen[w] == 5 else seen[w] + 1
+        want.append((w, seen[w]))
+    assert sorted(got) == sorted(want)
+    storage = CheckpointStorage(str(tmp_path / "warehouse" / "local-state"))
+    records = storage.completed()
+    assert len(records) >= 3
+    state = {r["key"]: r["value"] for r in read_state(storage, "counts") if r["kind"] == "keyed"}
+    assert state == {w: n for w, n in seen.items() if n != 5}
+    # Every 11 records each word is seen once, so after 10 of them every count was cleared:
+    # the state of the checkpoint after record 110 is empty, and the chain starts again.
+    chains = [next(op["files"] for op in r.operators if op["uid"] == "counts") for r in records]
+    with_increments = [c for c in chains if any(f["increment"] for f in c)]
+    assert with_increments
+    for chain in with_increments:
+        assert chain[0]["increment"] is False       # a full snapshot, then increments
+        assert len({f["path"].split("/")[0] for f in chain}) > 1    # partitions of earlier checkpoints
+    # Each checkpoint's whole state, composed from its chain, is the state after its epoch.
+    for record in records:
+        upto = WORDS[:10 * (record.epoch + 1)]
+        state = {r["key"]: r["value"] for r in read_state(storage, "counts", str(record.checkpoint_id))
+                 if r["kind"] == "keyed"}
+        assert state == {w: n % 5 for w, n in Counter(upto).items() if n % 5}
+
+
+def test_a_rocksdb_store_is_used_again_in_the_next_epoch(spark, tmp_path):
+    env = job_env(tmp_path, 2, epoch__max_records_per_split=10)
+    env.get_configuration().set_string(STATE_BACKEND, "rocksdb")
+    env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
+    (env.from_collection(WORDS, type_info=Types.STRING()).key_by(lambda w: w)
+     .process(RunningCount(), Types.TUPLE([Types.STRING(), Types.LONG()])).uid("counts").print())
+    result = env.execute("stores")
+    epochs = result.epochs
+    assert len(epochs) >= 4
+    assert epochs[0].local_stores == 2 and epochs[0].local_store_hits == 0      # built in epoch 0
+    assert all(e.local_stores == 2 and e.local_store_hits == 2 for e in epochs[1:])
+    assert "local state 2/2" in epochs[1].progress_line("stores")
+
+
+def test_a_damaged_local_store_is_rebuilt_not_trusted(tmp_path, caplog):
+    from runtime.task.operators import create_keyed_state_backend
+    node = SimpleNamespace(operator_name="Counts", operator_id="op1")
+    ctx = SimpleNamespace(state_backend="rocksdb", state_dir=str(tmp_path), key_group_range=KeyGroupRange(0, 127),
+                          max_parallelism=128, subtask_label="(1/1)")
+    backend = create_keyed_state_backend(node, ctx, clock=lambda: 0)
+    backend.set_current_key("a")
+    backend.get_partitioned_state(ValueStateDescriptor("count", Types.LONG())).update(3)
+    backend.version = "v1"
+    backend.dispose()
+    for f in (tmp_path / "op1").iterdir():
+        if f.name.startswith("CURRENT") or f.name.startswith("MANIFEST"):
+            f.write_bytes(b"garbage")
+    with caplog.at_level(logging.WARNING):
+        backend = create_keyed_state_backend(node, ctx, clock=lambda: 0)
+    try:
+        assert backend.version is None         # not at any version: the task rebuilds it
+        assert "rebuilding it from the checkpoint" in caplog.text and str(tmp_path / "op1") in caplog.text
+    finally:
+        backend.dispose()
