@@ -46,9 +46,11 @@ def spark_submit_plane(airflow_db, spark, tmp_path, monkeypatch):
 
 def history_pids(tmp_path, job_name) -> set:
     """The process ids that wrote the job's execution history (the table's ``pid`` column)."""
+    from deltalake import DeltaTable
     from runtime.execution.history import ExecutionHistory
     from runtime.storage.layout import job_dir
-    return {row["pid"] for row in ExecutionHistory(job_dir(str(tmp_path / "warehouse"), job_name))._rows()}
+    path = ExecutionHistory(job_dir(str(tmp_path / "warehouse"), job_name)).path
+    return set(DeltaTable(path).to_pyarrow_table(columns=["pid"]).column("pid").to_pylist())
 
 
 def test_job_dag_runs_through_spark_submit(spark_submit_plane):

@@ -18,7 +18,9 @@ def fault_point(name: str, epoch: int) -> None:
         return
     marker = os.environ.get("SLUICE_HALT_MARKER")
     if marker:
-        with open(marker, "w") as f:
+        # Renamed into place: whoever sees the marker sees it whole (the test kills this pid).
+        with open(marker + ".tmp", "w") as f:
             f.write(f"{name}:{epoch}:{os.getpid()}\n")
+        os.replace(marker + ".tmp", marker)
     while True:         # until killed
         time.sleep(1)
