@@ -221,6 +221,24 @@ def iter_rows(rows) -> Iterator[tuple]:
 # TTL; ``_live``: the value a write builds on; ``_put``; ``_map``: a map state's current dict);
 # these give Flink's semantics on top, once. A backend's class lists the mixin first.
 
+class StateBase:
+    """What every backend's state objects share."""
+
+    def _merge(self, a, b):
+        raise NotImplementedError(f"{type(self).__name__} cannot be merged")
+
+
+class ValueStateOps:
+    def value(self):
+        return self._get()
+
+    def update(self, value) -> None:
+        if value is None:
+            self.clear()
+        else:
+            self._put(value)
+
+
 class ReducingStateOps:
     def get(self):
         return self._get()

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 from runtime.datastream import state as api
 from runtime.state.backend import (
     TOMBSTONE, TTL_PREFIX, VOID_NAMESPACE, AggregatingStateOps, KeyedStateBackend, MapStateReads,
-    ReducingStateOps, TimerQueue, iter_rows, refuse_per_entry_ttl, wall_clock_ms)
+    ReducingStateOps, StateBase, TimerQueue, ValueStateOps, iter_rows, refuse_per_entry_ttl, wall_clock_ms)
 from runtime.state.key_groups import KeyGroupRange, assign_key_groups, assign_to_key_group
 
 __all__ = ["HeapKeyedStateBackend", "HeapTimerQueue", "TTL_PREFIX", "VOID_NAMESPACE"]
@@ -24,7 +24,7 @@ __all__ = ["HeapKeyedStateBackend", "HeapTimerQueue", "TTL_PREFIX", "VOID_NAMESP
 _RETURN_EXPIRED = api.StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp
 
 
-class _HeapState:
+class _HeapState(StateBase):
     def __init__(self, backend: "HeapKeyedStateBackend", descriptor: api.StateDescriptor):
         self.backend = backend
         self.descriptor = descriptor
@@ -115,19 +115,9 @@ class _HeapState:
             if self.ttl is not None:
                 self._stamp(slot)
 
-    def _merge(self, a, b):
-        raise NotImplementedError(f"{type(self).__name__} cannot be merged")
 
-
-class HeapValueState(_HeapState, api.ValueState):
-    def value(self):
-        return self._get()
-
-    def update(self, value) -> None:
-        if value is None:
-            self.clear()
-        else:
-            self._put(value)
+class HeapValueState(ValueStateOps, _HeapState, api.ValueState):
+    """Flink's ValueState: ``update(None)`` clears it."""
 
 
 class HeapListState(_HeapState, api.ListState):

@@ -46,7 +46,7 @@ from runtime.datastream import state as api
 from runtime.datastream.window import GlobalWindow, TimeWindow
 from runtime.state.backend import (
     TOMBSTONE, TTL_PREFIX, VOID_NAMESPACE, AggregatingStateOps, KeyedStateBackend, MapStateReads,
-    ReducingStateOps, TimerQueue, iter_rows, refuse_per_entry_ttl, wall_clock_ms)
+    ReducingStateOps, StateBase, TimerQueue, ValueStateOps, iter_rows, refuse_per_entry_ttl, wall_clock_ms)
 from runtime.state.key_groups import KeyGroupRange, assign_to_key_group
 
 __all__ = ["RocksDBKeyedStateBackend", "RocksDBTimerQueue", "StateStoreException",
@@ -252,7 +252,7 @@ def decode_value(buf: bytes, codec: Optional[_Codec]):
 
 # ---- states --------------------------------------------------------------------------------
 
-class _RocksState:
+class _RocksState(StateBase):
     def __init__(self, backend: "RocksDBKeyedStateBackend", descriptor: api.StateDescriptor,
                  sid: bytes, codec: Optional[_Codec]):
         self.backend = backend
@@ -352,19 +352,9 @@ class _RocksState:
         if merged is not None:
             self._put(merged, tk)
 
-    def _merge(self, a, b):
-        raise NotImplementedError(f"{type(self).__name__} cannot be merged")
 
-
-class RocksDBValueState(_RocksState, api.ValueState):
-    def value(self):
-        return self._get()
-
-    def update(self, value) -> None:
-        if value is None:
-            self.clear()
-        else:
-            self._put(value)
+class RocksDBValueState(ValueStateOps, _RocksState, api.ValueState):
+    """Flink's ValueState: ``update(None)`` clears it."""
 
 
 class RocksDBListState(_RocksState, api.ListState):
