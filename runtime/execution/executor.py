@@ -30,6 +30,7 @@ from runtime.connectors import committer_class, create_enumerator, reader_class,
 from runtime.connectors.base import CommitterContext, EnumeratorContext
 from runtime.execution.history import FAILED, RUNNING, ExecutionHistory, ExecutionRecord
 from runtime.execution.options import ExecutionOptions
+from runtime.execution.spark import cancel_requested
 from runtime.graph.execution_graph import ExecutionGraph, build_execution_graph
 from runtime.graph.execution_state import ExecutionState
 from runtime.graph.job_graph import JobGraph, create_job_graph
@@ -389,12 +390,21 @@ class JobRunner:
             status = "CANCELED"
             raise
         except Exception as e:
+            if cancel_requested():      # canceled while running: what failed is the cancel's doing
+                self._transition_all(ExecutionState.CANCELING)
+                self._transition_all(ExecutionState.CANCELED)
+                status = "CANCELED"
+                raise KeyboardInterrupt(f"job '{self.job_graph.job_name}' canceled") from e
             self._transition_all(ExecutionState.FAILED, str(e))
             self._failed(execution, result, e)
             raise
         finally:
             if broadcast is not None:
-                broadcast.unpersist()
+                try:
+                    broadcast.unpersist()
+                except Exception:
+                    if status != "CANCELED":    # after a cancel the JVM may be gone already
+                        raise
             for enumerator in self.enumerators.values():
                 enumerator.close()
             self.storage.release(self.run_id, status)

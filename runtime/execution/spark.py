@@ -135,9 +135,22 @@ def task_managers(spark, slots_required: int = 1) -> tuple[TaskManager, ...]:
     return tuple(TaskManager(f"executor-{i}", h.split(":")[0], per) for i, h in enumerate(sorted(executors)))
 
 
+_cancel_requested = threading.Event()
+
+
 def cancel_all_jobs() -> None:
-    """Cancel every running Spark job of this process's SparkContext, if it has one."""
+    """Cancel every running Spark job of this process's SparkContext, if it has one (Flink's
+    Cancel). Remembered: whatever the run meets next (a canceled job, a JVM already stopped by
+    the same signal) ends it as CANCELED, not as a failure to restart."""
     from pyspark import SparkContext
+    _cancel_requested.set()
     sc = SparkContext._active_spark_context
     if sc is not None:
-        sc.cancelAllJobs()
+        try:
+            sc.cancelAllJobs()
+        except Exception:       # the JVM went first: nothing left to cancel
+            pass
+
+
+def cancel_requested() -> bool:
+    return _cancel_requested.is_set()
