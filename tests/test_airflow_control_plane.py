@@ -257,14 +257,12 @@ def test_a_deterministic_failure_stops_within_the_default_strategys_bound(contro
     after 3 restarts (1 s, 1.5 s, 2.25 s apart), and each attempt's failure and the decision on it
     are logged as the attempt fails."""
     import logging
-    import time
     from airflow.utils.state import DagRunState
     write_job(control_plane, "counts_always_failing", "RestartStrategies.fall_back_restart()", "cc.FailAt(25_000)")
     caplog.set_level(logging.INFO, logger="runtime")
-    started = time.time()
     run, tis = dag_test("counts_always_failing")
+    # Bounded by attempts (the strategy's), not by a clock.
     assert run.state == DagRunState.FAILED and (tis["run"].state, tis["run"].try_number) == ("failed", 4)
-    assert time.time() - started < 60
     history = list(reversed(executions(control_plane, "counts_always_failing")))
     assert [(r.attempt, r.state, r.restarting) for r in history] == [
         (1, "FAILED", True), (2, "FAILED", True), (3, "FAILED", True), (4, "FAILED", False)]
