@@ -7,11 +7,11 @@ from runtime.graph.execution_state import (
     ExecutionState as S, IllegalExecutionStateTransition, can_transition)
 from runtime.graph.job_graph import DistributionPattern, create_job_graph
 
-from seed import ROOT, WINDOW, WORDCOUNT
+from seed import ROOT, SEED_PARALLELISM, WINDOW, WORDCOUNT
 
 
 def test_seed_job_has_three_job_vertices_and_five_executions():
-    graph = compile_job(WORDCOUNT).execution_graph
+    graph = compile_job(WORDCOUNT, parallelism=SEED_PARALLELISM).execution_graph
     assert [(v.name, v.parallelism) for v in graph.job_vertices] == [
         ("Source: Socket Stream -> Flat Map -> Map", 1), (WINDOW, 3), ("Sink: Print to Std. Out", 1)]
     assert [str(ev.current_execution) for ev in graph.all_execution_vertices] == [
@@ -109,7 +109,7 @@ def test_terminal_states_have_no_way_out():
 
 
 def test_graph_transitions_and_restart_attempts():
-    graph = compile_job(WORDCOUNT).execution_graph
+    graph = compile_job(WORDCOUNT, parallelism=SEED_PARALLELISM).execution_graph
     for state in (S.SCHEDULED, S.DEPLOYING, S.RUNNING):
         graph = graph.transition_all(state, timestamp=1.0)
     graph = graph.transition(5, 1, S.FAILED, failure_cause="boom")

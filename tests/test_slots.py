@@ -8,11 +8,11 @@ from runtime.graph.job_graph import create_job_graph
 from runtime.scheduler.slots import (
     NoResourceAvailableException, TaskManager, compute_slot_plan, local_task_managers)
 
-from seed import ROOT, WINDOW, WORDCOUNT
+from seed import ROOT, SEED_PARALLELISM, WINDOW, WORDCOUNT
 
 
 def test_seed_job_needs_three_shared_slots():
-    graph = compile_job(WORDCOUNT).execution_graph
+    graph = compile_job(WORDCOUNT, parallelism=SEED_PARALLELISM).execution_graph
     plan = compute_slot_plan(graph, local_task_managers(4))
     assert plan.slots_required == 3
     assert [(s.slot_sharing_group, s.index, s.task_manager_id, s.slot_number, s.subtasks)
@@ -26,7 +26,7 @@ def test_seed_job_needs_three_shared_slots():
 
 
 def test_slots_fill_task_managers_in_order():
-    graph = compile_job(WORDCOUNT).execution_graph
+    graph = compile_job(WORDCOUNT, parallelism=SEED_PARALLELISM).execution_graph
     tms = [TaskManager("1", "host-a", 2), TaskManager("2", "host-b", 2)]
     plan = compute_slot_plan(graph, tms)
     assert [(s.index, s.task_manager_id, s.slot_number) for s in plan.shared_slots] == [
@@ -46,7 +46,7 @@ def test_each_slot_sharing_group_needs_its_own_slots(env):
 
 
 def test_too_few_slots_fails_with_flinks_message():
-    graph = compile_job(WORDCOUNT).execution_graph
+    graph = compile_job(WORDCOUNT, parallelism=SEED_PARALLELISM).execution_graph
     with pytest.raises(NoResourceAvailableException) as e:
         compute_slot_plan(graph, [TaskManager("1", "h", 1), TaskManager("2", "h", 1)])
     msg = str(e.value)
