@@ -257,10 +257,6 @@ def test_a_failing_job_stops_within_the_default_strategys_bound(airflow):
     assert any("gave up" in e.get("event", "") and "At most 3 restart attempts" in e.get("event", "") for e in last)
 
 
-@pytest.mark.skip(reason="Cancel races the SIGTERM Airflow sends the task's process group: the Spark JVM can "
-                         "die before on_kill runs, and the run was recorded FAILED (restarting) instead of "
-                         "CANCELED. runtime.execution.spark now remembers a cancel, but this end-to-end test "
-                         "has not passed yet on a quiet machine: issue 17 stays open for it")
 def test_cancel_in_the_web_view_stops_a_running_job(airflow):
     run_id = airflow.trigger("slow_counts", {})
     deadline = time.time() + 240
