@@ -169,7 +169,6 @@ class HeapMapState(MapStateReads, _HeapState, api.MapState):
             self.clear()
 
 
-
 class HeapReducingState(ReducingStateOps, _HeapState, api.ReducingState):
     """Flink's ReducingState: ``add`` folds the value in with the reduce function."""
 

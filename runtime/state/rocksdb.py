@@ -429,7 +429,6 @@ class RocksDBMapState(MapStateReads, _RocksState, api.MapState):
             self.clear()
 
 
-
 class RocksDBReducingState(ReducingStateOps, _RocksState, api.ReducingState):
     """Flink's ReducingState: ``add`` folds the value in with the reduce function."""
 
