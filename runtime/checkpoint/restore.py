@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from runtime.state.snapshot import SOURCE_STATE, read_state_file, table_to_snapshot
 from runtime.checkpoint.storage import (
     CHECKPOINT, COMPLETED, DISCARDED, INVALID, SAVEPOINT, CheckpointException, CheckpointRecord, CheckpointStorage)
+from runtime.datastream.operators import BroadcastProcessSpec
 from runtime.graph.job_graph import JobGraph
 from runtime.state.key_groups import compute_key_group_range_for_operator_index
 from runtime.task.stream_task import RestoredState
@@ -226,6 +227,8 @@ def assign_state(files: list[dict], parallelism: dict, job_graph: JobGraph) -> d
     by_operator: dict[str, list] = {}
     for f in files:
         by_operator.setdefault(f["operator_id"], []).append(f)
+    broadcasting = {n.operator_id for v in job_graph.vertices for n in v.operators
+                    if isinstance(n.operator, BroadcastProcessSpec)}
     out = {}
     for v in job_graph.vertices:
         ids = [n.operator_id for n in v.operators if n.operator_id in by_operator]
@@ -237,9 +240,13 @@ def assign_state(files: list[dict], parallelism: dict, job_graph: JobGraph) -> d
             chosen = {}
             for uid in ids:
                 paths = []
+                # After a rescale a subtask takes a copy of the broadcast state (rows without a key
+                # group) from an old subtask whose keys it may not share: it sees every file.
+                copies = uid in broadcasting and parallelism.get(uid) != v.parallelism
                 for f in by_operator[uid]:
                     lo, hi = f.get("key_group_min"), f.get("key_group_max")
-                    if kgr is not None and lo is not None and (hi < kgr.start_key_group or lo > kgr.end_key_group):
+                    if (kgr is not None and lo is not None and not copies
+                            and (hi < kgr.start_key_group or lo > kgr.end_key_group)):
                         continue
                     if kgr is None and parallelism.get(uid) == v.parallelism and f.get("subtask") not in (s, None):
                         continue    # same parallelism, no key groups: each subtask takes its own

@@ -2,11 +2,13 @@
 from runtime.datastream.checkpoint_config import (
     CheckpointConfig, CheckpointingMode, ExternalizedCheckpointCleanup)
 from runtime.datastream.data_stream import (
-    AllWindowedStream, ConnectedStreams, DataStream, DataStreamSink, KeyedStream, WindowedStream)
+    AllWindowedStream, BroadcastConnectedStream, BroadcastStream, ConnectedStreams, DataStream,
+    DataStreamSink, KeyedStream, WindowedStream)
 from runtime.datastream.execution_config import ExecutionConfig
 from runtime.datastream.functions import (
-    AggregateFunction, AllWindowFunction, CoFlatMapFunction, CoMapFunction, CoProcessFunction,
-    FilterFunction, FlatMapFunction, KeyedCoProcessFunction, KeyedProcessFunction, KeySelector,
+    AggregateFunction, AllWindowFunction, BroadcastProcessFunction, CoFlatMapFunction, CoMapFunction,
+    CoProcessFunction, FilterFunction, FlatMapFunction, KeyedBroadcastProcessFunction, KeyedCoProcessFunction,
+    KeyedProcessFunction, KeySelector,
     MapFunction, Partitioner, ProcessAllWindowFunction, ProcessFunction, ProcessWindowFunction,
     ReduceFunction, RuntimeContext, SinkFunction, TimeDomain, TimerService, WindowFunction)
 from runtime.datastream.output_tag import OutputTag
@@ -21,14 +23,16 @@ from runtime.datastream.window import (
     TriggerResult, TumblingEventTimeWindows, TumblingProcessingTimeWindows, Window, WindowAssigner)
 
 __all__ = [
-    "AggregateFunction", "AllWindowFunction", "AllWindowedStream", "CheckpointConfig",
+    "AggregateFunction", "AllWindowFunction", "AllWindowedStream", "BroadcastConnectedStream",
+    "BroadcastProcessFunction", "BroadcastStream", "CheckpointConfig",
     "CheckpointingMode", "CoFlatMapFunction", "CoMapFunction", "CoProcessFunction", "ConnectedStreams",
     "ContinuousEventTimeTrigger", "ContinuousProcessingTimeTrigger", "CountEvictor",
     "CountSlidingWindowAssigner", "CountTrigger", "CountTumblingWindowAssigner", "CountWindow",
     "DataStream", "DataStreamSink", "DeltaEvictor", "DynamicEventTimeSessionWindows",
     "DynamicProcessingTimeSessionWindows", "EventTimeSessionWindows", "EventTimeTrigger", "Evictor",
     "ExecutionConfig", "ExternalizedCheckpointCleanup", "FilterFunction", "FlatMapFunction",
-    "GlobalWindow", "GlobalWindows", "KeySelector", "KeyedCoProcessFunction", "KeyedProcessFunction",
+    "GlobalWindow", "GlobalWindows", "KeySelector", "KeyedBroadcastProcessFunction", "KeyedCoProcessFunction",
+    "KeyedProcessFunction",
     "KeyedStream", "MapFunction", "MergingWindowAssigner", "NeverTrigger", "OutputTag", "Partitioner",
     "ProcessAllWindowFunction", "ProcessFunction", "ProcessWindowFunction",
     "ProcessingTimeSessionWindows", "ProcessingTimeTrigger", "PurgingTrigger", "ReduceFunction",

@@ -14,11 +14,12 @@ from runtime.datastream import partitioner as part
 from runtime.datastream.connectors.base import Sink
 from runtime.datastream.connectors.delta import DeltaSink
 from runtime.datastream.operators import (
-    Aggregation, ChainingStrategy, CoProcessSpec, CoFlatMapSpec, CoMapSpec,
+    Aggregation, BroadcastProcessSpec, ChainingStrategy, CoProcessSpec, CoFlatMapSpec, CoMapSpec,
     KeyedCoProcessSpec, KeyedProcessSpec, PrintSink, ProcessSpec, FilterSpec,
-    FlatMapSpec, GroupedReduceSpec, MapSpec, OperatorSpec, SinkSpec,
+    FlatMapSpec, GroupedReduceSpec, KeyedBroadcastProcessSpec, MapSpec, OperatorSpec, SinkSpec,
     TimestampsAndWatermarksSpec, WindowSpec)
 from runtime.datastream.output_tag import OutputTag
+from runtime.datastream.state import MapStateDescriptor
 from runtime.datastream.transformations import (
     VIRTUAL, OneInputTransformation, PartitionTransformation, SideOutputTransformation,
     SinkTransformation, Transformation, TwoInputTransformation, UnionTransformation)
@@ -334,13 +335,17 @@ class DataStream:
             union_inputs=(self._t,) + tuple(s._t for s in streams)))
         return DataStream(self._env, t)
 
-    def connect(self, ds: "DataStream") -> "ConnectedStreams":
-        """Pairs two streams, of any types, for one two-input operator (co-map, co-flat-map, co-process).
+    def connect(self, ds: Union["DataStream", "BroadcastStream"]) -> Union["ConnectedStreams", "BroadcastConnectedStream"]:
+        """Pairs two streams, of any types, for one two-input operator (co-map, co-flat-map, co-process);
+        with a BroadcastStream, for a (Keyed)BroadcastProcessFunction.
 
             rules.connect(events).key_by(lambda r: r.id, lambda e: e.rule_id).process(ApplyRules())
+            events.key_by(lambda e: e.user).connect(rules.broadcast(RULES)).process(MatchRules())
         """
+        if isinstance(ds, BroadcastStream):
+            return BroadcastConnectedStream(self, ds)
         if not isinstance(ds, DataStream):
-            raise TypeError(f"connect() takes a DataStream, got {ds!r}")
+            raise TypeError(f"connect() takes a DataStream or a BroadcastStream, got {ds!r}")
         return ConnectedStreams(self, ds)
 
     def get_side_output(self, output_tag: OutputTag) -> "DataStream":
@@ -393,12 +398,22 @@ class DataStream:
         """
         return self._partition(part.ShufflePartitioner())
 
-    def broadcast(self) -> "DataStream":
-        """Sends every record to every downstream subtask.
+    def broadcast(self, broadcast_state_descriptor: Optional[MapStateDescriptor] = None,
+                  *other_broadcast_state_descriptors: MapStateDescriptor) -> Union["DataStream", "BroadcastStream"]:
+        """Sends every record to every downstream subtask; with MapStateDescriptors, a BroadcastStream
+        to ``connect`` to, whose records update those broadcast states.
 
             rules.broadcast().map(compile_rule)
+            events.connect(rules.broadcast(MapStateDescriptor("rules", Types.STRING(), Types.INT())))
         """
-        return self._partition(part.BroadcastPartitioner())
+        stream = self._partition(part.BroadcastPartitioner())
+        if broadcast_state_descriptor is None:
+            return stream
+        descriptors = (broadcast_state_descriptor,) + other_broadcast_state_descriptors
+        for d in descriptors:
+            if not isinstance(d, MapStateDescriptor):
+                raise TypeError(f"broadcast() takes MapStateDescriptors (the broadcast states), got {d!r}")
+        return BroadcastStream(stream, descriptors)
 
     def global_(self) -> "DataStream":
         """Sends every record to the first downstream subtask.
@@ -963,3 +978,59 @@ class ConnectedStreams:
             return self._two_input(KeyedCoProcessSpec(function=func), output_type)
         return self._two_input(
             CoProcessSpec(function=self._check(func, fn.CoProcessFunction, "process")), output_type)
+
+
+class BroadcastStream:
+    """``stream.broadcast(descriptor, ...)``: records for every parallel instance of the operator it
+    is connected to, with the broadcast states they update (Flink's BroadcastStream)."""
+
+    def __init__(self, stream: DataStream, descriptors: tuple):
+        self._stream = stream
+        self.broadcast_state_descriptors = descriptors
+
+    def get_execution_environment(self):
+        """The StreamExecutionEnvironment of the stream.
+
+            env = rules.broadcast(RULES).get_execution_environment()
+        """
+        return self._stream._env
+
+
+class BroadcastConnectedStream:
+    """A stream (keyed or not) connected to a BroadcastStream: ``process`` takes a
+    KeyedBroadcastProcessFunction after ``key_by``, a BroadcastProcessFunction otherwise."""
+
+    def __init__(self, stream: DataStream, broadcast_stream: BroadcastStream):
+        if stream._env is not broadcast_stream._stream._env:
+            raise ValueError("connect() of streams from different StreamExecutionEnvironments")
+        self.non_broadcast_stream = stream
+        self.broadcast_stream = broadcast_stream
+
+    def process(self, func, output_type=None) -> DataStream:
+        """Runs the function's ``process_element`` on the stream's records (broadcast state read only)
+        and ``process_broadcast_element`` on the broadcast records (broadcast state writable).
+
+            events.key_by(lambda e: e.user).connect(rules.broadcast(RULES)).process(MatchRules())
+        """
+        stream, keyed = self.non_broadcast_stream, isinstance(self.non_broadcast_stream, KeyedStream)
+        descriptors = self.broadcast_stream.broadcast_state_descriptors
+        if isinstance(func, fn.KeyedBroadcastProcessFunction):
+            if not keyed:
+                raise TypeError("A KeyedBroadcastProcessFunction can only be used on a keyed stream: "
+                                "call key_by(...) on the stream before connect(), or implement "
+                                "BroadcastProcessFunction.")
+            spec, keys = KeyedBroadcastProcessSpec(function=func, descriptors=descriptors), \
+                {"state_key_selector1": stream._key_selector}
+        elif isinstance(func, fn.BroadcastProcessFunction):
+            if keyed:
+                raise TypeError("A BroadcastProcessFunction can only be used on a non-keyed stream: "
+                                "implement KeyedBroadcastProcessFunction for a keyed one.")
+            spec, keys = BroadcastProcessSpec(function=func, descriptors=descriptors), {}
+        else:
+            raise TypeError("BroadcastConnectedStream.process() expects a BroadcastProcessFunction or a "
+                            f"KeyedBroadcastProcessFunction, got {func!r}")
+        env = stream._env
+        t = env._add(TwoInputTransformation(
+            id=env._new_id(), name=spec.default_name, output_type=output_type, input1=stream._t,
+            input2=self.broadcast_stream._stream._t, operator=spec, **keys))
+        return DataStream(env, t)

@@ -6,8 +6,9 @@ the interface method (``map``, ``flat_map``, ...).
 
 The window functions are generic as PyFlink's (``ProcessWindowFunction[IN, OUT, KEY, W]``,
 ``ProcessWindowFunction.Context[W2]``), so a PyFlink job's ``class F(ProcessWindowFunction[tuple,
-tuple, str, TimeWindow])`` ports unchanged; the other classes are not generic in PyFlink 2.3
-either. The parameters are for type checkers: nothing is checked when a job runs.
+tuple, str, TimeWindow])`` ports unchanged; so are the broadcast process functions
+(``KeyedBroadcastProcessFunction[KEY, IN1, IN2, OUT]``); the other classes are not generic in
+PyFlink 2.3 either. The parameters are for type checkers: nothing is checked when a job runs.
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from typing import Any, Callable, Generic, Iterable, TypeVar
 IN = TypeVar("IN")
 OUT = TypeVar("OUT")
 KEY = TypeVar("KEY")
+IN1 = TypeVar("IN1")
+IN2 = TypeVar("IN2")
 W = TypeVar("W")
 W2 = TypeVar("W2")
 
@@ -228,6 +231,79 @@ class KeyedCoProcessFunction(Function):
     def process_element2(self, value, ctx) -> Iterable | None: ...
 
     def on_timer(self, timestamp: int, ctx) -> Iterable | None:
+        pass
+
+
+class BaseBroadcastProcessFunction(Function):
+    """What both broadcast process functions share: their contexts (PyFlink's)."""
+
+    class BaseContext(abc.ABC):
+        @abc.abstractmethod
+        def timestamp(self) -> int | None: ...
+
+        @abc.abstractmethod
+        def current_processing_time(self) -> int: ...
+
+        @abc.abstractmethod
+        def current_watermark(self) -> int: ...
+
+    class Context(BaseContext):
+        """The broadcast side's: the broadcast state, writable."""
+
+        @abc.abstractmethod
+        def get_broadcast_state(self, state_descriptor): ...
+
+    class ReadOnlyContext(BaseContext):
+        """The other side's: the broadcast state, read only."""
+
+        @abc.abstractmethod
+        def get_broadcast_state(self, state_descriptor): ...
+
+
+class BroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[IN1, IN2, OUT]):
+    """``stream.connect(rules.broadcast(descriptor)).process(f)``: ``process_element`` per record of
+    the stream (broadcast state read only), ``process_broadcast_element`` per broadcast record
+    (broadcast state writable), each returning or yielding any number of records."""
+
+    class Context(BaseBroadcastProcessFunction.Context, abc.ABC):
+        pass
+
+    class ReadOnlyContext(BaseBroadcastProcessFunction.ReadOnlyContext, abc.ABC):
+        pass
+
+    @abc.abstractmethod
+    def process_element(self, value: IN1, ctx: "BroadcastProcessFunction.ReadOnlyContext"): ...
+
+    @abc.abstractmethod
+    def process_broadcast_element(self, value: IN2, ctx: "BroadcastProcessFunction.Context"): ...
+
+
+class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[KEY, IN1, IN2, OUT]):
+    """``keyed.connect(rules.broadcast(descriptor)).process(f)``: as BroadcastProcessFunction, and the
+    keyed side also has keyed state, timers (``ctx.timer_service()``, ``on_timer``) and
+    ``ctx.get_current_key()``. PyFlink has no ``apply_to_keyed_state``, nor has this."""
+
+    class Context(BaseBroadcastProcessFunction.Context, abc.ABC):
+        pass
+
+    class ReadOnlyContext(BaseBroadcastProcessFunction.ReadOnlyContext, abc.ABC):
+        @abc.abstractmethod
+        def timer_service(self) -> TimerService: ...
+
+        @abc.abstractmethod
+        def get_current_key(self): ...
+
+    class OnTimerContext(ReadOnlyContext, abc.ABC):
+        @abc.abstractmethod
+        def time_domain(self) -> int: ...
+
+    @abc.abstractmethod
+    def process_element(self, value: IN1, ctx: "KeyedBroadcastProcessFunction.ReadOnlyContext"): ...
+
+    @abc.abstractmethod
+    def process_broadcast_element(self, value: IN2, ctx: "KeyedBroadcastProcessFunction.Context"): ...
+
+    def on_timer(self, timestamp: int, ctx: "KeyedBroadcastProcessFunction.OnTimerContext"):
         pass
 
 

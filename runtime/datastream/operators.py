@@ -155,6 +155,25 @@ class KeyedCoProcessSpec(OperatorSpec):
 
 
 @dataclass(frozen=True)
+class BroadcastProcessSpec(OperatorSpec):
+    """Flink's CoBroadcastWithNonKeyedOperator: input 1 is the stream, input 2 the broadcast one;
+    ``descriptors`` name the broadcast states (MapStateDescriptors) the operator keeps."""
+
+    default_name: ClassVar[str] = "Co-Process-Broadcast"
+    two_input: ClassVar[bool] = True
+    function: Any = None
+    descriptors: tuple = ()
+
+
+@dataclass(frozen=True)
+class KeyedBroadcastProcessSpec(BroadcastProcessSpec):
+    """Flink's CoBroadcastWithKeyedOperator: input 1 keyed (keyed state, timers)."""
+
+    default_name: ClassVar[str] = "Co-Process-Broadcast-Keyed"
+    keyed: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
 class SinkSpec(OperatorSpec):
     """A sink: ``kind`` is "print", "collect", "delta" or "function"."""
 

@@ -14,7 +14,7 @@ from runtime.common.typeinfo import TypeInformation, Types
 
 __all__ = [
     "State", "ValueState", "AppendingState", "MergingState", "ListState", "MapState",
-    "ReducingState", "AggregatingState",
+    "ReducingState", "AggregatingState", "ReadOnlyBroadcastState", "BroadcastState",
     "StateDescriptor", "ValueStateDescriptor", "ListStateDescriptor", "MapStateDescriptor",
     "ReducingStateDescriptor", "AggregatingStateDescriptor", "StateTtlConfig",
 ]
@@ -88,24 +88,12 @@ class AggregatingState(MergingState[IN, OUT]):
     """An accumulator per key, fed and read through the descriptor's aggregate function."""
 
 
-class MapState(State, Generic[K, V]):
-    """A map per key."""
+class MapReads(ABC, Generic[K, V]):
+    """The reading half of a map state (MapState and the broadcast states share it)."""
 
     @abstractmethod
     def get(self, key: K) -> Optional[V]:
         """The value mapped to ``key``, None if absent."""
-
-    @abstractmethod
-    def put(self, key: K, value: V) -> None:
-        """Maps ``key`` to ``value``."""
-
-    @abstractmethod
-    def put_all(self, dict_value: Dict[K, V]) -> None:
-        """Adds all mappings."""
-
-    @abstractmethod
-    def remove(self, key: K) -> None:
-        """Removes the mapping of ``key``."""
 
     @abstractmethod
     def contains(self, key: K) -> bool:
@@ -130,17 +118,47 @@ class MapState(State, Generic[K, V]):
     def __getitem__(self, key: K) -> V:
         return self.get(key)
 
+    def __contains__(self, key: K) -> bool:
+        return self.contains(key)
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(self.keys())
+
+
+class MapWrites(ABC, Generic[K, V]):
+    """The writing half of a map state."""
+
+    @abstractmethod
+    def put(self, key: K, value: V) -> None:
+        """Maps ``key`` to ``value``."""
+
+    @abstractmethod
+    def put_all(self, dict_value: Dict[K, V]) -> None:
+        """Adds all mappings."""
+
+    @abstractmethod
+    def remove(self, key: K) -> None:
+        """Removes the mapping of ``key``."""
+
     def __setitem__(self, key: K, value: V) -> None:
         self.put(key, value)
 
     def __delitem__(self, key: K) -> None:
         self.remove(key)
 
-    def __contains__(self, key: K) -> bool:
-        return self.contains(key)
 
-    def __iter__(self) -> Iterator[K]:
-        return iter(self.keys())
+class MapState(State, MapReads[K, V], MapWrites[K, V]):
+    """A map per key."""
+
+
+class ReadOnlyBroadcastState(State, MapReads[K, V]):
+    """The broadcast state as the non-broadcast side sees it: read only (PyFlink's)."""
+
+
+class BroadcastState(ReadOnlyBroadcastState[K, V], MapWrites[K, V]):
+    """A map every parallel instance holds a copy of, written by the broadcast side only; each
+    instance must store the same entries (Flink gives one instance's copy to every subtask on
+    restore and rescale)."""
 
 
 # --------------------------------------------------------------------------- TTL

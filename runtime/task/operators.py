@@ -490,7 +490,8 @@ class _ProcessBase(TaskOperator):
     def _run(self, method: Callable, values, timestamps, input_index: int) -> None:
         ctx = self.pctx
         out, out_ts = [], []
-        keyed = self.backend is not None
+        # The inputs with a key selector (not the broadcast side of a keyed broadcast operator).
+        keyed = self.backend is not None and self.key_selectors[max(input_index - 1, 0)] is not None
         i = 0
         try:
             for i, (v, t) in enumerate(zip(values, timestamps)):
@@ -722,6 +723,7 @@ def snapshots_incrementally(node) -> bool:
 
 def operator_class(node) -> type:
     """The executing operator of a job graph node's operator descriptor."""
+    from runtime.task.broadcast_operator import BroadcastProcessOperator
     from runtime.task.window_aggregation import WindowAggregationOperator, is_vectorizable
     from runtime.task.window_operator import WindowOperator
     spec = node.operator
@@ -742,6 +744,8 @@ def operator_class(node) -> type:
         ops.TimestampsAndWatermarksSpec: TimestampsAndWatermarksOperator,
         ops.WindowSpec: WindowOperator,
         ops.SinkSpec: StreamSink,
+        ops.BroadcastProcessSpec: BroadcastProcessOperator,
+        ops.KeyedBroadcastProcessSpec: BroadcastProcessOperator,
     }
     cls = table.get(type(spec))
     if cls is None:

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 from runtime.state.snapshot import OPERATOR_PREFIX
 from runtime.common.faults import fault_point
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
+from runtime.datastream.operators import BroadcastProcessSpec
 from runtime.datastream.partitioner import KeyGroupStreamPartitioner
 from runtime.graph.execution_graph import consumed_partitions
 from runtime.graph.job_graph import JobGraph, JobVertex
@@ -282,12 +283,14 @@ class StreamTask:
             except CorruptStateException as e:
                 ack.damaged_files.update(e.damaged_files)    # the driver marks its checkpoint INVALID
                 raise
-            same_parallelism = restored.parallelism.get(op.node.operator_id) == self.ctx.parallelism
-            for name, entries in snapshot.pop("operator_state").items():
+            snapshot["restored_parallelism"] = restored.parallelism.get(op.node.operator_id)
+            same_parallelism = snapshot["restored_parallelism"] == self.ctx.parallelism
+            for name, entries in list(snapshot["operator_state"].items()):
                 if name.startswith(OPERATOR_PREFIX):
+                    del snapshot["operator_state"][name]
                     snapshot[name[len(OPERATOR_PREFIX):]] = _operator_value(
                         entries, self.tdd.subtask_index if same_parallelism else None)
-            op.restore(snapshot)
+            op.restore(snapshot)    # the other operator state (broadcast state) as the operator lists it
 
     def _restore_watermarks(self) -> None:
         restored = self.tdd.watermarks
@@ -426,6 +429,13 @@ class StreamTask:
         self.gates = {idx: restored.get(idx, GateWatermarks()).valve([c for c, _ in chans])
                       for idx, chans in gates.items()}
         merged = {idx: (self.gates[idx], chans) for idx, chans in gates.items()}
+        for group in _input_order(head, merged):
+            records += self._drain(head, {idx: merged[idx] for idx in group})
+        return records
+
+    def _drain(self, head, merged: dict) -> int:
+        """Read the gates of ``merged`` round-robin, an event per channel at a time, to their end."""
+        records = 0
         cursors = {idx: [(c, iter(ev)) for c, ev in chans] for idx, (_, chans) in merged.items()}
         while cursors:
             for input_index in list(cursors):
@@ -458,6 +468,16 @@ class StreamTask:
                 else:
                     del cursors[input_index]
         return records
+
+
+def _input_order(head, gates: dict) -> list[list[int]]:
+    """Groups of input indexes, read one group after the other. The broadcast side of a broadcast
+    operator comes first: within an epoch, every record of the other side sees the broadcast
+    state as the epoch's broadcast records left it (Flink's batch mode orders them so; in
+    streaming Flink gives no order, here the order is the same on every run and replay)."""
+    if isinstance(head.spec, BroadcastProcessSpec):
+        return [[i] for i in (2, 1) if i in gates]
+    return [list(gates)]
 
 
 def _operator_value(entries: list, subtask: Optional[int]):
