@@ -29,6 +29,7 @@ from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.connectors import committer_class, create_enumerator, reader_class, writer_class
 from runtime.connectors.base import CommitterContext, EnumeratorContext
 from runtime.execution.history import FAILED, RUNNING, ExecutionHistory, ExecutionRecord
+from runtime.execution.locality import StateLocality
 from runtime.execution.options import ExecutionOptions
 from runtime.execution.spark import cancel_requested
 from runtime.graph.execution_graph import ExecutionGraph, build_execution_graph
@@ -36,6 +37,7 @@ from runtime.graph.execution_state import ExecutionState
 from runtime.graph.job_graph import JobGraph, create_job_graph
 from runtime.graph.stream_graph import StreamGraph
 from runtime.scheduler.slots import SlotPlan, compute_slot_plan, slots_required_per_group
+from runtime.state.backend import ROCKSDB, state_backend_type
 from runtime.storage.layout import job_dir, slug
 from runtime.task.operators import snapshots_incrementally
 from runtime.task.stream_task import ACK, TaskDeploymentDescriptor
@@ -157,10 +159,6 @@ def _on_edge(data_set: str):
     return lambda row: row[1][0] == data_set
 
 
-def _channel(c):
-    return c
-
-
 # ---- the driver ------------------------------------------------------------------------
 
 class JobRunner:
@@ -204,6 +202,11 @@ class JobRunner:
         # Fails with Flink's NoResourceAvailableException when the cluster has too few slots.
         required = sum(slots_required_per_group(self.execution_graph).values())
         self.slot_plan = compute_slot_plan(self.execution_graph, task_managers(self.spark, required))
+        # Subtasks with keyed state in local stores (rocksdb) run where their stores are.
+        local_stores = state_backend_type(dict(stream_graph.settings.configuration)) == ROCKSDB
+        self.locality = StateLocality(self.sc, [
+            v.id for v in self.job_graph.vertices
+            if local_stores and not v.is_input_vertex and v.is_keyed])
         self.restored: dict = {}            # (vertex id, subtask) -> RestoredState for the next epoch
         self.task_watermarks: dict = {}     # (vertex id, subtask) -> TaskWatermarks for the next epoch
         self.replay: list = []              # logged plans of epochs after the restored checkpoint
@@ -399,6 +402,7 @@ class JobRunner:
             self._failed(execution, result, e)
             raise
         finally:
+            self.locality.release()
             if broadcast is not None:
                 try:
                     broadcast.unpersist()
@@ -523,7 +527,7 @@ class JobRunner:
                 parts = [rdds[je.source_vertex].filter(_on_edge(je.data_set))
                          for je in self.job_graph.inputs_of(v.id)]
                 inputs = parts[0] if len(parts) == 1 else sc.union(parts)
-                rdd = inputs.partitionBy(v.parallelism, _channel).mapPartitionsWithIndex(task)
+                rdd = self.locality.shuffled(v.id, v.parallelism, inputs).mapPartitionsWithIndex(task)
             if len(outputs) > 1:
                 # Several consumers: without caching each shuffle would run the vertex again.
                 rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)

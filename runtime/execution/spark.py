@@ -75,7 +75,10 @@ def get_spark_session(master: str, app_name: str = "sluice"):
                    .config("spark.python.worker.reuse", "true")
                    # Acknowledgements carry printed and collected records: up to this size they
                    # come back with the task's status instead of through the block manager.
-                   .config("spark.task.maxDirectResultSize", "64m"))
+                   .config("spark.task.maxDirectResultSize", "64m")
+                   # A keyed task goes where its state store is (execution/locality.py), not
+                   # where most of its (small) epoch input was written.
+                   .config("spark.shuffle.reduceLocality.enabled", "false"))
         if master.startswith("local"):
             builder = builder.config("spark.ui.enabled", "false")
         from pyspark import SparkConf
