@@ -1,5 +1,6 @@
 """The seed job on a real Spark standalone cluster (a master and two one-core workers on
-loopback), giving the same results as in local mode.
+loopback, on two loopback addresses: two hosts to Spark's scheduler), giving the same results
+as in local mode; and keyed subtasks with local RocksDB stores scheduled back to their stores.
 
 The cluster job runs in its own process (``sluice run --master spark://...``), so this
 test run keeps its one local SparkSession.
@@ -18,6 +19,8 @@ from seed import ROOT
 
 SPARK_HOME = os.path.dirname(__import__("pyspark").__file__)
 SLUICE = os.path.join(os.path.dirname(sys.executable), "sluice")
+# Two hosts to Spark (Linux routes all of 127.0.0.0/8 to loopback), each with its own local dirs.
+WORKER_HOSTS = ("127.0.0.1", "127.0.0.2")
 
 
 def free_port() -> int:
@@ -51,12 +54,13 @@ def standalone_cluster(tmp_path_factory):
         env=env, stdout=open(logs / "master.log", "w"), stderr=subprocess.STDOUT)]
     try:
         wait_for_port(port)
-        for i in range(2):
+        for i, host in enumerate(WORKER_HOSTS):
             procs.append(subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1",
+                [spark_class, "org.apache.spark.deploy.worker.Worker", master_url, "--host", host,
                  "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()),
                  "--work-dir", str(logs / f"worker-{i}")],
-                env=env, stdout=open(logs / f"worker-{i}.log", "w"), stderr=subprocess.STDOUT))
+                env=dict(env, SPARK_LOCAL_IP=host, SPARK_LOCAL_DIRS=str(logs / f"local-{i}")),
+                stdout=open(logs / f"worker-{i}.log", "w"), stderr=subprocess.STDOUT))
         yield master_url
     finally:
         for p in procs:
@@ -77,7 +81,8 @@ def run_wordcount(master: str, tmp_path, input_dir, *job_args, parallelism: int 
 
 
 def counts(stdout: str) -> dict:
-    found = re.findall(r"Row\(word='([^']*)', count=(\d+)\)", stdout)
+    # The counts are a ROW_NAMED stream: PyFlink prints them as +I[word,count].
+    found = re.findall(r"\+I\[([^,\]]*),(\d+)\]", stdout)
     return {w: int(c) for w, c in found}
 
 
@@ -98,3 +103,31 @@ def test_seed_job_on_a_standalone_cluster_matches_local_mode(standalone_cluster,
     local = run_wordcount("local[2]", tmp_path / "l", input_dir, "--window-parallelism", "2")
     assert local.returncode == 0, local.stderr[-3000:]
     assert counts(cluster.stdout) == counts(local.stdout) == expected
+
+
+def test_keyed_subtasks_run_where_their_local_stores_are(standalone_cluster, tmp_path):
+    """With state.backend.type rocksdb, each keyed subtask's store stays in its executor's local
+    dir; later epochs run each subtask on that executor's host (execution/locality.py), so every
+    store is found. Without the preference, each epoch's two reduce tasks land on either
+    executor: about half the stores would be rebuilt."""
+    input_dir = tmp_path / "in"
+    input_dir.mkdir()
+    words = [f"w{(i * 7) % 13}" for i in range(240)]
+    (input_dir / "events.txt").write_text("".join(f"{w} {i * 100}\n" for i, w in enumerate(words)))
+    warehouse = tmp_path / "warehouse"
+    run = subprocess.run(
+        [SLUICE, "run", "tests/jobs/checkpointed_counts.py", "--master", standalone_cluster,
+         "--warehouse", str(warehouse), "--max-records-per-split", "40", "-D", "state.backend.type=rocksdb",
+         "--", "--input", str(input_dir), "--windows", str(tmp_path / "windows"),
+         "--running", str(tmp_path / "running"), "--parallelism", "2"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    local = [tuple(map(int, m)) for m in re.findall(r"local state (\d+)/(\d+)", run.stderr)]
+    assert len(local) == 6, run.stderr[-3000:]         # 240 records, 40 per epoch
+    # Two keyed vertices (window, running count) of two subtasks: four stores per epoch.
+    assert local[0] == (0, 4)
+    assert local[1:] == [(4, 4)] * 5, run.stderr[-3000:]
+    from deltalake import DeltaTable
+    running = DeltaTable(str(tmp_path / "running")).to_pyarrow_table().to_pylist()
+    assert Counter(r["word"] for r in running) == Counter(words)
+    assert {r["word"]: r["count"] for r in running if r["count"] == Counter(words)[r["word"]]} == Counter(words)

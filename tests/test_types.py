@@ -64,8 +64,8 @@ def test_positional_row():
     assert tuple(row) == ("a", 1)
     word, count = row
     assert (word, count) == ("a", 1)
-    assert repr(row) == "Row('a', 1)"
-    assert str(row) == "Row('a', 1)"
+    assert repr(row) == "<Row('a', 1)>"  # PyFlink's repr
+    assert str(row) == "<Row('a', 1)>"
     assert not hasattr(row, "_fields")
     assert row.get_row_kind() is RowKind.INSERT
 
@@ -114,7 +114,7 @@ def test_row_is_immutable_and_has_no_ad_hoc_attributes():
 
 def test_row_factory():
     Person = Row("name", "age")
-    assert repr(Person) == "Row('name', 'age')"
+    assert repr(Person) == "<Row('name', 'age')>"
     alice = Person("Alice", 11)
     assert alice == Row(name="Alice", age=11)
     assert repr(alice) == "Row(name='Alice', age=11)"
@@ -487,7 +487,7 @@ def test_unnamed_rows_round_trip():
     t = Types.ROW([Types.STRING(), Types.DOUBLE()])
     back = roundtrip([Row("a", 1.5), ("b", None)], t)
     assert back == [Row("a", 1.5), Row("b", None)]
-    assert repr(back[0]) == "Row('a', 1.5)"
+    assert repr(back[0]) == "<Row('a', 1.5)>"
 
 
 def test_nested_lists_maps_and_rows_round_trip():

@@ -39,6 +39,11 @@ def _check_type_info(value: Any, what: str) -> "TypeInformation":
 class TypeInformation:
     """Base of all type informations: equality, hashing, field addressing and Arrow mapping."""
 
+    # True on a type Sluice inferred from the values (from_collection without type_info): it types
+    # columns and checks, but the job declared nothing, so print() shows the records as PyFlink
+    # shows undeclared (pickled) ones. Not part of equality.
+    inferred = False
+
     def _key(self) -> tuple:
         return ()
 

@@ -226,7 +226,7 @@ class Row(tuple):
         names = self._field_names
         if names is not None:
             return "Row(%s)" % ", ".join(f"{k}={v!r}" for k, v in zip(names, self))
-        return "Row(%s)" % ", ".join(map(repr, self))
+        return "<Row(%s)>" % ", ".join(map(repr, self))      # PyFlink's, what print() shows
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, Row):

@@ -5,11 +5,13 @@ from __future__ import annotations
 import sys
 
 from runtime.connectors.base import Committer
+from runtime.connectors.java_strings import printed_text
 from runtime.task.sink_writer import SinkWriter
 
 
 class PrintWriter(SinkWriter):
-    """A subtask's lines: ``str(record)`` behind Flink's PrintSinkOutputWriter prefix,
+    """A subtask's lines: each record as PyFlink prints it (``java_strings``: Java's toString for a
+    declared type, Python's str otherwise) behind Flink's PrintSinkOutputWriter prefix,
     "id:2> " / "id> " / "2> " / "" (the subtask number only above parallelism 1)."""
 
     def __init__(self, sink, context):
@@ -21,8 +23,8 @@ class PrintWriter(SinkWriter):
         self.lines: list[str] = []
 
     def write(self, values) -> None:
-        prefix = self.prefix
-        self.lines.extend(prefix + str(v) for v in values)
+        prefix, declared = self.prefix, self.ctx.input_type
+        self.lines.extend(prefix + printed_text(v, declared) for v in values)
 
     def finish(self) -> list[str]:
         lines, self.lines = self.lines, []

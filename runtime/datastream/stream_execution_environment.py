@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextvars
+import copy
 import enum
 import itertools
 from typing import Any, Callable, Iterable, Optional
@@ -155,7 +156,8 @@ class StreamExecutionEnvironment:
         if not items:
             raise ValueError("from_collection(): Collection must not be empty")
         if type_info is None:
-            type_info = infer_type_info(items)
+            type_info = copy.copy(infer_type_info(items))
+            type_info.inferred = True
         else:   # as PyFlink: the records become values of the declared type at the source
             items = tuple(to_declared_type(items, type_info, "from_collection()"))
         return self._source(CollectionSource(items, type_info), CollectionSource.default_name,
