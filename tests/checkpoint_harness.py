@@ -50,19 +50,20 @@ def job_args(tmp_path, *extra) -> list[str]:
             "--running", str(tmp_path / "running"), *extra]
 
 
-def kill_at(tmp_path, point: str, epoch: int, restore: bool, *extra: str) -> str:
+def kill_at(tmp_path, point: str, epoch: int, restore: bool, *extra: str, job: str = JOB, args=None) -> str:
     """Run the job with ``sluice run`` until it reaches ``point`` in ``epoch``, then SIGKILL its
-    process group ("killed"); "finished" if it ended first. ``restore``: --restore-from latest."""
+    process group ("killed"); "finished" if it ended first. ``restore``: --restore-from latest.
+    ``job`` and its ``args``: another job script than checkpointed_counts (``job_args``)."""
     marker = tmp_path / f"halted-{point}-{epoch}"
     env = {**os.environ, "SLUICE_HALT_AT": f"{point}:{epoch}", "SLUICE_HALT_MARKER": str(marker),
            "PYTHONPATH": ROOT}
-    cmd = [sys.executable, "-m", "runtime.cli", "run", JOB, "--warehouse", str(tmp_path / "warehouse"),
+    cmd = [sys.executable, "-m", "runtime.cli", "run", job, "--warehouse", str(tmp_path / "warehouse"),
            "--master", "local[1]", "--max-records-per-split", str(LINES_PER_EPOCH)]
     if restore:
         cmd += ["--restore-from", "latest"]
     cmd += list(extra)
     with open(tmp_path / f"log-{point}-{epoch}.txt", "w") as log:
-        proc = subprocess.Popen(cmd + ["--", *job_args(tmp_path)], env=env, cwd=ROOT, stdout=log,
+        proc = subprocess.Popen(cmd + ["--", *(job_args(tmp_path) if args is None else args)], env=env, cwd=ROOT, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + 240
         while not marker.exists() and proc.poll() is None and time.time() < deadline:

@@ -1,12 +1,15 @@
 """Common types of the Sluice API, named as ``pyflink.common``."""
 from runtime.common.configuration import Configuration
 from runtime.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
+from runtime.common.serialization import (
+    ByteArraySchema, DeserializationSchema, Encoder, SerializationSchema, SimpleStringSchema)
 from runtime.common.time import Duration, Time
 from runtime.common.typeinfo import TypeInformation, Types
 from runtime.common.types import Row, RowKind
 from runtime.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
 
 __all__ = [
-    "Configuration", "Duration", "RestartStrategies", "RestartStrategyConfiguration", "Row",
+    "ByteArraySchema", "Configuration", "DeserializationSchema", "Duration", "Encoder",
+    "SerializationSchema", "SimpleStringSchema", "RestartStrategies", "RestartStrategyConfiguration", "Row",
     "RowKind", "Time", "TimestampAssigner", "TypeInformation", "Types", "WatermarkStrategy",
 ]

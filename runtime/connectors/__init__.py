@@ -42,10 +42,11 @@ def reader_class(source) -> type:
 
 
 def _sinks():
-    from runtime.connectors import collect_sink, delta, function_sink, print_sink
+    from runtime.connectors import collect_sink, delta, file_sink, function_sink, print_sink
     from runtime.connectors.base import Committer
     return {
         api.DeltaSink: (delta.DeltaSinkWriter, delta.DeltaCommitter),
+        api.FileSink: (file_sink.FileSinkWriter, file_sink.FileCommitter),
         PrintSink: (print_sink.PrintWriter, print_sink.PrintCommitter),
         SinkFunction: (function_sink.SinkFunctionWriter, Committer),
         # execute_and_collect's sink: its descriptor is the id of the stream it collects.

@@ -43,6 +43,7 @@ from runtime.common.typeinfo import PickledBytesTypeInfo, Types
 from runtime.common.types import Row, make_rows
 from runtime.connectors.base import Committer, SourceReader, SplitEnumerator
 from runtime.storage.delta_files import file_stats
+from runtime.storage.filesystems import filesystem
 from runtime.task.sink_writer import BufferingSinkWriter
 from runtime.task.stream_task import SplitRead
 
@@ -51,16 +52,6 @@ TABLE_KEY = "_table"            # positions entry holding the source's table pro
 
 
 # ---- paths and filesystems ---------------------------------------------------------------
-
-def _filesystem(table_path: str) -> tuple[pafs.FileSystem, str]:
-    """(pyarrow filesystem, root path inside it) of a table path or URI."""
-    if "://" in table_path and not table_path.startswith("file://"):
-        fs, root = pafs.FileSystem.from_uri(table_path)
-        return fs, root.rstrip("/")
-    if table_path.startswith("file://"):
-        table_path = unquote(table_path[len("file://"):])
-    return pafs.LocalFileSystem(), os.path.abspath(table_path)
-
 
 def _data_path(root: str, log_path: str) -> str:
     """Where the file an add action names lives (log paths are relative, URL-encoded)."""
@@ -136,7 +127,7 @@ def _log_commit(fs: pafs.FileSystem, root: str, version: int) -> list[dict]:
 class DeltaSourceEnumerator(SplitEnumerator):
     def __init__(self, source, context):
         super().__init__(source, context)
-        self._fs, self._root = _filesystem(source.table_path)
+        self._fs, self._root = filesystem(source.table_path)
         self._table = None
 
     # positions: file path -> {"offset", "num_rows", "partition", "index", "version"}
@@ -221,7 +212,7 @@ class DeltaSourceEnumerator(SplitEnumerator):
 class DeltaSourceReader(SourceReader):
     def __init__(self, source, ctx):
         super().__init__(source, ctx)
-        self._fs, self._root = _filesystem(source.table_path)
+        self._fs, self._root = filesystem(source.table_path)
         self._schemas: dict = {}
 
     def _schema(self, version) -> tuple[pa.Schema, list]:
@@ -435,7 +426,7 @@ class DeltaSinkWriter(BufferingSinkWriter):
         if missing:
             raise ValueError(f"Delta sink: partition column(s) {missing} are not fields of the records "
                              f"({table.column_names})")
-        fs, root = _filesystem(self.sink.table_path)
+        fs, root = filesystem(self.sink.table_path)
         name = f"part-{self.ctx.epoch:06d}-{self.ctx.subtask_index:05d}-{uuid.uuid4().hex}.parquet"
         if partition_by:
             keys = list(zip(*(table.column(c).to_pylist() for c in partition_by)))

@@ -13,6 +13,7 @@ from runtime.datastream import functions as fn
 from runtime.datastream import partitioner as part
 from runtime.datastream.connectors.base import Sink
 from runtime.datastream.connectors.delta import DeltaSink
+from runtime.datastream.connectors.file_system import FileSink
 from runtime.datastream.operators import (
     Aggregation, BroadcastProcessSpec, ChainingStrategy, CoProcessSpec, CoFlatMapSpec, CoMapSpec,
     KeyedCoProcessSpec, KeyedProcessSpec, PrintSink, ProcessSpec, FilterSpec,
@@ -507,18 +508,20 @@ class DataStream:
         return self._sink(SinkSpec(kind="print", sink=sink), sink.name)
 
     def sink_to(self, sink) -> "DataStreamSink":
-        """Writes the stream to a Delta table (a path or a DeltaSink), exactly once: each checkpoint
-        commits what the epochs since the last one wrote.
+        """Writes the stream to a Delta table (a path or a DeltaSink) or to files (a FileSink),
+        exactly once: each checkpoint commits what the epochs since the last one wrote.
 
             counts.sink_to("warehouse/word-counts")
+            counts.sink_to(FileSink.for_row_format("out", Encoder.simple_string_encoder()).build())
         """
         if isinstance(sink, str):
             sink = DeltaSink.for_row_data(sink)
-        if not isinstance(sink, DeltaSink):
+        if not isinstance(sink, (DeltaSink, FileSink)):
             raise TypeError(
-                f"sink_to() takes a Delta table path or a DeltaSink, got {sink!r}; "
+                f"sink_to() takes a Delta table path, a DeltaSink or a FileSink, got {sink!r}; "
                 "use add_sink(function) for a custom sink.")
-        return self._sink(SinkSpec(kind="delta", sink=sink), sink.default_name)
+        kind = "delta" if isinstance(sink, DeltaSink) else "file"
+        return self._sink(SinkSpec(kind=kind, sink=sink), sink.default_name)
 
     def add_sink(self, sink_func) -> "DataStreamSink":
         """Calls a SinkFunction's ``invoke(value, context)``, or a function of the record, per record.

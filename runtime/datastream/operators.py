@@ -175,7 +175,7 @@ class KeyedBroadcastProcessSpec(BroadcastProcessSpec):
 
 @dataclass(frozen=True)
 class SinkSpec(OperatorSpec):
-    """A sink: ``kind`` is "print", "collect", "delta" or "function"."""
+    """A sink: ``kind`` is "print", "collect", "delta", "file" or "function"."""
 
     kind: str = "function"
     sink: Any = None            # PrintSink / DeltaSink / SinkFunction / collect id

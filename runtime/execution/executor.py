@@ -504,6 +504,7 @@ class JobRunner:
                     watermarks=self.task_watermarks.get((v.id, s)),
                     state_version=self.state_version, next_state_version=next_version,
                     state_dir=self.options.state_local_dir, incremental=incremental,
+                    barrier=checkpoint_id is not None or not self.coordinator.enabled,
                     source_reader=reader_class(v.head.operator.source) if v.id in self.enumerators else None,
                     sink_writers={n.id: writer_class(n.operator.sink) for n in v.operators if n.kind == "sink"})
         return tdds, end_of_input, checkpoint_id

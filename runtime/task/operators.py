@@ -113,8 +113,13 @@ class TaskContext:
     def __init__(self, task_name: str, subtask_index: int, parallelism: int, max_parallelism: int,
                  attempt_number: int, processing_time: int, job_parameters: dict,
                  key_group_range=None, epoch: int = 0, sink_writers: Optional[dict] = None,
-                 state_backend: str = DEFAULT_STATE_BACKEND, state_dir: Optional[str] = None):
+                 state_backend: str = DEFAULT_STATE_BACKEND, state_dir: Optional[str] = None,
+                 barrier: bool = False, end_of_input: bool = False):
         self.epoch = epoch
+        # The epoch ends in a checkpoint barrier (or, without checkpoints, commits its sinks), and
+        # whether the job's bounded input ends with it: what a sink writer prepares to commit.
+        self.barrier = barrier
+        self.end_of_input = end_of_input
         # Keyed state: the backend (state.backend.type: hashmap | rocksdb) and, for rocksdb, the
         # directory of this subtask's stores (one folder per operator under it); without one,
         # each operator's store is a temporary directory removed when the task ends.
@@ -682,12 +687,28 @@ class StreamSink(TaskOperator):
     Delta, a user SinkFunction: ``runtime.task.sink_writer``); when the epoch's input ends, the
     writer's committable goes to the driver."""
 
+    WRITER_STATE = "SinkWriterState"    # the writer's state, one entry per subtask
+
+    restored_writer: tuple = ()
+
     def open(self):
         super().open()
         ctx = self.ctx
         self.writer = ctx.sink_writers[self.node.id](self.spec.sink, WriterInitContext(
             self.name, ctx.subtask_index, ctx.parallelism, ctx.epoch, ctx.processing_time,
-            ctx.attempt_number, self.input_type, self.fail))
+            ctx.attempt_number, self.input_type, self.fail, self.restored_writer, ctx.barrier,
+            ctx.end_of_input))
+
+    def snapshot(self, incremental: bool = False) -> dict:
+        snapshot = super().snapshot(incremental)
+        state = self.writer.snapshot_state()
+        if state is not None:
+            snapshot["operator_state"] = {self.WRITER_STATE: ("split", [state])}
+        return snapshot
+
+    def restore(self, snapshot: dict) -> None:
+        super().restore(snapshot)
+        self.restored_writer = tuple(snapshot.get("operator_state", {}).get(self.WRITER_STATE, ()))
 
     def user_functions(self):
         return [self.spec.sink]     # opened and closed when it is a Function (a SinkFunction)

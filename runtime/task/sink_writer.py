@@ -3,9 +3,12 @@
 The driver hands a task the writer class of each of its sinks in its deployment descriptor
 (``runtime.connectors.writer_class``, looked up by the sink's descriptor); the sink operator
 makes one writer per epoch, gives it the records (``write``) and, when the epoch's input ends,
-takes its committable (``finish``): printed lines, collected records, staged Delta files, or
-nothing. Committables travel to the driver in the task's acknowledgement, where the sink's
-committer (``runtime.connectors.base.Committer``) commits them.
+takes its committable (``finish``): printed lines, collected records, staged Delta files, files
+to make visible, or nothing. A writer with state across epochs (a file sink's in-progress part
+files) returns it from ``snapshot_state``; it is snapshotted with the operator and handed to the
+next epoch's writer (``WriterInitContext.restored``). Committables travel to the driver in the
+task's acknowledgement, where the sink's committer (``runtime.connectors.base.Committer``)
+commits them.
 """
 from __future__ import annotations
 
@@ -33,6 +36,14 @@ class WriterInitContext:
     # ``fail(error, record, batch, index)``: user code failed on ``batch[index]``; raises the
     # failure naming the operator, the subtask and the record (``TaskOperator.fail``).
     fail: Callable = _raise
+    # What ``snapshot_state`` returned at the end of the previous epoch (or at the restored
+    # checkpoint): [(subtask that wrote it, state)], the subtask's own at the same parallelism,
+    # every subtask's after a rescale. Empty for a writer without state or a fresh start.
+    restored: tuple = ()
+    # The epoch ends in a checkpoint barrier (every epoch does without checkpointing: its sinks
+    # commit as it ends), or the job's bounded input ends with it (Flink's end of input).
+    barrier: bool = False
+    end_of_input: bool = False
 
     @property
     def subtask_label(self) -> str:
@@ -51,6 +62,11 @@ class SinkWriter:
 
     def finish(self) -> Any:
         """The epoch's input ended: the committable (None when there is nothing to commit)."""
+        return None
+
+    def snapshot_state(self) -> Any:
+        """The writer's state at the end of the epoch, for the next epoch's writer (Flink's
+        ``StatefulSinkWriter.snapshotState``); None: the writer keeps none."""
         return None
 
 

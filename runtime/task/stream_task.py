@@ -69,6 +69,8 @@ class TaskDeploymentDescriptor:
     next_state_version: Optional[str] = None
     state_dir: Optional[str] = None             # root of the local stores (else Spark's local dirs)
     incremental: frozenset = frozenset()        # operator ids that snapshot their changes only
+    # The epoch ends in a checkpoint barrier, or commits its sinks without checkpoints.
+    barrier: bool = False
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,8 @@ class StreamTask:
                                tdd.attempt_number, tdd.processing_time, job_parameters, kgr, tdd.epoch,
                                tdd.sink_writers,
                                state_backend=state_backend_type(dict(job_graph.settings.configuration)),
-                               state_dir=_local_state_dir(job_graph, tdd))
+                               state_dir=_local_state_dir(job_graph, tdd),
+                               barrier=tdd.barrier, end_of_input=tdd.end_of_input)
         self.operators = {n.id: create_operator(n, self.ctx) for n in v.operators}
         stream_graph = job_graph.stream_graph
         for n in v.operators:

@@ -3,12 +3,14 @@ from runtime.datastream.connectors.base import Boundedness, Sink, Source
 from runtime.datastream.connectors.collection import CollectionSource
 from runtime.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
 from runtime.datastream.connectors.delta import DeltaSink, DeltaSource
-from runtime.datastream.connectors.file_system import FileSource, StreamFormat
+from runtime.datastream.connectors.file_system import (
+    BucketAssigner, FileSink, FileSource, OutputFileConfig, RollingPolicy, StreamFormat)
 from runtime.datastream.connectors.number_seq import NumberSequenceSource
 from runtime.datastream.connectors.socket import SocketTextSource
 
 __all__ = [
     "Boundedness", "Sink", "Source", "CollectionSource", "DataGeneratorSource",
     "RateLimiterStrategy", "DeltaSink", "DeltaSource", "FileSource", "StreamFormat",
+    "BucketAssigner", "FileSink", "OutputFileConfig", "RollingPolicy",
     "NumberSequenceSource", "SocketTextSource",
 ]

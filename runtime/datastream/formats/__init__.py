@@ -1,0 +1,1 @@
+"""File formats, as ``pyflink.datastream.formats`` (bulk writers for ``FileSink``)."""
