@@ -27,9 +27,15 @@ DEFAULT_JOB_NAME = "Flink Streaming Job"
 
 
 class RuntimeExecutionMode(enum.Enum):
+    """Flink's ``execution.runtime-mode``: BATCH runs a bounded job's input as one epoch with final
+    results only (no checkpoints, watermarks only at the end); AUTOMATIC is BATCH when every
+    source is bounded. Resolved and checked when the job compiles (runtime.graph.stream_graph)."""
     STREAMING = "STREAMING"
     BATCH = "BATCH"
     AUTOMATIC = "AUTOMATIC"
+
+
+RUNTIME_MODE = "execution.runtime-mode"
 
 
 # Settings the client passes to the job's environments, below the job's own (Flink's
@@ -53,7 +59,10 @@ class StreamExecutionEnvironment:
         self._chaining_enabled = True
         self._checkpoint_config = CheckpointConfig()
         self._restart_strategy: RestartStrategyConfiguration = RestartStrategies.fall_back_restart()
-        self._runtime_mode = RuntimeExecutionMode.STREAMING
+        mode = self._configuration.get_string(RUNTIME_MODE, "STREAMING").upper()
+        if mode not in RuntimeExecutionMode.__members__:
+            raise ValueError(f"Configuration '{RUNTIME_MODE}' must be STREAMING, BATCH or AUTOMATIC, got {mode!r}")
+        self._runtime_mode = RuntimeExecutionMode[mode]     # -D execution.runtime-mode=BATCH
         self._config = ExecutionConfig()
         self._transformations: list[Transformation] = []
         self._ids = itertools.count(1)
@@ -89,6 +98,8 @@ class StreamExecutionEnvironment:
         return self._max_parallelism
 
     def set_runtime_mode(self, mode: RuntimeExecutionMode) -> "StreamExecutionEnvironment":
+        if not isinstance(mode, RuntimeExecutionMode):
+            raise TypeError(f"set_runtime_mode() takes RuntimeExecutionMode.STREAMING, BATCH or AUTOMATIC, got {mode!r}")
         self._runtime_mode = mode
         return self
 

@@ -176,19 +176,24 @@ class JobRunner:
         self.job_dir = job_dir(options.warehouse, stream_graph.job_name)
         self.run_dir = os.path.join(self.job_dir, "runs", self.run_id)
         self.storage = CheckpointStorage(self.job_dir)
+        # BATCH (Flink's execution.runtime-mode): the whole bounded input is one epoch, with no
+        # checkpoint and no restore; a failure reruns the job.
+        self.batch = stream_graph.settings.runtime_mode == "BATCH"
         self.states = StateChains(IncrementalPolicy.from_config(dict(stream_graph.settings.configuration)),
                                   {n.operator_id for v in self.job_graph.vertices for n in v.operators
                                    if snapshots_incrementally(n)})
         self.state_version: Optional[str] = None    # where the last epoch left the local stores
         self.restores = 0                           # restores in this run: part of each version
         self.coordinator = CheckpointCoordinator(self.storage, self.job_graph,
-                                                 dict(stream_graph.settings.checkpoint_config), self.run_id)
+                                                 {} if self.batch else dict(stream_graph.settings.checkpoint_config),
+                                                 self.run_id)
         self.job_parameters = dict(stream_graph.settings.job_parameters)
         self.enumerators = {}
         for v in self.job_graph.vertices:
             if v.is_input_vertex:
                 self.enumerators[v.id] = create_enumerator(v.head.operator.source, EnumeratorContext(
-                    parallelism=v.parallelism, max_records_per_split=options.max_records_per_split,
+                    parallelism=v.parallelism,
+                    max_records_per_split=None if self.batch else options.max_records_per_split,
                     epoch_interval_ms=options.epoch_interval_ms, work_dir=os.path.join(self.job_dir, "sources"),
                     job_name=stream_graph.job_name, operator_id=v.head.operator_id))
         try:
@@ -240,6 +245,13 @@ class JobRunner:
         holder = self.storage.running_holder(self.options.lease_timeout_s)
         if holder is not None:
             raise JobAlreadyRunningException(already_running(self.job_dir, holder))
+        if self.batch:
+            if self.options.restore_from not in (None, "latest", START_OVER):
+                raise CheckpointException(
+                    f"Job '{self.job_graph.job_name}' runs in BATCH mode, which takes no checkpoints and "
+                    f"restores none (restore from {self.options.restore_from!r} asked): run it with "
+                    "execution.runtime-mode STREAMING to restore.")
+            return None
         if self.options.restore_from == START_OVER:
             return None
         try:
@@ -258,7 +270,9 @@ class JobRunner:
         if self.restore_point is not None:
             self._restore(self.restore_point)
             return
-        if self.options.restore_from != START_OVER:
+        if self.batch:
+            pass    # a fresh run of the whole input: nothing to replay
+        elif self.options.restore_from != START_OVER:
             logged = self.storage.logged_epochs(-1, None)
             if any(e["checkpoint_id"] is not None for e in logged):
                 self.replay = logged
@@ -470,6 +484,10 @@ class JobRunner:
             processing_time = self._processing_time(epoch)
             source_plans = {vid: e.plan_epoch(epoch) for vid, e in self.enumerators.items()}
             end_of_input = all(e.input_ends_with_plan for e in self.enumerators.values())
+            if self.batch and not end_of_input:
+                raise JobExecutionException(
+                    f"Job '{self.job_graph.job_name}' runs in BATCH mode but its input cannot be read in one "
+                    "epoch (a rate-limited generator?): run it in STREAMING mode.")
             # The last epoch a run may take (max_epochs) ends in a checkpoint too, so the next run
             # (a scheduled one) starts where this one stopped instead of replaying.
             checkpoint_id = (self.coordinator.take_id()

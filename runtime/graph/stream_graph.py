@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Any, Optional
 
 from runtime.datastream import partitioner as part
+from runtime.datastream.connectors.base import Boundedness
 from runtime.datastream.operators import ChainingStrategy, OperatorSpec, SinkSpec, SourceSpec
 from runtime.datastream.pipeline import Pipeline, PipelineSettings
 from runtime.datastream.transformations import (
@@ -146,9 +147,27 @@ def generate_stream_graph(pipeline: Pipeline) -> StreamGraph:
     for t in transformations:
         gen.transform(t)
     nodes = tuple(sorted(gen.nodes.values(), key=lambda n: n.id))
+    settings = replace(settings, runtime_mode=resolve_runtime_mode(settings.runtime_mode, nodes))
     graph = StreamGraph(settings, nodes, tuple(gen.edges))
     order = graph.topological_order()
     return replace(graph, nodes=_with_operator_ids(graph, order))
+
+
+def resolve_runtime_mode(mode: str, nodes: tuple[StreamNode, ...]) -> str:
+    """STREAMING or BATCH: AUTOMATIC is BATCH when every source is bounded; BATCH refuses an
+    unbounded source (Flink's message, then which source)."""
+    unbounded = [n.operator_name for n in nodes if n.kind == "source"
+                 and n.operator.source.boundedness != Boundedness.BOUNDED]
+    if mode == "AUTOMATIC":
+        return "STREAMING" if unbounded else "BATCH"
+    if mode == "BATCH" and unbounded:
+        raise StreamGraphError(
+            "Detected an UNBOUNDED source with the 'execution.runtime-mode' set to 'BATCH'. This "
+            "combination is not allowed, please set the 'execution.runtime-mode' to STREAMING or "
+            f"AUTOMATIC: {unbounded[0]} is unbounded (a socket, a monitored folder, a "
+            "continuous Delta table or a generator without a count). Run the job in STREAMING "
+            "mode, or read a bounded input.")
+    return mode
 
 
 class _Generator:

@@ -134,6 +134,8 @@ class TaskContext:
         self.processing_time = processing_time
         self.job_parameters = job_parameters
         self.key_group_range = key_group_range
+        # BATCH mode (execution.runtime-mode): final results only, watermarks at the end only.
+        self.batch = False
 
     @property
     def subtask_label(self) -> str:
@@ -610,7 +612,9 @@ def aggregator(aggregation: ops.Aggregation) -> Callable[[Any, Any], Any]:
 
 
 class StreamGroupedReduceOperator(TaskOperator):
-    """Rolling reduce/aggregation: emits the updated value for every record, as Flink does."""
+    """Rolling reduce/aggregation: emits the updated value for every record, as Flink does; in
+    BATCH mode only each key's final value, at the end of input (Flink's BatchGroupedReduceOperator,
+    stamped as there with the end of time)."""
 
     def open(self):
         super().open()
@@ -628,12 +632,18 @@ class StreamGroupedReduceOperator(TaskOperator):
                 current = state.value()
                 result = v if current is None else reduce(current, v)
                 state.update(result)
-                out.append(result)
+                if self.ctx.batch:
+                    self.timers.register_event_time_timer(VOID_NAMESPACE, MAX_WATERMARK)
+                else:
+                    out.append(result)
         except UserCodeException:
             raise
         except Exception as e:
             self.fail(e, v)
         self.output.collect(out, timestamps)
+
+    def on_event_time(self, timestamp, key, namespace):
+        self.output.collect([self.state.value()], [MAX_WATERMARK])
 
 
 def assign_timestamps(op: TaskOperator, assigner, values: list, timestamps: list) -> list:
@@ -664,7 +674,7 @@ class TimestampsAndWatermarksOperator(TaskOperator):
             self.generator.on_event(latest)
         self.output.collect(values, timestamps)
         watermark = self.generator.current_watermark()
-        if watermark > self.current_watermark:
+        if watermark > self.current_watermark and not self.ctx.batch:     # BATCH: only the final one
             self.current_watermark = watermark
             self.output.emit_watermark(watermark)
 

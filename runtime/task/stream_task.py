@@ -165,6 +165,7 @@ class StreamTask:
                                state_backend=state_backend_type(dict(job_graph.settings.configuration)),
                                state_dir=_local_state_dir(job_graph, tdd),
                                barrier=tdd.barrier, end_of_input=tdd.end_of_input)
+        self.ctx.batch = self.batch = job_graph.settings.runtime_mode == "BATCH"
         self.operators = {n.id: create_operator(n, self.ctx) for n in v.operators}
         stream_graph = job_graph.stream_graph
         for n in v.operators:
@@ -340,7 +341,8 @@ class StreamTask:
             generators[s.split_id] = gen
             states[s.split_id] = dict(s.state)
         assigner = strategy.timestamp_assigner if strategy is not None else None
-        has_watermarks = strategy is not None and strategy.has_watermarks
+        # BATCH ignores watermark generators: MAX_WATERMARK at the end is the only one (Flink's rule).
+        has_watermarks = strategy is not None and strategy.has_watermarks and not self.batch
         emitted = MIN_WATERMARK
         records = 0
         if has_watermarks:
