@@ -76,7 +76,7 @@ def test_a_branching_chain_is_named_with_parentheses(env):
 
 
 def test_sources_are_chain_heads_and_never_chain_to_a_predecessor():
-    env = StreamExecutionEnvironment.get_execution_environment()
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(1)   # the sink chains to the source
     env.from_collection([1]).print()
     graph = create_job_graph(env.get_stream_graph())
     assert [v.is_input_vertex for v in graph.vertices] == [True]

@@ -231,11 +231,44 @@ class DataStream:
         return self
 
     def set_buffer_timeout(self, timeout_millis: int) -> "DataStream":
-        """Accepted for PyFlink compatibility; channels are flushed once per epoch whatever it says.
+        """Flink flushes an operator's output buffers at least every ``timeout_millis``; here records
+        cross to the next task when their epoch ends, so the latency bound is the epoch
+        (``sluice.epoch.interval``), whatever the timeout. Accepted and checked, no effect.
 
-            ds.map(parse).set_buffer_timeout(100)       # no effect
+            ds.map(parse).set_buffer_timeout(100)
         """
+        if not isinstance(timeout_millis, int) or timeout_millis < -1:
+            raise ValueError(f"set_buffer_timeout() takes -1 (the default) or a timeout >= 0 in ms, got {timeout_millis!r}")
         return self
+
+    def set_description(self, description: str) -> "DataStream":
+        """A longer text about the operator than its name (Flink's web UI and JSON plan show it).
+
+            ds.map(parse).name("Parse").set_description("parses CSV lines into Orders")
+        """
+        self._operator("set_description").description = description
+        return self
+
+    def get_execution_config(self):
+        """The environment's ExecutionConfig (``env.get_config()``)."""
+        return self._env.get_config()
+
+    def project(self, *field_indexes: int) -> "DataStream":
+        """Keeps the given fields of each tuple, in that order: a stream of tuples of those fields.
+
+            orders.project(2, 0)     # (amount, id) of TUPLE([INT id, STRING name, DOUBLE amount])
+        """
+        from runtime.common.typeinfo import TupleTypeInfo, Types
+        types = self.get_type()
+        if not isinstance(types, TupleTypeInfo):
+            raise TypeError(f"project{field_indexes}: only Tuple DataStreams can be projected (declare "
+                            f"output_type=Types.TUPLE([...])), this stream's type is {types}")
+        fields = types.get_field_types()
+        for i in field_indexes:
+            if not isinstance(i, int) or not 0 <= i < len(fields):
+                raise ValueError(f"project{field_indexes}: field {i!r} is not a position 0..{len(fields) - 1}")
+        return self.map(lambda record: tuple(record[i] for i in field_indexes),
+                        output_type=Types.TUPLE([fields[i] for i in field_indexes])).name("Projection")
 
     # ---- transformations ---------------------------------------------------------------
 
@@ -554,6 +587,7 @@ class DataStreamSink:
     slot_sharing_group = DataStream.slot_sharing_group
     disable_chaining = DataStream.disable_chaining
     start_new_chain = DataStream.start_new_chain
+    set_description = DataStream.set_description
     _operator = DataStream._operator
 
     def get_name(self) -> str:

@@ -224,13 +224,17 @@ class KeyedCoProcessFunction(Function):
         @abc.abstractmethod
         def output(self, output_tag, value) -> None: ...
 
+    class OnTimerContext(Context):
+        @abc.abstractmethod
+        def time_domain(self) -> int: ...
+
     @abc.abstractmethod
     def process_element1(self, value, ctx) -> Iterable | None: ...
 
     @abc.abstractmethod
     def process_element2(self, value, ctx) -> Iterable | None: ...
 
-    def on_timer(self, timestamp: int, ctx) -> Iterable | None:
+    def on_timer(self, timestamp: int, ctx: "KeyedCoProcessFunction.OnTimerContext") -> Iterable | None:
         pass
 
 

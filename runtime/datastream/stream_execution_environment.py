@@ -5,6 +5,8 @@ import contextvars
 import copy
 import enum
 import itertools
+import os
+import uuid
 from typing import Any, Callable, Iterable, Optional
 
 from runtime.common.configuration import Configuration
@@ -18,12 +20,15 @@ from runtime.datastream.connectors.file_system import FileSource, StreamFormat
 from runtime.datastream.connectors.socket import SocketTextSource
 from runtime.datastream.data_stream import DataStream
 from runtime.datastream.execution_config import ExecutionConfig
+from runtime.datastream.job_client import JobClient
 from runtime.datastream.operators import SourceSpec
 from runtime.datastream.pipeline import Pipeline, PipelineSettings, executor_for, generate
 from runtime.datastream.transformations import (
     SourceTransformation, Transformation, check_max_parallelism)
 
 DEFAULT_JOB_NAME = "Flink Streaming Job"
+# PyFlink's configuration keys of a job's dependencies.
+PYTHON_FILES, PYTHON_REQUIREMENTS, JARS = "python.files", "python.requirements", "pipeline.jars"
 
 
 class RuntimeExecutionMode(enum.Enum):
@@ -53,7 +58,8 @@ class StreamExecutionEnvironment:
             self._configuration.set_string(key, str(value))
         for key, value in (configuration.to_dict() if configuration else {}).items():
             self._configuration.set_string(key, value)
-        self._parallelism = self._configuration.get_integer("parallelism.default", 1)
+        # PyFlink's local default: as many subtasks as the machine has cores.
+        self._parallelism = self._configuration.get_integer("parallelism.default", os.cpu_count() or 1)
         self._parallelism_set_by_job = False
         self._max_parallelism = self._configuration.get_integer("pipeline.max-parallelism", -1)
         self._chaining_enabled = True
@@ -232,6 +238,44 @@ class StreamExecutionEnvironment:
     def execute(self, job_name: Optional[str] = None):
         graph = self.get_stream_graph(job_name, clear_transformations=True)
         return executor_for(self._configuration.get_string("execution.target", "spark")).execute(graph)
+
+    def execute_async(self, job_name: Optional[str] = None) -> JobClient:
+        """Starts the job in a thread of this process and returns its JobClient at once.
+
+            client = env.execute_async("orders")
+            client.get_job_status().result()            # JobStatus.RUNNING
+            client.cancel()                             # ends after the epoch it is in
+            client.get_job_execution_result().result()  # the JobExecutionResult (raises if it failed)
+        """
+        graph = self.get_stream_graph(job_name, clear_transformations=True)
+        executor = executor_for(self._configuration.get_string("execution.target", "spark"))
+        return JobClient(uuid.uuid4().hex, lambda stop: executor.execute(graph, stop=stop))
+
+    # ---- dependencies (applied to the Spark session by the run: runtime.execution.dependencies)
+
+    def add_python_file(self, file_path: str) -> None:
+        """Ships a .py, .zip or .egg file, or a package folder, to the executors
+        (``SparkContext.addPyFile``), so the job's functions can import it there."""
+        self._append_configured(PYTHON_FILES, ",", os.path.abspath(file_path))
+
+    def set_python_requirements(self, requirements_file_path: str, requirements_cache_dir: Optional[str] = None) -> None:
+        """The packages the job needs (a requirements.txt): the run checks the driver's Python
+        has them and fails naming the missing ones (Spark installs nothing on executors)."""
+        value = os.path.abspath(requirements_file_path)
+        if requirements_cache_dir:
+            value += "#" + os.path.abspath(requirements_cache_dir)
+        self._configuration.set_string(PYTHON_REQUIREMENTS, value)
+
+    def add_jars(self, *jars_path: str) -> None:
+        """Jars for the Spark session's JVM (``spark.jars``), given when the run starts it; a
+        session already running without them fails the run, saying so."""
+        for jar in jars_path:
+            self._append_configured(JARS, ";", jar if "://" in jar else "file://" + os.path.abspath(jar))
+
+    def _append_configured(self, key: str, separator: str, value: str) -> None:
+        values = [v for v in self._configuration.get_string(key, "").split(separator) if v]
+        if value not in values:
+            self._configuration.set_string(key, separator.join(values + [value]))
 
     def _execute_and_collect(self, job_name, collect_sink: Transformation, limit):
         result = self.execute(job_name)

@@ -28,6 +28,7 @@ class Transformation:
     chaining_strategy: Optional[ChainingStrategy] = None
     # Sources that cannot run in parallel (socket, collection) and window_all.
     non_parallel: bool = False
+    description: Optional[str] = None      # set_description: a longer text than the name
 
     @property
     def inputs(self) -> tuple["Transformation", ...]:

@@ -16,6 +16,7 @@ import os
 import pickle
 import shutil
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field, replace
@@ -163,9 +164,11 @@ def _on_edge(data_set: str):
 
 class JobRunner:
     def __init__(self, stream_graph: StreamGraph, options: ExecutionOptions, spark=None):
+        from runtime.execution import dependencies
         from runtime.execution.spark import get_spark_session, task_managers
         self.stream_graph = stream_graph
         self.options = options
+        self.stop = threading.Event()       # set: the run ends after its current epoch (JobClient.cancel)
         self.job_graph = create_job_graph(stream_graph)
         self.execution_graph = build_execution_graph(self.job_graph)
         if options.subtask_attempts:
@@ -202,7 +205,10 @@ class JobRunner:
             for enumerator in self.enumerators.values():
                 enumerator.close()
             raise
-        self.spark = spark or get_spark_session(options.master, f"sluice: {stream_graph.job_name}")
+        configuration = dict(stream_graph.settings.configuration)
+        self.spark = spark or get_spark_session(options.master, f"sluice: {stream_graph.job_name}",
+                                                dependencies.spark_settings(configuration))
+        dependencies.apply(self.spark, configuration)   # add_python_file, add_jars, set_python_requirements
         self.sc = self.spark.sparkContext
         # Fails with Flink's NoResourceAvailableException when the cluster has too few slots.
         required = sum(slots_required_per_group(self.execution_graph).values())
@@ -391,7 +397,7 @@ class JobRunner:
                 if not self.options.quiet:
                     log.info("%s", summary.progress_line(self.job_graph.job_name))
                 epoch += 1
-                if end_of_input or self._last_epoch(epoch - 1):
+                if end_of_input or self._last_epoch(epoch - 1) or self.stop.is_set():
                     break
                 pause = self.options.epoch_interval_ms / 1000 - (time.time() - epoch_started)
                 if pause > 0 and not self.replay:
@@ -729,12 +735,15 @@ def dumps_by_value(obj) -> bytes:
             cloudpickle.unregister_pickle_by_value(module)
 
 
-def execute_stream_graph(stream_graph: StreamGraph, options: Optional[ExecutionOptions] = None) -> JobExecutionResult:
-    """Run a compiled job on Spark."""
+def execute_stream_graph(stream_graph: StreamGraph, options: Optional[ExecutionOptions] = None,
+                         stop: Optional[threading.Event] = None) -> JobExecutionResult:
+    """Run a compiled job on Spark; ``stop`` set ends it after its current epoch (a JobClient's cancel)."""
     from runtime.common.logs import console_logging
     console_logging()       # the progress lines on stderr, unless the program configured logging
     options = options or ExecutionOptions.from_configuration(dict(stream_graph.settings.configuration))
-    return JobRunner(stream_graph, options).run()
+    runner = JobRunner(stream_graph, options)
+    runner.stop = stop or runner.stop
+    return runner.run()
 
 
 class SparkPipelineExecutor:
@@ -743,6 +752,6 @@ class SparkPipelineExecutor:
     def __init__(self, **overrides):
         self.overrides = overrides      # ExecutionOptions fields a client sets (sluice run's flags)
 
-    def execute(self, stream_graph: StreamGraph) -> JobExecutionResult:
+    def execute(self, stream_graph: StreamGraph, stop: Optional[threading.Event] = None) -> JobExecutionResult:
         options = ExecutionOptions.from_configuration(dict(stream_graph.settings.configuration))
-        return execute_stream_graph(stream_graph, options.with_overrides(**self.overrides))
+        return execute_stream_graph(stream_graph, options.with_overrides(**self.overrides), stop)

@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import threading
+from typing import Optional
 
 from runtime.scheduler.slots import TaskManager
 
@@ -60,8 +61,9 @@ def _launch_jvm(conf) -> None:
     SparkContext._ensure_initialized(gateway=gateway, conf=conf)
 
 
-def get_spark_session(master: str, app_name: str = "sluice"):
-    """The process's SparkSession, created on first use (start-up is paid once per run)."""
+def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[dict] = None):
+    """The process's SparkSession, created on first use (start-up is paid once per run) with
+    ``settings`` (Spark configuration keys) on top of Sluice's own."""
     from pyspark.sql import SparkSession
     with _lock:
         active = SparkSession.getActiveSession()
@@ -81,6 +83,8 @@ def get_spark_session(master: str, app_name: str = "sluice"):
                    .config("spark.shuffle.reduceLocality.enabled", "false"))
         if master.startswith("local"):
             builder = builder.config("spark.ui.enabled", "false")
+        for key, value in (settings or {}).items():
+            builder = builder.config(key, value)
         from pyspark import SparkConf
         conf = SparkConf(loadDefaults=False)
         for key, value in builder._options.items():

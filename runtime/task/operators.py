@@ -460,7 +460,8 @@ class StreamFilter(TaskOperator):
         self.output.collect(list(compress(values, keep)), list(compress(timestamps, keep)))
 
 
-class _ProcessContext(fn.KeyedProcessFunction.OnTimerContext, fn.ProcessFunction.Context):
+class _ProcessContext(fn.KeyedProcessFunction.OnTimerContext, fn.KeyedCoProcessFunction.OnTimerContext,
+                      fn.ProcessFunction.Context):
     """The ``ctx`` of process functions: timestamp, timers, side outputs, current key."""
 
     def __init__(self, operator: TaskOperator):
