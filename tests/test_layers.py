@@ -16,24 +16,25 @@ RUNTIME = os.path.join(ROOT, "runtime")
 LAYERS = {
     "common": set(),
     "storage": {"common"},
+    "metrics": {"common"},
     "datastream": {"common"},
     "state": {"common", "datastream", "storage"},
     "graph": {"common", "datastream", "state"},
     "scheduler": {"common", "datastream", "graph", "state"},
-    "task": {"common", "datastream", "graph", "state", "storage"},
+    "task": {"common", "metrics", "datastream", "graph", "state", "storage"},
     "cep": {"common", "datastream", "state", "task"},
     "connectors": {"common", "datastream", "graph", "state", "storage", "task"},
     "checkpoint": {"common", "datastream", "graph", "state", "storage", "task", "connectors"},
-    "execution": {"common", "datastream", "graph", "state", "storage", "task", "cep", "connectors",
+    "execution": {"common", "metrics", "datastream", "graph", "state", "storage", "task", "cep", "connectors",
                   "checkpoint", "scheduler"},
     "client": {"common", "datastream", "graph"},
-    "jobmaster": {"common", "datastream", "graph", "state", "storage", "task", "connectors", "checkpoint",
+    "jobmaster": {"common", "metrics", "datastream", "graph", "state", "storage", "task", "connectors", "checkpoint",
                   "execution", "scheduler", "client"},
-    "cli": {"common", "datastream", "graph", "state", "storage", "checkpoint", "execution", "scheduler",
+    "cli": {"common", "metrics", "datastream", "graph", "state", "storage", "checkpoint", "execution", "scheduler",
             "client", "jobmaster"},
 }
 # The API and the compilers know nothing of Spark; nothing in runtime knows Airflow.
-NO_SPARK = {"common", "datastream", "graph", "scheduler", "client", "cep"}
+NO_SPARK = {"common", "metrics", "datastream", "graph", "scheduler", "client", "cep"}
 
 
 def package_of(path: str) -> str:

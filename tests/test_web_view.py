@@ -275,6 +275,25 @@ def test_job_page_draws_the_graph_and_lists_checkpoints_and_executions(site, bro
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 20_000
 
 
+def test_job_page_shows_the_latest_runs_epochs_and_metrics(site, browser, token):
+    """The epoch log's metrics of the latest run (the restored one): built-in per epoch, and the
+    job's counter, which started at 0 with that run (Flink's rule) and counted every event it read."""
+    browser.get(f"{site.url}/sluice/jobs/{JOB_NAME}")
+    _wait(browser, lambda d: d.find_elements(By.ID, "epochs"), "the metrics tables")
+    latest = site.job.executions[0]
+    epochs = browser.find_elements(By.CSS_SELECTOR, "#epochs tbody tr")
+    assert len(epochs) == latest.epochs
+    assert sum(int(r.get_attribute("data-records-in")) for r in epochs) == latest.records_in
+    lines = sum(len(p.read_text().splitlines()) for p in (site.root / "in").iterdir())
+    read_before = 2 * 2 * LINES_PER_EPOCH       # the first run: 2 epochs of LINES_PER_EPOCH per file
+    assert latest.records_in == lines - read_before
+    [row] = [r for r in browser.find_elements(By.CSS_SELECTOR, "#user-metrics tbody tr")
+             if r.get_attribute("data-metric").endswith(".running.events")]
+    assert row.get_attribute("data-kind") == "counter"
+    assert int(row.get_attribute("data-value")) == lines - read_before
+    assert f"{lines - read_before} (+" in row.text
+
+
 def test_json_api_matches_the_tables(site, token):
     def api(path):
         status, body, _ = _get(f"{site.url}/sluice/api{path}", token)

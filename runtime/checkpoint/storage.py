@@ -25,7 +25,7 @@ from typing import Optional
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from runtime.storage.delta_files import append, arrow_table, read_table
+from runtime.storage.delta_files import add_new_columns, append, arrow_table, read_table
 
 COMPLETED, FAILED, DISCARDED, INVALID = "COMPLETED", "FAILED", "DISCARDED", "INVALID"
 CHECKPOINT, SAVEPOINT = "CHECKPOINT", "SAVEPOINT"
@@ -44,13 +44,14 @@ CHECKPOINTS_SCHEMA = pa.schema([
 ])
 
 EPOCH_LOG_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("kind", pa.string()),          # "run", "start" (a fresh start) or "epoch"
+    ("run_id", pa.string()), ("kind", pa.string()),          # "run", "start" (a fresh start), "epoch" or "metrics"
     ("status", pa.string()),                                 # runs: RUNNING / FINISHED / FAILED / CANCELED
     ("epoch", pa.int64()), ("checkpoint_id", pa.int64()),    # the checkpoint the epoch ends in, if any
     ("processing_time", pa.int64()), ("input_watermark", pa.int64()), ("end_of_input", pa.bool_()),
     ("splits", pa.string()),                                 # readable: source uid -> [split, start, end]
     ("plan", pa.binary()),                                   # the exact plan, for a replay
     ("host", pa.string()), ("pid", pa.int64()), ("logged_at", _TS),
+    ("metrics", pa.string()),       # JSON, "metrics" rows: an epoch's built-in and user metrics once it ran
 ])
 
 
@@ -209,6 +210,7 @@ class CheckpointStorage:
                     if not DeltaTable.is_deltatable(self.epoch_log_path):
                         raise
             self._epoch_log = DeltaTable(self.epoch_log_path)
+            add_new_columns(self._epoch_log, EPOCH_LOG_SCHEMA)     # a log older than its metrics column
             try:
                 self._log([{"run_id": run_id, "kind": "run", "status": "RUNNING"}])
                 return
@@ -243,6 +245,21 @@ class CheckpointStorage:
                     "processing_time": processing_time, "input_watermark": input_watermark,
                     "end_of_input": end_of_input, "splits": json.dumps(readable, default=str),
                     "plan": pickle.dumps(plan, protocol=5)}])
+
+    def log_metrics(self, run_id: str, epoch: int, checkpoint_id: Optional[int], metrics: dict) -> None:
+        """What the epoch measured, once it ran (its plan was logged before): EpochSummary's fields."""
+        self._log([{"run_id": run_id, "kind": "metrics", "epoch": epoch, "checkpoint_id": checkpoint_id,
+                    "metrics": json.dumps(metrics, default=str)}])
+
+    def epoch_metrics(self, run_id: Optional[str] = None) -> list[dict]:
+        """The logged metrics of a run's epochs (by default the latest run that logged any), oldest first."""
+        log = read_table(self.epoch_log_path)
+        if log is None or "metrics" not in log.column_names:
+            return []
+        rows = [r for r in log.sort_by([("logged_at", "ascending")]).to_pylist() if r["kind"] == "metrics"]
+        if run_id is None and rows:
+            run_id = rows[-1]["run_id"]
+        return [{"run_id": r["run_id"], **json.loads(r["metrics"])} for r in rows if r["run_id"] == run_id]
 
     def release(self, run_id: str, status: str) -> None:
         if self._epoch_log is not None:

@@ -64,6 +64,10 @@ class RuntimeContext(abc.ABC):
     @abc.abstractmethod
     def get_aggregating_state(self, state_descriptor): ...
 
+    @abc.abstractmethod
+    def get_metrics_group(self):
+        """The operator's ``runtime.metrics.MetricGroup``: register metrics on it in ``open()``."""
+
 
 class Function:
     """Base of all user functions; ``open``/``close`` make it a rich function."""

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Optional
 
 from runtime.checkpoint.coordinator import CheckpointCoordinator
@@ -37,6 +37,7 @@ from runtime.graph.execution_graph import ExecutionGraph, build_execution_graph
 from runtime.graph.execution_state import ExecutionState
 from runtime.graph.job_graph import JobGraph, create_job_graph
 from runtime.graph.stream_graph import StreamGraph
+from runtime.metrics.aggregation import RunMetrics
 from runtime.scheduler.slots import SlotPlan, compute_slot_plan, slots_required_per_group
 from runtime.state.backend import ROCKSDB, state_backend_type
 from runtime.storage.layout import job_dir, slug
@@ -85,6 +86,7 @@ class EpochSummary:
     state_bytes_written: int = 0        # snapshot files written by the tasks (increments or whole)
     local_stores: int = 0               # subtasks' local stores (state.backend.type: rocksdb) ...
     local_store_hits: int = 0           # ... of which were at the expected version, not rebuilt
+    metrics: dict = field(default_factory=dict)     # user metrics by scope (runtime.metrics.aggregation)
 
     @property
     def local_store_hit_rate(self) -> Optional[float]:
@@ -226,6 +228,7 @@ class JobRunner:
         self.committers: dict = {}          # sink node id -> its Committer, for the run
         self.pending: dict = {}             # sink node id -> committables waiting for a checkpoint
         self.restored_from = None
+        self.metrics = RunMetrics()         # user metrics: not checkpointed, they start with the run
 
     def _transition_all(self, state: ExecutionState, failure: Optional[str] = None) -> None:
         self.execution_graph = self.execution_graph.transition_all(state, time.time(), failure)
@@ -355,6 +358,7 @@ class JobRunner:
             if point is None:
                 return False
             self.restored, self.task_watermarks, self.pending, self.replay = {}, {}, {}, []
+            self.metrics = RunMetrics()     # redeployed from a checkpoint: Flink's tasks restart their metrics
             try:
                 self._restore(point)
                 return True
@@ -394,6 +398,7 @@ class JobRunner:
                     epoch = self.first_epoch
                     continue
                 result.epochs.append(summary)
+                self.storage.log_metrics(self.run_id, summary.epoch, summary.checkpoint_id, asdict(summary))
                 if not self.options.quiet:
                     log.info("%s", summary.progress_line(self.job_graph.job_name))
                 epoch += 1
@@ -529,6 +534,7 @@ class JobRunner:
                     state_version=self.state_version, next_state_version=next_version,
                     state_dir=self.options.state_local_dir, incremental=incremental,
                     barrier=checkpoint_id is not None or not self.coordinator.enabled,
+                    metric_counts=self.metrics.counts_of(v.id, s),
                     source_reader=reader_class(v.head.operator.source) if v.id in self.enumerators else None,
                     sink_writers={n.id: writer_class(n.operator.sink) for n in v.operators if n.kind == "sink"})
         return tdds, end_of_input, checkpoint_id
@@ -635,6 +641,8 @@ class JobRunner:
         commit_ended = time.time()
         self._hand_over(tdds[next(iter(tdds))].next_state_version, superseded)
         sources = [a for a in acks if a.job_vertex_id in self.enumerators]
+        metrics = self.metrics.epoch([(a.job_vertex_id, a.subtask_index, a.metrics) for a in acks],
+                                     time.time() - started)
         summary = EpochSummary(
             epoch=epoch, processing_time=tdds[next(iter(tdds))].processing_time,
             records_in=sum(a.records_in for a in sources),
@@ -646,7 +654,8 @@ class JobRunner:
             checkpoint_ms=(commit_ended - commit_started) * 1000 if checkpoint else 0.0,
             state_bytes_written=sum(f.size for f in state_files),
             local_stores=sum(a.store_hits + a.store_misses for a in acks),
-            local_store_hits=sum(a.store_hits for a in acks))
+            local_store_hits=sum(a.store_hits for a in acks),
+            metrics=metrics)
         return summary, end_of_input
 
     def _hand_over(self, version: Optional[str], superseded: list[str]) -> None:

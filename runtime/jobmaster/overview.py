@@ -55,6 +55,11 @@ class JobOverview:
     def executions(self) -> list[ExecutionRecord]:
         return ExecutionHistory(self.job_dir).executions() if self.job_dir else []
 
+    @cached_property
+    def epochs(self) -> list[dict]:
+        """The latest run's epochs as its epoch log has them: built-in and user metrics."""
+        return CheckpointStorage(self.job_dir).epoch_metrics() if self.job_dir else []
+
 
 def list_jobs(warehouse: str, folder: Optional[str] = None) -> list[JobOverview]:
     return [_overview(spec, warehouse) for spec in discover_jobs(folder, errors=[])]
@@ -177,4 +182,5 @@ def job_details(job: JobOverview) -> dict:
     return {**job_summary(job), "graph": graph_json(job),
             "checkpoints": [checkpoint_json(r) for r in job.checkpoints],
             "savepoints": [savepoint_json(r) for r in job.checkpoints if r.kind == SAVEPOINT],
-            "executions": [execution_json(r) for r in job.executions]}
+            "executions": [execution_json(r) for r in job.executions],
+            "epochs": job.epochs}

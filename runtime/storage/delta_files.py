@@ -60,11 +60,11 @@ def append(path: str, table: pa.Table, before_commit=None, create_only: bool = F
     if create_only:
         return
     dt = DeltaTable(path)
-    _add_new_columns(dt, table.schema)
+    add_new_columns(dt, table.schema)
     dt.create_write_transaction(actions, "append", table.schema)
 
 
-def _add_new_columns(dt, schema: pa.Schema) -> None:
+def add_new_columns(dt, schema: pa.Schema) -> None:
     """Schema evolution: columns ``schema`` has and the table has not yet are added (nullable),
     so a table written by an older version takes rows with a new column; its older files read
     the column as null (``read_table``)."""

@@ -18,6 +18,7 @@ from runtime.datastream import functions as fn
 from runtime.datastream import operators as ops
 from runtime.datastream.output_tag import is_side_output
 from runtime.datastream.state import ValueStateDescriptor
+from runtime.metrics.registry import TaskMetrics
 from runtime.state.snapshot import ROLLING_AGGREGATE
 from runtime.state.backend import DEFAULT_STATE_BACKEND, ROCKSDB, VOID_NAMESPACE, KeyedStateBackend
 from runtime.state.heap import HeapKeyedStateBackend
@@ -114,8 +115,10 @@ class TaskContext:
                  attempt_number: int, processing_time: int, job_parameters: dict,
                  key_group_range=None, epoch: int = 0, sink_writers: Optional[dict] = None,
                  state_backend: str = DEFAULT_STATE_BACKEND, state_dir: Optional[str] = None,
-                 barrier: bool = False, end_of_input: bool = False):
+                 barrier: bool = False, end_of_input: bool = False, metric_counts: Optional[dict] = None):
         self.epoch = epoch
+        # User metrics of the subtask, its counters and meters continuing from the run's totals.
+        self.metrics = TaskMetrics(metric_counts)
         # The epoch ends in a checkpoint barrier (or, without checkpoints, commits its sinks), and
         # whether the job's bounded input ends with it: what a sink writer prepares to commit.
         self.barrier = barrier
@@ -206,6 +209,9 @@ class StreamingRuntimeContext(fn.RuntimeContext):
         return backend.get_partitioned_state(descriptor)
 
     get_state = get_list_state = get_map_state = get_reducing_state = get_aggregating_state = _state
+
+    def get_metrics_group(self):
+        return self._op.ctx.metrics.group(self._op.name)
 
 
 class _TimerService(fn.TimerService):

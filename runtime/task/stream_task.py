@@ -71,6 +71,7 @@ class TaskDeploymentDescriptor:
     incremental: frozenset = frozenset()        # operator ids that snapshot their changes only
     # The epoch ends in a checkpoint barrier, or commits its sinks without checkpoints.
     barrier: bool = False
+    metric_counts: dict = field(default_factory=dict)   # the subtask's counter and meter totals in the run
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ class Acknowledgement:
     damaged_files: dict = field(default_factory=dict)   # restored state file -> what is wrong with it
     store_hits: int = 0                 # local stores used as they were
     store_misses: int = 0               # local stores rebuilt from the checkpoint's files
+    metrics: dict = field(default_factory=dict)     # user metrics: TaskMetrics.report()
 
 
 def _key_of(selector, value):
@@ -164,7 +166,8 @@ class StreamTask:
                                tdd.sink_writers,
                                state_backend=state_backend_type(dict(job_graph.settings.configuration)),
                                state_dir=_local_state_dir(job_graph, tdd),
-                               barrier=tdd.barrier, end_of_input=tdd.end_of_input)
+                               barrier=tdd.barrier, end_of_input=tdd.end_of_input,
+                               metric_counts=tdd.metric_counts)
         self.ctx.batch = self.batch = job_graph.settings.runtime_mode == "BATCH"
         self.operators = {n.id: create_operator(n, self.ctx) for n in v.operators}
         stream_graph = job_graph.stream_graph
@@ -239,6 +242,7 @@ class StreamTask:
                     op.advance_processing_time(MAX_WATERMARK)
             for op in self._all_operators():
                 op.close()
+            ack.metrics = self.ctx.metrics.report()     # after close(): what it counts counts too
             fault_point("mid-epoch", self.tdd.epoch)
             self._snapshot(ack)
             self._finish_sinks(ack)

@@ -19,8 +19,10 @@ RUNNING = Types.ROW_NAMED(["word", "count"], [Types.STRING(), Types.LONG()])
 class RunningCount(KeyedProcessFunction):
     def open(self, runtime_context):
         self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+        self.events = runtime_context.get_metrics_group().add_group("running").counter("events")
 
     def process_element(self, value, ctx):
+        self.events.inc()
         count = (self.count.value() or 0) + 1
         self.count.update(count)
         yield Row(word=value.word, count=count)
