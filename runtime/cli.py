@@ -21,6 +21,7 @@ from runtime.checkpoint.storage import CheckpointException
 from runtime.client import JobScriptError, compile_job, run_job
 from runtime.graph.stream_graph import StreamGraphError
 from runtime.scheduler.slots import NoResourceAvailableException, TaskManager, compute_slot_plan
+from runtime.storage.filesystems import StorageException
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -210,7 +211,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         return args.func(args)
     except (JobScriptError, StreamGraphError, NoResourceAvailableException, CheckpointException,
-            ValueError, TypeError) as e:
+            StorageException, ValueError, TypeError) as e:
         return _failed(args, e)
 
 

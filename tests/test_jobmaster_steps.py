@@ -32,7 +32,7 @@ def test_run_request_from_conf(conf, spec, expected):
 @pytest.mark.parametrize("conf, message", [
     ({"restore_from": "checkpoints/7"},
      "restore_from='checkpoints/7' for job counts: use 'latest', 'none' (a fresh start), a checkpoint id "
-     "(see its checkpoints), or the absolute path of a savepoint."),
+     "(see its checkpoints), or the absolute path or URI of a savepoint."),
     ({"restore_from": "-1"}, "restore_from='-1' for job counts"),
     ({"restore_from": "Latest"}, "restore_from='Latest' for job counts"),
     ({"parallelism": 0}, "parallelism=0: must be a whole number of at least 1 (or empty for the default)."),

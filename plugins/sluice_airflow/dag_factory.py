@@ -19,7 +19,7 @@ from sluice_airflow.operators import SluiceJobOperator, SluiceStepOperator, Slui
 log = logging.getLogger(__name__)
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 RESTORE_HELP = ("'latest' (the latest completed checkpoint; nothing to restore starts fresh), 'none' (start "
-                "without state), a checkpoint id, or the absolute path of a savepoint")
+                "without state), a checkpoint id, or the absolute path or URI of a savepoint")
 
 
 def run_params(spec: JobSpec) -> dict:

@@ -13,7 +13,6 @@ id, commits exactly what the crashed one would have.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from typing import Optional
 
@@ -22,6 +21,7 @@ from runtime.checkpoint.incremental import file_entry, referenced_partitions
 from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, DISCARDED, FAILED, CheckpointRecord, CheckpointStorage
 from runtime.common.faults import fault_point
 from runtime.graph.job_graph import JobGraph
+from runtime.storage.filesystems import relative
 
 
 def checkpointing_enabled(config: dict) -> bool:
@@ -100,12 +100,12 @@ class CheckpointCoordinator:
         listed.update(chains or {})
         for op_id, (v, n) in nodes.items():
             table = state_table_name(n)
-            root = os.path.abspath(self.storage.state_table_path(table))
+            root = self.storage.state_table_path(table)
             operators.append({
                 "operator_id": op_id, "uid": n.uid, "table": table, "name": n.operator_name,
                 "vertex": v.name, "parallelism": v.parallelism,
                 "max_parallelism": v.max_parallelism, "keyed": bool(n.is_keyed),
-                "files": [{"path": os.path.relpath(f["path"], root), "size": f["size"], "rows": f["rows"],
+                "files": [{"path": relative(f["path"], root), "size": f["size"], "rows": f["rows"],
                            "checksum": f["checksum"], "subtask": f["subtask"],
                            "key_group_min": f["key_group_min"], "key_group_max": f["key_group_max"],
                            "source_state": f["path"] in source_ids, "increment": bool(f.get("increment"))}

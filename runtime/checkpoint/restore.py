@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 import pyarrow.parquet as pq
+from pyarrow.fs import FileType
 
 from runtime.state.snapshot import SOURCE_STATE, read_state_file, table_to_snapshot
 from runtime.checkpoint.storage import (
@@ -29,6 +30,7 @@ from runtime.checkpoint.storage import (
 from runtime.datastream.operators import BroadcastProcessSpec
 from runtime.graph.job_graph import JobGraph
 from runtime.state.key_groups import compute_key_group_range_for_operator_index
+from runtime.storage.filesystems import absolute, basename, filesystem, info, isfile, join, read_bytes
 from runtime.task.stream_task import RestoredState
 
 METADATA = "_metadata.json"
@@ -41,18 +43,16 @@ class RestorePoint:
 
     def files(self) -> list[dict]:
         """Every state file of the checkpoint, with its operator id and absolute path."""
-        return [{**f, "operator_id": op["operator_id"], "path": os.path.join(self.root, "state", op["table"], f["path"])}
+        return [{**f, "operator_id": op["operator_id"], "path": join(self.root, "state", op["table"], f["path"])}
                 for op in self.record.operators for f in op.get("files", ())]
 
 
 def load_savepoint(path: str) -> RestorePoint:
-    meta = os.path.join(path, METADATA)
-    if not os.path.isfile(meta):
+    meta = join(path, METADATA)
+    if not isfile(meta):
         raise CheckpointException(f"{path} is not a savepoint: it has no {METADATA}. Pass the folder "
                                   f"`sluice savepoint` printed.")
-    with open(meta) as f:
-        row = json.load(f)
-    return RestorePoint(CheckpointRecord(**row), path)
+    return RestorePoint(CheckpointRecord(**json.loads(read_bytes(meta))), path)
 
 
 class NoUsableCheckpointException(CheckpointException):
@@ -84,14 +84,16 @@ def damage(point: RestorePoint) -> list[str]:
     found = []
     for f in point.files():
         path = f["path"]
-        if not os.path.isfile(path):
+        found_file = info(path)
+        if found_file.type != FileType.File:
             found.append(f"state file {path} is missing")
-        elif f.get("size") is not None and os.path.getsize(path) != f["size"]:
-            found.append(f"state file {path} is corrupt ({os.path.getsize(path)} bytes, the checkpoint "
+        elif f.get("size") is not None and found_file.size != f["size"]:
+            found.append(f"state file {path} is corrupt ({found_file.size} bytes, the checkpoint "
                          f"wrote {f['size']})")
         else:
             try:
-                pq.read_metadata(path)
+                fs, inside = filesystem(path)
+                pq.read_metadata(inside, filesystem=fs)
             except Exception as e:
                 found.append(f"state file {path} is corrupt ({e})")
     return found
@@ -154,7 +156,7 @@ def choose(storage: CheckpointStorage, restore_from: Union[str, int], warn=None)
     damaged = [f"checkpoint {r.checkpoint_id}: {r.failure}" for r in history
                if r.status == INVALID and r.checkpoint_id > oldest]
     if damaged:
-        raise NoUsableCheckpointException(os.path.basename(storage.job_dir), damaged)
+        raise NoUsableCheckpointException(basename(storage.job_dir), damaged)
     return None
 
 
@@ -177,10 +179,10 @@ def damaged_checkpoints(storage: CheckpointStorage, damaged_files: dict) -> list
     (path -> message), as a restore or a running job found them."""
     if not damaged_files:
         return []
-    wrong = {os.path.abspath(p): what for p, what in damaged_files.items()}
+    wrong = {absolute(p): what for p, what in damaged_files.items()}
     out = []
     for record in storage.completed():
-        paths = [os.path.abspath(f["path"]) for f in RestorePoint(record, storage.job_dir).files()]
+        paths = [absolute(f["path"]) for f in RestorePoint(record, storage.job_dir).files()]
         found = [wrong[p] for p in paths if p in wrong]
         if found:
             out.append((record, found))

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import shutil
 import time
 from typing import Optional
 
@@ -20,6 +18,7 @@ from runtime.checkpoint.restore import METADATA, RestorePoint, choose, load_save
 from runtime.state.snapshot import (
     OPERATOR_PREFIX, TIMER_PREFIX, decode_keys, decode_values, read_state_file, state_types)
 from runtime.checkpoint.storage import SAVEPOINT, CheckpointException, CheckpointStorage
+from runtime.storage.filesystems import absolute, check_writable, copy_file, exists, join, size, write_bytes
 
 
 def take_savepoint(storage: CheckpointStorage, target: Optional[str] = None,
@@ -32,30 +31,29 @@ def take_savepoint(storage: CheckpointStorage, target: Optional[str] = None,
         raise CheckpointException(f"{storage.job_dir}: no completed checkpoint to take a savepoint from; "
                                   f"run the job with checkpointing enabled first")
     record = point.record
-    target = target or os.path.join(storage.job_dir, "savepoints",
-                                    f"savepoint-{record.checkpoint_id}-{time.strftime('%Y%m%dT%H%M%S')}")
-    if os.path.exists(os.path.join(target, METADATA)):
+    target = absolute(target or join(storage.job_dir, "savepoints",
+                                     f"savepoint-{record.checkpoint_id}-{time.strftime('%Y%m%dT%H%M%S')}"))
+    check_writable(target, "the savepoint's target (--target)")
+    if exists(join(target, METADATA)):
         raise CheckpointException(f"{target} already holds a savepoint: choose another --target")
     for op in (op for op in record.operators if op["files"]):
         source_table = DeltaTable(storage.state_table_path(op["table"]))
         schema = source_table.schema()
-        table_dir = os.path.join(target, "state", op["table"])
+        table_dir = join(target, "state", op["table"])
         actions = []
         for f in op["files"]:
-            dest = os.path.join(table_dir, f["path"])
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            shutil.copyfile(os.path.join(storage.state_table_path(op["table"]), f["path"]), dest)
-            actions.append(AddAction(f["path"], os.path.getsize(dest),
+            dest = join(table_dir, f["path"])
+            copy_file(join(storage.state_table_path(op["table"]), f["path"]), dest)
+            actions.append(AddAction(f["path"], size(dest),
                                      {"checkpoint_id": str(record.checkpoint_id)}, int(time.time() * 1000), True,
                                      json.dumps({"numRecords": f["rows"]})))
         create_table_with_add_actions(table_dir, Schema.from_arrow(schema.to_arrow()), actions, mode="error",
                                       partition_by=["checkpoint_id"])
-    saved = dataclasses.replace(record, kind=SAVEPOINT, external_path=os.path.abspath(target))
-    with open(os.path.join(target, METADATA + ".inprogress"), "w") as f:
-        json.dump(dataclasses.asdict(saved), f, indent=1, default=str)
-    os.replace(os.path.join(target, METADATA + ".inprogress"), os.path.join(target, METADATA))
+    saved = dataclasses.replace(record, kind=SAVEPOINT, external_path=target)
+    # Written last and whole: a folder without it is no savepoint.
+    write_bytes(join(target, METADATA), json.dumps(dataclasses.asdict(saved), indent=1, default=str).encode())
     storage.record([saved])
-    return os.path.abspath(target)
+    return target
 
 
 def read_state(storage: CheckpointStorage, operator: str, checkpoint: Optional[str] = None) -> list[dict]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import shutil
 import socket
 import time
 import uuid
@@ -26,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from runtime.storage.delta_files import add_new_columns, append, arrow_table, read_table
+from runtime.storage.filesystems import join, relative, rmtree
 
 COMPLETED, FAILED, DISCARDED, INVALID = "COMPLETED", "FAILED", "DISCARDED", "INVALID"
 CHECKPOINT, SAVEPOINT = "CHECKPOINT", "SAVEPOINT"
@@ -111,16 +111,16 @@ class CheckpointRecord:
 class CheckpointStorage:
     def __init__(self, job_dir: str):
         self.job_dir = job_dir
-        self.epoch_log_path = os.path.join(job_dir, "epoch_log")
-        self.checkpoints_path = os.path.join(job_dir, "checkpoints")
+        self.epoch_log_path = join(job_dir, "epoch_log")
+        self.checkpoints_path = join(job_dir, "checkpoints")
         self._epoch_log = None      # the DeltaTable this run appends to (fencing, see claim())
 
     def state_table_path(self, table: str) -> str:
-        return os.path.join(self.job_dir, "state", table)
+        return join(self.job_dir, "state", table)
 
     def checkpoint_dir(self, checkpoint_id: int) -> str:
         """Where tasks write a checkpoint's state files: ``{table}`` is filled per operator."""
-        return os.path.join(self.job_dir, "state", "{table}", f"checkpoint_id={checkpoint_id}")
+        return join(self.job_dir, "state", "{table}", f"checkpoint_id={checkpoint_id}")
 
     # ---- the checkpoints table ----------------------------------------------------------
 
@@ -161,9 +161,8 @@ class CheckpointStorage:
         from deltalake import DeltaTable, Schema
         from deltalake.transaction import AddAction, create_table_with_add_actions
         path = self.state_table_path(table)
-        root = os.path.abspath(path)
         schema = _merged_schema([f.schema for f in files])
-        actions = [AddAction(os.path.relpath(f.path, root), f.size, {"checkpoint_id": str(checkpoint_id)},
+        actions = [AddAction(relative(f.path, path), f.size, {"checkpoint_id": str(checkpoint_id)},
                              int(time.time() * 1000), True, f.stats) for f in files]
         if not DeltaTable.is_deltatable(path):
             create_table_with_add_actions(path, Schema.from_arrow(schema), actions, mode="error",
@@ -187,7 +186,7 @@ class CheckpointStorage:
         if doomed:
             dt.delete(f"checkpoint_id IN ({', '.join(str(int(i)) for i in doomed)})")
         for i in checkpoint_ids:
-            shutil.rmtree(os.path.join(path, f"checkpoint_id={i}"), ignore_errors=True)
+            rmtree(join(path, f"checkpoint_id={i}"))
 
     # ---- the epoch log ------------------------------------------------------------------
 

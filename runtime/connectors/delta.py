@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import time
 import uuid
 from typing import Any, Iterator, Optional
@@ -43,7 +42,7 @@ from runtime.common.typeinfo import PickledBytesTypeInfo, Types
 from runtime.common.types import Row, make_rows
 from runtime.connectors.base import Committer, SourceReader, SplitEnumerator
 from runtime.storage.delta_files import file_stats
-from runtime.storage.filesystems import filesystem
+from runtime.storage.filesystems import filesystem, isdir, join
 from runtime.task.sink_writer import BufferingSinkWriter
 from runtime.task.stream_task import SplitRead
 
@@ -483,7 +482,7 @@ class DeltaCommitter(Committer):
         table = self.sink.table_path
         commit_sink_files(table, files, None, self.context.app_id, version)
         self.context.result.sink_files.setdefault(self.context.sink_id, []).extend(files)
-        if not files and not os.path.isdir(os.path.join(table, "_delta_log")):
+        if not files and not isdir(join(table, "_delta_log")):
             return {}
         from deltalake import DeltaTable
         return {table: DeltaTable(table).version() if DeltaTable.is_deltatable(table) else None}

@@ -7,21 +7,20 @@ kept as (byte, line).
 """
 from __future__ import annotations
 
-import os
+from pyarrow.fs import FileType
 
 from runtime.connectors.base import SourceReader, SplitEnumerator
+from runtime.storage.filesystems import info, read_bytes, walk_files
 from runtime.task.stream_task import SplitRead
 
 
 def discover(paths) -> list[str]:
     found = []
     for p in paths:
-        if os.path.isdir(p):
-            for root, dirs, files in os.walk(p):
-                dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
-                found.extend(os.path.join(root, f) for f in sorted(files)
-                             if not f.startswith((".", "_")))
-        elif os.path.isfile(p):
+        kind = info(p).type
+        if kind == FileType.Directory:
+            found.extend(walk_files(p))
+        elif kind == FileType.File:
             found.append(p)
         else:
             raise FileNotFoundError(
@@ -50,7 +49,7 @@ class FileEnumerator(SplitEnumerator):
         plan: dict[int, list] = {s: [] for s in range(self.parallelism)}
         limit = self.max_records_per_split
         for index, path in enumerate(self.files):
-            size = os.path.getsize(path)
+            size = info(path).size
             self.sizes[path] = size
             state = dict(self.positions.get(path, {}))
             if limit is not None:
@@ -67,15 +66,13 @@ class FileEnumerator(SplitEnumerator):
         if self.source.monitor_interval_ms is not None:
             return False
         self._discover()
-        return all(self.positions.get(p, {}).get("offset", 0) >= os.path.getsize(p) for p in self.files)
+        return all(self.positions.get(p, {}).get("offset", 0) >= info(p).size for p in self.files)
 
 
 class FileReader(SourceReader):
     def read(self, split, batch_size):
         final = self.source.monitor_interval_ms is None
-        with open(split.split_id, "rb") as f:
-            f.seek(split.start)
-            data = f.read(split.end - split.start)
+        data = read_bytes(split.split_id, split.start, split.end - split.start)
         end = len(data)
         if not final:
             end = data.rfind(b"\n") + 1     # leave a partial last line for the next epoch

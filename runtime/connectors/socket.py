@@ -21,7 +21,6 @@ reads exactly the same lines.
 from __future__ import annotations
 
 import codecs
-import os
 import socket
 import threading
 import time
@@ -33,6 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from runtime.connectors.base import SourceReader, SplitEnumerator
+from runtime.storage.filesystems import filesystem, join
 from runtime.task.stream_task import SplitRead
 
 SPLIT = "socket"
@@ -56,7 +56,7 @@ def _wal_files(wal_path: str, start: int, end: int) -> list[tuple[str, int, int]
     for path, lo, hi in zip(actions.column("path").to_pylist(), actions.column("min.seq").to_pylist(),
                             actions.column("max.seq").to_pylist()):
         if lo is None or hi is None or (hi >= start and lo < end):
-            files.append((os.path.join(wal_path, unquote(path)), lo, hi))
+            files.append((join(wal_path, unquote(path)), lo, hi))
     return files
 
 
@@ -64,7 +64,8 @@ def read_wal(wal_path: str, start: int, end: int) -> pa.Table:
     """The WAL rows with seq in [start, end), in seq order."""
     tables = []
     for path, _, _ in _wal_files(wal_path, start, end):
-        t = pq.read_table(path, columns=WAL_SCHEMA.names)
+        fs, inside = filesystem(path)
+        t = pq.read_table(inside, columns=WAL_SCHEMA.names, filesystem=fs)
         mask = pc.and_(pc.greater_equal(t.column("seq"), start), pc.less(t.column("seq"), end))
         tables.append(t.filter(mask))
     if not tables:
@@ -77,7 +78,7 @@ class SocketEnumerator(SplitEnumerator):
         super().__init__(source, context)
         if not context.work_dir:
             raise ValueError("socket_text_stream needs a work_dir for its write-ahead log")
-        self.wal_path = os.path.join(context.work_dir, f"socket-{context.operator_id or 'source'}")
+        self.wal_path = join(context.work_dir, f"socket-{context.operator_id or 'source'}")
         self._lock = threading.Lock()
         self._pending: list[tuple[str, int]] = []      # (line, arrival ms) not yet in the WAL
         self._ended = False                             # the connection is finally gone

@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import pickle
-import shutil
 import sys
 import threading
 import time
@@ -40,6 +39,7 @@ from runtime.graph.stream_graph import StreamGraph
 from runtime.metrics.aggregation import RunMetrics
 from runtime.scheduler.slots import SlotPlan, compute_slot_plan, slots_required_per_group
 from runtime.state.backend import ROCKSDB, state_backend_type
+from runtime.storage.filesystems import check_writable, join, remove, rmtree
 from runtime.storage.layout import job_dir, slug
 from runtime.task.operators import snapshots_incrementally
 from runtime.task.stream_task import ACK, TaskDeploymentDescriptor
@@ -179,8 +179,11 @@ class JobRunner:
         self.run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
         # Per job: checkpoints, epoch log, state tables, source logs; per run: scratch snapshots.
         self.job_dir = job_dir(options.warehouse, stream_graph.job_name)
-        self.run_dir = os.path.join(self.job_dir, "runs", self.run_id)
+        self.run_dir = join(self.job_dir, "runs", self.run_id)
         self.storage = CheckpointStorage(self.job_dir)
+        # The first thing a run reads is the warehouse: a store it cannot reach fails here, naming
+        # the URI and the setting to fix, before anything reads or writes (the preflight's start).
+        check_writable(options.warehouse, "sluice.warehouse (--warehouse, SLUICE_WAREHOUSE)")
         # BATCH (Flink's execution.runtime-mode): the whole bounded input is one epoch, with no
         # checkpoint and no restore; a failure reruns the job.
         self.batch = stream_graph.settings.runtime_mode == "BATCH"
@@ -199,7 +202,7 @@ class JobRunner:
                 self.enumerators[v.id] = create_enumerator(v.head.operator.source, EnumeratorContext(
                     parallelism=v.parallelism,
                     max_records_per_split=None if self.batch else options.max_records_per_split,
-                    epoch_interval_ms=options.epoch_interval_ms, work_dir=os.path.join(self.job_dir, "sources"),
+                    epoch_interval_ms=options.epoch_interval_ms, work_dir=join(self.job_dir, "sources"),
                     job_name=stream_graph.job_name, operator_id=v.head.operator_id))
         try:
             self.restore_point = self._preflight()
@@ -437,7 +440,7 @@ class JobRunner:
             for enumerator in self.enumerators.values():
                 enumerator.close()
             self.storage.release(self.run_id, status)
-            shutil.rmtree(self.run_dir, ignore_errors=True)
+            rmtree(self.run_dir)
             result.restored_from = self.restored_from       # after a fallback, the checkpoint it took
             result.execution_graph = self.execution_graph
             result.net_runtime_ms = (time.time() - started) * 1000
@@ -515,7 +518,7 @@ class JobRunner:
             # chain that checkpoint lists, and is committed with it where it lies.
             snapshot_dir = self.storage.checkpoint_dir(self.coordinator.next_id)
         elif not end_of_input:
-            snapshot_dir = os.path.join(self.run_dir, "state", f"epoch-{epoch:06d}", "{table}")
+            snapshot_dir = join(self.run_dir, "state", f"epoch-{epoch:06d}", "{table}")
         else:
             snapshot_dir = None     # the last epoch of a bounded job: its state is not needed
         tdds = {}
@@ -666,10 +669,7 @@ class JobRunner:
         self.restored = assign_state(self.states.files(), parallelism, self.job_graph)
         self.state_version = version
         for path in superseded:     # uncommitted snapshot files no chain reads any more
-            try:
-                os.remove(path)
-            except OSError:
-                pass
+            remove(path)
 
     def _committers(self, result: JobExecutionResult) -> dict:
         """A committer per sink, for this run; without checkpoints their transactions are the run's."""

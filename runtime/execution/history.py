@@ -20,6 +20,7 @@ from typing import Optional
 import pyarrow as pa
 
 from runtime.storage.delta_files import append, arrow_table, read_table
+from runtime.storage.filesystems import join
 
 RUNNING, FINISHED, FAILED, CANCELED = "RUNNING", "FINISHED", "FAILED", "CANCELED"
 
@@ -74,7 +75,7 @@ def _s(t) -> Optional[float]:
 
 class ExecutionHistory:
     def __init__(self, job_dir: str):
-        self.path = os.path.join(job_dir, "executions")
+        self.path = join(job_dir, "executions")
 
     def record(self, record: ExecutionRecord) -> ExecutionRecord:
         now = time.time()

@@ -15,6 +15,7 @@ import threading
 from typing import Optional
 
 from runtime.scheduler.slots import TaskManager
+from runtime.storage.filesystems import deployment_env
 
 _lock = threading.Lock()
 SPARK_LOG_LEVEL = "WARN"
@@ -83,6 +84,10 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
                    .config("spark.shuffle.reduceLocality.enabled", "false"))
         if master.startswith("local"):
             builder = builder.config("spark.ui.enabled", "false")
+        # The object store's settings reach the executors through the deployment, never a file
+        # (Spark redacts the keys and secrets in its UI and logs: spark.redaction.regex).
+        for key, value in deployment_env().items():
+            builder = builder.config(f"spark.executorEnv.{key}", value)
         for key, value in (settings or {}).items():
             builder = builder.config(key, value)
         from pyspark import SparkConf

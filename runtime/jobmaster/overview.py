@@ -23,6 +23,7 @@ from runtime.execution.history import ExecutionHistory, ExecutionRecord
 from runtime.jobmaster.deployment import CONTROL_PLANE_CONFIGURATION, JobSpec, discover_jobs, resolve_args
 from runtime.jobmaster.plans import latest_plan, load_plan, script_sha256
 from runtime.jobmaster.steps import parallelism_from, restart_strategy_of
+from runtime.storage.filesystems import isfile, join
 from runtime.storage.layout import job_dir
 
 
@@ -118,7 +119,7 @@ def checkpoint_json(record: CheckpointRecord) -> dict:
 def savepoint_restorable(record: CheckpointRecord) -> bool:
     """A savepoint is restored by its path: while its folder still holds its metadata."""
     return (record.kind == SAVEPOINT and record.status == COMPLETED and bool(record.external_path)
-            and os.path.isfile(os.path.join(record.external_path, METADATA)))
+            and isfile(join(record.external_path, METADATA)))
 
 
 def savepoint_json(record: CheckpointRecord) -> dict:

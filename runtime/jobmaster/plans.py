@@ -18,17 +18,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import pickle
 import re
-import shutil
-import uuid
 from typing import Optional
 
 from runtime.client import CompiledJob
 from runtime.execution.executor import dumps_by_value
 from runtime.graph.execution_graph import build_execution_graph
 from runtime.graph.job_graph import create_job_graph
+from runtime.storage.filesystems import isdir, isfile, join, read_bytes, rmtree, write_bytes
 from runtime.storage.layout import job_dir
 
 STREAM_GRAPH = "stream_graph.pickle"
@@ -42,16 +40,14 @@ class PlanNotFoundError(FileNotFoundError):
 def store_plan(job: CompiledJob, warehouse: str, run: str, summary: dict, pointer: Optional[dict] = None,
                dag_id: Optional[str] = None) -> str:
     """Write the plan of ``run`` (e.g. the Airflow run id) whole or not at all; returns its folder."""
-    folder = os.path.join(job_dir(warehouse, job.job_graph.job_name), "plans", _safe(run))
-    staging = f"{folder}.{uuid.uuid4().hex[:8]}.inprogress"
-    os.makedirs(staging)
-    with open(os.path.join(staging, STREAM_GRAPH), "wb") as f:
-        f.write(dumps_by_value(job.stream_graph))
-    _write_json(os.path.join(staging, "stream_graph.json"), json.loads(job.stream_graph.get_streaming_plan_as_json()))
-    _write_json(os.path.join(staging, "job_graph.json"), json.loads(job.job_graph.get_job_graph_as_json()))
-    _write_json(os.path.join(staging, "compiled.json"), summary)
-    shutil.rmtree(folder, ignore_errors=True)      # a retried compile step replaces its own plan
-    os.replace(staging, folder)
+    folder = join(job_dir(warehouse, job.job_graph.job_name), "plans", _safe(run))
+    rmtree(folder)      # a retried compile step replaces its own plan
+    _write_json(join(folder, "stream_graph.json"), json.loads(job.stream_graph.get_streaming_plan_as_json()))
+    _write_json(join(folder, "job_graph.json"), json.loads(job.job_graph.get_job_graph_as_json()))
+    _write_json(join(folder, "compiled.json"), summary)
+    # Last: a folder without it is no plan (load_plan), so it is whole or not at all, also on
+    # an object store, which has no folders to rename into place.
+    write_bytes(join(folder, STREAM_GRAPH), dumps_by_value(job.stream_graph))
     if dag_id:
         _write_json(_pointer(warehouse, dag_id), {**(pointer or {}), "plan": folder, "job_name": job.job_graph.job_name})
     return folder
@@ -59,29 +55,28 @@ def store_plan(job: CompiledJob, warehouse: str, run: str, summary: dict, pointe
 
 def load_plan(folder: str) -> CompiledJob:
     """The compiled job of a stored plan: its StreamGraph as compiled, the rest derived (pure)."""
-    path = os.path.join(folder, STREAM_GRAPH)
-    if not os.path.isfile(path):
+    path = join(folder, STREAM_GRAPH)
+    if not isfile(path):
         raise PlanNotFoundError(f"No compiled plan at {folder}: run the job's compile step first "
                                 f"(or pass the job script instead of --plan)")
-    with open(path, "rb") as f:
-        stream_graph = pickle.load(f)
+    stream_graph = pickle.loads(read_bytes(path))
     job_graph = create_job_graph(stream_graph)
     return CompiledJob(stream_graph, job_graph, build_execution_graph(job_graph))
 
 
 def read_plan_file(folder: str, name: str) -> Optional[dict]:
-    return _read_json(os.path.join(folder, name))
+    return _read_json(join(folder, name))
 
 
 def store_slot_plan(folder: str, plan: dict) -> None:
-    _write_json(os.path.join(folder, SLOTS), plan)
+    _write_json(join(folder, SLOTS), plan)
 
 
 def latest_plan(warehouse: str, dag_id: str) -> Optional[dict]:
     """What the DAG's last compile step stored: {"plan": folder, "job_name", "script_sha256",
     "slot_profile"}, or None."""
     pointer = _read_json(_pointer(warehouse, dag_id))
-    return pointer if pointer and os.path.isdir(pointer["plan"]) else None
+    return pointer if pointer and isdir(pointer["plan"]) else None
 
 
 def script_sha256(path: str) -> str:
@@ -91,7 +86,7 @@ def script_sha256(path: str) -> str:
 
 
 def _pointer(warehouse: str, dag_id: str) -> str:
-    return os.path.join(warehouse, "plans", f"{_safe(dag_id)}.json")
+    return join(warehouse, "plans", f"{_safe(dag_id)}.json")
 
 
 def _safe(name: str) -> str:
@@ -100,15 +95,8 @@ def _safe(name: str) -> str:
 
 
 def _read_json(path: str) -> Optional[dict]:
-    if not os.path.isfile(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
+    return json.loads(read_bytes(path)) if isfile(path) else None
 
 
 def _write_json(path: str, value) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{uuid.uuid4().hex[:8]}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(value, f, indent=1, default=str)
-    os.replace(tmp, path)
+    write_bytes(path, json.dumps(value, indent=1, default=str).encode())

@@ -27,6 +27,7 @@ from runtime.jobmaster.plans import latest_plan, load_plan, script_sha256, store
 from runtime.scheduler.failover import FAILOVER_STRATEGY_KEY, REGION, pipelined_regions, tasks_to_restart
 from runtime.scheduler.restart import effective_configuration
 from runtime.scheduler.slots import TaskManager, compute_slot_plan
+from runtime.storage.filesystems import is_uri, join
 from runtime.storage.layout import job_dir
 
 
@@ -54,9 +55,10 @@ class RunRequest:
                                   f"use {', '.join(RUN_PARAMETERS)}.")
         restore = conf.get("restore_from")
         restore = "latest" if restore in (None, "") else str(restore).strip()
-        if not (restore in ("latest", "none") or restore.isdigit() or os.path.isabs(restore)):
+        if not (restore in ("latest", "none") or restore.isdigit() or os.path.isabs(restore)
+                or is_uri(restore)):
             raise RunRequestError(f"restore_from={restore!r} for job {spec.name}: use 'latest', 'none' (a fresh "
-                                  "start), a checkpoint id (see its checkpoints), or the absolute path of a savepoint.")
+                                  "start), a checkpoint id (see its checkpoints), or the absolute path or URI of a savepoint.")
         return RunRequest(restore, _positive(conf.get("parallelism"), "parallelism", spec.deployment.parallelism),
                           _positive(conf.get("max_epochs"), "max_epochs", spec.deployment.max_epochs),
                           _flag(conf.get("allow_non_restored_state"), "allow_non_restored_state"))
@@ -347,9 +349,9 @@ def finish_step(warehouse: str, run: dict) -> dict:
     return {"job": run["job_name"], "state": run["state"], "run_id": run["run_id"], "epochs": run["epochs"],
             "records_in": run["records_in"], "restored_from": run["restored_from"],
             "checkpoint_id": latest.checkpoint_id if latest else None,
-            "checkpoints": os.path.join(directory, "checkpoints"),
+            "checkpoints": join(directory, "checkpoints"),
             "sinks": sorted(t for t in (latest.table_versions if latest else {})
-                            if os.path.isabs(t) and not t.startswith(directory + os.sep))}
+                            if (os.path.isabs(t) or is_uri(t)) and not t.startswith(join(directory, "")))}
 
 
 def request_json(request: RunRequest) -> dict:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import pickle
 import re
 import uuid
@@ -36,6 +35,7 @@ from runtime.common.typeinfo import PickledBytesTypeInfo, TypeInformation, arrow
 from runtime.datastream.window import GlobalWindow, TimeWindow
 from runtime.state.backend import TOMBSTONE
 from runtime.storage.delta_files import file_stats
+from runtime.storage.filesystems import filesystem, join, write_bytes
 
 TIMER_PREFIX = "_timer_state/"
 OPERATOR_PREFIX = "_operator/"
@@ -282,16 +282,12 @@ class StateFile:
 
 def write_state_file(table: pa.Table, directory: str, operator_id: str, subtask: int,
                      increment: bool = False) -> StateFile:
-    os.makedirs(directory, exist_ok=True)
     label = f"{subtask:05d}" if subtask >= 0 else "enumerator"     # -1: written by the driver
-    path = os.path.join(directory, f"part-{label}-{uuid.uuid4().hex}.parquet")
-    tmp = path + ".inprogress"
+    path = join(directory, f"part-{label}-{uuid.uuid4().hex}.parquet")
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")
     data = sink.getvalue()
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)       # never a half-written file under the final name
+    write_bytes(path, data)     # never a half-written file under the final name
     kg = table.column("key_group")
     lo = hi = None
     if kg.null_count < len(kg):
@@ -330,14 +326,15 @@ def read_state_file(path: str, key_group_range=None, checksum: Optional[str] = N
     """The rows of a state file; with ``checksum`` (recorded when the file was written) its bytes
     are verified on the way, as they are read: one read, not a check and then a read."""
     try:
+        fs, inside = filesystem(path)
         if checksum:
-            with pa.OSFile(path) as source:     # read, not mapped: a file cut short is no SIGBUS
+            with fs.open_input_stream(inside) as source:    # read, not mapped: a file cut short is no SIGBUS
                 data = source.read_buffer()
                 if checksum_of(memoryview(data)) != checksum:
                     raise CorruptStateException(path, CHECKSUM_MISMATCH)
                 table = pq.read_table(data)
         else:
-            table = pq.read_table(path)
+            table = pq.read_table(inside, filesystem=fs)
     except FileNotFoundError as e:
         raise CorruptStateException(path, "is missing") from e
     except (OSError, pa.ArrowException) as e:

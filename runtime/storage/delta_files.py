@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime
 import json
 import math
-import os
 import time
 import uuid
 from typing import Optional
@@ -14,6 +13,8 @@ from typing import Optional
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from runtime.storage.filesystems import filesystem, makedirs
 
 
 def arrow_table(schema: pa.Schema, rows: list[dict]) -> pa.Table:
@@ -34,19 +35,22 @@ def read_table(path: str) -> Optional[pa.Table]:
     schema = pa.schema(table.schema().to_arrow())      # files written before a column was added lack it
     if table.metadata().partition_columns:
         return pa.table(table.to_pyarrow_dataset().to_table())
-    return ds.dataset(table.file_uris(), schema=schema, format="parquet").to_table()
+    fs = filesystem(path)[0]
+    return ds.dataset([filesystem(uri)[1] for uri in table.file_uris()], schema=schema, format="parquet",
+                      filesystem=fs).to_table()
 
 
 def append(path: str, table: pa.Table, before_commit=None, create_only: bool = False) -> None:
     """Append ``table`` as one Parquet file and one commit; ``before_commit`` between the two."""
     from deltalake import DeltaTable, Schema
     from deltalake.transaction import AddAction, create_table_with_add_actions
-    os.makedirs(path, exist_ok=True)
+    makedirs(path)
     actions = []
     if table.num_rows:
         name = f"part-{uuid.uuid4().hex}.parquet"
-        pq.write_table(table, os.path.join(path, name))
-        actions.append(AddAction(name, os.path.getsize(os.path.join(path, name)), {}, int(time.time() * 1000),
+        fs, root = filesystem(path)
+        pq.write_table(table, f"{root}/{name}", filesystem=fs)
+        actions.append(AddAction(name, fs.get_file_info(f"{root}/{name}").size, {}, int(time.time() * 1000),
                                  True, file_stats(table)))
     if before_commit is not None:
         before_commit()

@@ -4,8 +4,9 @@
 """
 from __future__ import annotations
 
-import os
 import re
+
+from runtime.storage.filesystems import join
 
 
 def slug(name: str) -> str:
@@ -14,4 +15,4 @@ def slug(name: str) -> str:
 
 def job_dir(warehouse: str, job_name: str) -> str:
     """A job's folder in the warehouse: its checkpoints, state, epoch log and history."""
-    return os.path.join(warehouse, slug(job_name))
+    return join(warehouse, slug(job_name))
