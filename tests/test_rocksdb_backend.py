@@ -13,7 +13,7 @@ from runtime.common import Configuration, Types
 from runtime.datastream import KeyedProcessFunction, RuntimeContext
 from runtime.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 from runtime.datastream.window import TimeWindow
-from runtime.state.backend import STATE_BACKEND, state_backend_type
+from runtime.state.backend import STATE_BACKEND, TOMBSTONE, state_backend_type
 from runtime.state.key_groups import KeyGroupRange, assign_to_key_group
 from runtime.state.rocksdb import (
     CorruptStateStoreException, RocksDBKeyedStateBackend, StateStoreInUseException, encode_key, encode_namespace)
@@ -29,6 +29,7 @@ def open_store(path, key_group_range=ALL, max_parallelism=128):
 def raw(backend, state_name, key, namespace=None) -> bytes:
     sid = backend.states[state_name].sid
     kg = assign_to_key_group(key, backend.max_parallelism).to_bytes(2, "big")
+    backend.flush()     # state writes wait in a buffer until a flush (a snapshot, the version, close)
     return backend.db.get(kg + sid + encode_key(key) + encode_namespace(namespace))
 
 
@@ -77,6 +78,44 @@ def test_key_groups_are_prefix_ranges(tmp_path):
     lower, upper = (10).to_bytes(2, "big"), (41).to_bytes(2, "big")
     in_range = [k for k in b.db.keys(from_key=lower) if k < upper]
     assert len(in_range) == len(rows)
+    b.dispose()
+
+
+def test_buffered_writes_read_back_across_flushes_and_reopen(tmp_path, monkeypatch):
+    """State writes wait in a buffer (flushed by size, scans, the version, close): reads,
+    deletions, changes() and a reopened store see each key's last write, whichever side of a
+    flush it fell on."""
+    import runtime.state.rocksdb as rocksdb
+    monkeypatch.setattr(rocksdb, "_WRITE_BUFFER", 200)        # a flush every few writes
+    b = open_store(tmp_path / "s")
+    count = b.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
+    want = {}
+    for i in range(300):
+        if i == 150:        # a checkpoint: what changes() gives after it is relative to this
+            list(b.changes())
+            b.mark_checkpointed()
+            at_checkpoint = dict(want)
+        key = f"k{i % 37}"
+        b.set_current_key(key)
+        if i % 11 == 0:
+            count.clear()
+            want.pop(key, None)
+        else:
+            count.update((count.value() or 0) + i)
+            want[key] = want.get(key, 0) + i
+    changes = {r[3]: r[4] for r in b.changes()}
+    touched = {f"k{i % 37}" for i in range(150, 300)}
+    assert {k: v for k, v in changes.items() if v is not TOMBSTONE} == {k: want[k] for k in touched if k in want}
+    assert {k for k, v in changes.items() if v is TOMBSTONE} == {k for k in touched if k in at_checkpoint} - set(want)
+    assert {r[3]: r[4] for r in b.entries()} == want
+    b.version = "v1"
+    b.close()
+    b = open_store(tmp_path / "s")
+    assert b.version == "v1"
+    count = b.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
+    for key, value in want.items():
+        b.set_current_key(key)
+        assert count.value() == value
     b.dispose()
 
 

@@ -24,7 +24,7 @@ from typing import Optional
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from runtime.storage.delta_files import add_new_columns, append, arrow_table, read_table
+from runtime.storage.delta_files import AppendOnlyTable, add_new_columns, append, arrow_table, read_table
 from runtime.storage.filesystems import join, relative, rmtree
 
 COMPLETED, FAILED, DISCARDED, INVALID = "COMPLETED", "FAILED", "DISCARDED", "INVALID"
@@ -114,6 +114,8 @@ class CheckpointStorage:
         self.epoch_log_path = join(job_dir, "epoch_log")
         self.checkpoints_path = join(job_dir, "checkpoints")
         self._epoch_log = None      # the DeltaTable this run appends to (fencing, see claim())
+        self._pending_rows: list = []   # epoch log rows waiting for the next commit (metrics)
+        self._checkpoints = AppendOnlyTable(self.checkpoints_path)     # read at every checkpoint
 
     def state_table_path(self, table: str) -> str:
         return join(self.job_dir, "state", table)
@@ -126,7 +128,7 @@ class CheckpointStorage:
 
     def history(self) -> list[CheckpointRecord]:
         """Every checkpoint in its latest state, by id (savepoints as separate entries)."""
-        table = read_table(self.checkpoints_path)
+        table = self._checkpoints.read()
         if table is None:
             return []
         latest: dict = {}
@@ -246,9 +248,11 @@ class CheckpointStorage:
                     "plan": pickle.dumps(plan, protocol=5)}])
 
     def log_metrics(self, run_id: str, epoch: int, checkpoint_id: Optional[int], metrics: dict) -> None:
-        """What the epoch measured, once it ran (its plan was logged before): EpochSummary's fields."""
-        self._log([{"run_id": run_id, "kind": "metrics", "epoch": epoch, "checkpoint_id": checkpoint_id,
-                    "metrics": json.dumps(metrics, default=str)}])
+        """What the epoch measured, once it ran (its plan was logged before): EpochSummary's fields.
+        Logged with the next row this run logs (the next epoch's plan, or the run's end), not in a
+        commit of its own: a commit per epoch less, and metrics are not needed for a restore."""
+        self._pending_rows.append({"run_id": run_id, "kind": "metrics", "epoch": epoch,
+                                   "checkpoint_id": checkpoint_id, "metrics": json.dumps(metrics, default=str)})
 
     def epoch_metrics(self, run_id: Optional[str] = None) -> list[dict]:
         """The logged metrics of a run's epochs (by default the latest run that logged any), oldest first."""
@@ -318,6 +322,7 @@ class CheckpointStorage:
 
     def _log(self, rows: list[dict]) -> None:
         from deltalake import CommitProperties, write_deltalake
+        rows, self._pending_rows = self._pending_rows + rows, []
         host, pid = socket.gethostname(), os.getpid()
         table = arrow_table(EPOCH_LOG_SCHEMA, [{**r, "host": host, "pid": pid, "logged_at": int(time.time() * 1e6)}
                                           for r in rows])

@@ -60,6 +60,11 @@ STATE_END = b"\x80\x00"         # key groups are below 32768
 _PICKLE = 5
 _KEY_CACHE = 1 << 16            # keys whose key group and encoding are kept (hot keys)
 _BATCH = 10_000                 # writes per WriteBatch in a restore
+# State writes wait in a dict until this many bytes (or a scan, a snapshot, the version, close):
+# a Python call into RocksDB costs more than the write, and a key written again in the epoch is
+# written once. Flink's RocksDBWriteBatchWrapper batches the same way (for restores).
+_WRITE_BUFFER = 32 << 20
+_ABSENT = object()
 _POP_BATCH = 256
 
 _RETURN_EXPIRED = api.StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp
@@ -294,7 +299,7 @@ class _RocksState(StateBase):
         if self.ttl is None:
             return value
         sk = self._stamp_key(k)
-        raw_stamp = b.db.get(sk)
+        raw_stamp = b.read(sk)
         stamp = None if raw_stamp is None else decode_value(raw_stamp, _CODECS[Types.LONG()])
         if b.expired(stamp, self.ttl):
             self._remove(k)
@@ -311,7 +316,7 @@ class _RocksState(StateBase):
         if raw is None:
             return None
         if self.ttl is not None:
-            raw_stamp = b.db.get(self._stamp_key(k))
+            raw_stamp = b.read(self._stamp_key(k))
             stamp = None if raw_stamp is None else _Q.unpack_from(raw_stamp, 1)[0]
             if b.expired(stamp, self.ttl):
                 self._remove(k)
@@ -602,6 +607,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self.states: dict[str, _RocksState] = {}
         self.timer_queues: dict[str, RocksDBTimerQueue] = {}
         self.changed: dict[bytes, bool] = {}       # state entry key -> present at the last checkpoint
+        self.pending: dict[bytes, Optional[bytes]] = {}    # writes not yet in the store (None: a delete)
+        self._pending_bytes = 0
         self.current_key: Any = None
         self.kg, self.kenc = b"\x00\x00", encode_key(None)
         self._key_cache: dict = {}
@@ -692,6 +699,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     @version.setter
     def version(self, value) -> None:
+        self.flush()        # the version says the store holds everything written before it
         self._meta["version"] = value
         self._write_meta(flush=True)
         self._versioned = value is not None
@@ -707,6 +715,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         db = getattr(self, "db", None)
         if db is None:
             return
+        self.flush()
         self.db = None
         for queue in self.timer_queues.values():
             queue.backend = None
@@ -722,6 +731,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     def clear(self) -> None:
         """Remove every entry and timer (a rebuild from a checkpoint follows)."""
+        self.pending.clear()
+        self._pending_bytes = 0
         self.db.delete_range(b"\x00", b"\xff")
         self.changed.clear()
         for queue in self.timer_queues.values():
@@ -736,10 +747,40 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     # ---- writes (tracked) ------------------------------------------------------------------
 
+    def read(self, k: bytes):
+        """The stored bytes of entry ``k`` (written in this epoch or before), None if absent."""
+        raw = self.pending.get(k, _ABSENT)
+        return self.db.get(k) if raw is _ABSENT else raw
+
     def get(self, k: bytes):
-        raw = self.db.get(k)
+        raw = self.read(k)
         self._last_read, self._last_present = k, raw is not None
         return raw
+
+    def _buffer(self, k: bytes, value: Optional[bytes]) -> None:
+        if self._versioned:
+            self._unversion()
+        if k not in self.pending:
+            self._pending_bytes += len(k) + 16
+        self.pending[k] = value
+        if value is not None:
+            self._pending_bytes += len(value)
+        if self._pending_bytes > _WRITE_BUFFER:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered state writes into the store (one WriteBatch)."""
+        if not self.pending:
+            return
+        batch = self._rd.WriteBatch(raw_mode=True)
+        for k, value in self.pending.items():
+            if value is None:
+                batch.delete(k)
+            else:
+                batch.put(k, value)
+        self.db.write(batch)
+        self.pending.clear()
+        self._pending_bytes = 0
 
     def put(self, k: bytes, value: bytes, present: Optional[bool] = None) -> None:
         changed = self.changed
@@ -749,21 +790,17 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 # leaves a tombstone (for nothing, at worst: applying it is a no-op).
                 present = self._last_present if k == self._last_read else True
             changed[k] = present
-        if self._versioned:
-            self._unversion()
-        self.db.put(k, value)
+        self._buffer(k, value)
         self._last_read, self._last_present = k, True
 
     def delete(self, k: bytes) -> None:
         changed = self.changed
         if k not in changed:
-            present = self._last_present if k == self._last_read else self.db.get(k) is not None
+            present = self._last_present if k == self._last_read else self.read(k) is not None
             if not present:
                 return      # nothing there: no change
             changed[k] = True
-        if self._versioned:
-            self._unversion()
-        self.db.delete(k)
+        self._buffer(k, None)
         self._last_read, self._last_present = k, False
 
     def write_timer(self, k: bytes) -> None:
@@ -835,6 +872,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         return state
 
     def _entries(self, lower: bytes, upper: bytes) -> Iterator[tuple]:
+        self.flush()
         it = self.db.iter()
         try:
             it.seek(lower)
@@ -887,9 +925,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     def changes(self) -> Iterator[tuple]:
         self._drop_expired()
-        db = self.db
+        read = self.read
         for k, was_present in list(self.changed.items()):
-            raw = db.get(k)
+            raw = read(k)
             if raw is not None or was_present:
                 yield self._row(k, raw)
 
@@ -920,6 +958,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     # ---- restore ---------------------------------------------------------------------------
 
     def _write_rows(self, rows, tombstones: bool) -> None:
+        self.flush()        # the rows come after what was written before
         kgr = self.key_group_range
         batch = self._rd.WriteBatch(raw_mode=True)
         n = 0

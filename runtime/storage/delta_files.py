@@ -104,3 +104,44 @@ def file_stats(table: pa.Table) -> str:
         mins[name], maxs[name] = lo, hi
     return json.dumps({"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs,
                        "nullCount": nulls})
+
+
+class AppendOnlyTable:
+    """One of the runtime's append-only tables (unpartitioned), read as it grows: each data file
+    is read once per reader, so a run that reads its checkpoints table at every checkpoint pays
+    for the commits since its last read, not for the table's whole history (one file per commit,
+    nothing compacts them). Every writer's commits are seen (``update_incremental``); a file
+    gone since the last read (the table was rewritten) makes the next read start over."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._delta = None
+        self._files: set = set()
+        self._table: Optional[pa.Table] = None
+
+    def read(self) -> Optional[pa.Table]:
+        """The whole table as it is now, None if there is none."""
+        import pyarrow.dataset as ds
+        from deltalake import DeltaTable
+        if self._delta is not None:
+            try:
+                self._delta.update_incremental()
+            except Exception:       # the table was removed (or replaced): read it anew
+                self._delta, self._files, self._table = None, set(), None
+        if self._delta is None:
+            if not DeltaTable.is_deltatable(self.path):
+                return None
+            self._delta = DeltaTable(self.path)
+        uris = self._delta.file_uris()
+        if not self._files.issubset(uris):
+            self._files, self._table = set(), None
+        new = [u for u in uris if u not in self._files]
+        if new or self._table is None:
+            schema = pa.schema(self._delta.schema().to_arrow())
+            fs = filesystem(self.path)[0]
+            read = ds.dataset([filesystem(u)[1] for u in new], schema=schema, format="parquet",
+                              filesystem=fs).to_table()
+            self._table = read if self._table is None else pa.concat_tables(
+                [self._table, read], promote_options="default")     # a column added since: nulls before
+            self._files.update(new)
+        return self._table
