@@ -236,7 +236,7 @@ def test_an_unwritable_directory_names_the_path(tmp_path):
     else:
         os.chmod(tmp_path, 0o500)
         path = tmp_path / "store"
-    with pytest.raises(IOError, match="state_dir") as e:
+    with pytest.raises(IOError, match="state.backend.rocksdb.localdir") as e:
         open_store(path)
     assert str(path) in str(e.value)
 

@@ -638,7 +638,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             os.makedirs(self.path, exist_ok=True)
         except OSError as e:
             raise StateStoreException(self.path, f"cannot be created ({e}): choose a writable local "
-                                                 f"directory for the task's state (state_dir)") from e
+                                                 f"directory for the task's state "
+                                                 f"(state.backend.rocksdb.localdir)") from e
         options = rd.Options(raw_mode=True)
         options.create_if_missing(True)
         options.set_paranoid_checks(True)
@@ -653,7 +654,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             if "no space" in low or "permission denied" in low or "read-only" in low:
                 raise StateStoreException(self.path, f"cannot be written ({text}): choose a writable local "
                                                      f"directory with free space for the task's state "
-                                                     f"(state_dir)") from e
+                                                     f"(state.backend.rocksdb.localdir)") from e
             raise CorruptStateStoreException(self.path, f"cannot be opened, it is damaged: {text}. Remove the "
                                                         f"directory and rebuild it from the checkpoint") from e
         write = rd.WriteOptions()
