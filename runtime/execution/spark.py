@@ -69,6 +69,7 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
     with _lock:
         active = SparkSession.getActiveSession()
         if active is not None:
+            _deploy_store_env(active.sparkContext)
             return active
         # Python workers must run this interpreter (the project's virtual environment).
         os.environ.setdefault("PYSPARK_PYTHON", _python())
@@ -84,10 +85,6 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
                    .config("spark.shuffle.reduceLocality.enabled", "false"))
         if master.startswith("local"):
             builder = builder.config("spark.ui.enabled", "false")
-        # The object store's settings reach the executors through the deployment, never a file
-        # (Spark redacts the keys and secrets in its UI and logs: spark.redaction.regex).
-        for key, value in deployment_env().items():
-            builder = builder.config(f"spark.executorEnv.{key}", value)
         for key, value in (settings or {}).items():
             builder = builder.config(key, value)
         from pyspark import SparkConf
@@ -97,8 +94,17 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
         _launch_jvm(conf)
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel(SPARK_LOG_LEVEL)
+        _deploy_store_env(session.sparkContext)
         _start_python_workers(session.sparkContext)
         return session
+
+
+def _deploy_store_env(sc) -> None:
+    """The object store's settings (this process's AWS_*, AZURE_*, GOOGLE_* variables) go with
+    every task: PySpark ships ``sc.environment`` with each Python function to the executors and
+    sets it in their Python workers, so a session started before (or elsewhere) gets them too;
+    nothing is written to a file for them."""
+    sc.environment.update(deployment_env())
 
 
 def _warm_up(rows):

@@ -1,0 +1,212 @@
+"""The warehouse on object storage (issue 16), against a real S3 endpoint on loopback: moto's
+server in a subprocess (tests/s3_server.py), reached by pyarrow, delta-rs and boto3 over HTTP.
+Jobs run as a user runs them (``sluice run``, a process of its own with its own Spark), with
+only the standard AWS variables saying where S3 is; nothing is mocked in any process.
+"""
+import collections
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from checkpoint_harness import (
+    JOB, LINES_PER_EPOCH, expected_running, expected_windows, kill_at, table_rows, write_input)
+from runtime.common.faults import POINTS
+from s3_server import moto_server
+from seed import ROOT, WORDCOUNT
+
+SLUICE = os.path.join(os.path.dirname(sys.executable), "sluice")
+BUCKET = "sluice-lake"
+JOB_DIR = "socket-window-wordcount"
+TEXTS = ["to be or not to be that is the question",
+         "the slings and arrows of outrageous fortune or to take arms",
+         "against a sea of troubles and by opposing end them to die to sleep"]
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """The server, one bucket, and the AWS variables set for this process and every run it starts."""
+    log = str(tmp_path_factory.mktemp("moto") / "requests.log")
+    with moto_server(log) as server, pytest.MonkeyPatch.context() as mp:
+        for key, value in server.env().items():
+            mp.setenv(key, value)
+        server.client().create_bucket(Bucket=BUCKET)
+        yield server
+
+
+def sluice(*args, env=None, timeout=600):
+    return subprocess.run([SLUICE, *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout,
+                          env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **(env or {})})
+
+
+def put_text(s3, key: str, text: str) -> None:
+    s3.client().put_object(Bucket=BUCKET, Key=key, Body=text.encode())
+
+
+def keys(s3, prefix: str) -> list[str]:
+    pages = s3.client().get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+    return [o["Key"] for page in pages for o in page.get("Contents", ())]
+
+
+def rows(uri: str) -> collections.Counter:
+    from deltalake import DeltaTable
+    return collections.Counter((r["word"], r["count"]) for r in DeltaTable(uri).to_pyarrow_table().to_pylist())
+
+
+def counts(*texts) -> collections.Counter:
+    """The rows one bounded run writes for these texts: each word's count (one epoch, one window)."""
+    return collections.Counter(collections.Counter(w for t in texts for w in t.split()).items())
+
+
+@pytest.mark.slow
+def test_wordcount_with_its_input_sink_and_warehouse_in_s3(s3):
+    """Exactly once, listed, restored from an older checkpoint at another parallelism, and from
+    a savepoint in S3."""
+    prefix = "wordcount"
+    warehouse, data, out = (f"s3://{BUCKET}/{prefix}/warehouse", f"s3://{BUCKET}/{prefix}/in",
+                            f"s3://{BUCKET}/{prefix}/results")
+    job = ["--", "--input", data, "--output", out]
+    put_text(s3, f"{prefix}/in/part-0.txt", TEXTS[0] + "\n")
+    first = sluice("run", WORDCOUNT, "--warehouse", warehouse, "--master", "local[2]", "-p", "3", *job)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert rows(out) == counts(TEXTS[0])
+
+    # A second run reads only the new file, from checkpoint 1 on.
+    put_text(s3, f"{prefix}/in/part-1.txt", TEXTS[1] + "\n")
+    second = sluice("run", WORDCOUNT, "--warehouse", warehouse, "--master", "local[2]", "-p", "3", *job)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert rows(out) == counts(TEXTS[0]) + counts(TEXTS[1])
+    listed = sluice("checkpoints", WORDCOUNT, "--warehouse", warehouse)
+    assert listed.returncode == 0, listed.stderr
+    completed = [line.split() for line in listed.stdout.splitlines() if "COMPLETED" in line]
+    assert [(c[0], c[2]) for c in completed] == [("1", "CHECKPOINT"), ("2", "CHECKPOINT")], listed.stdout
+
+    # Back to checkpoint 1, with the windows at parallelism 2: the epoch after it is replayed from
+    # its logged plan, and its sink commit, already in the table, is not written again.
+    again = sluice("restore", WORDCOUNT, "--checkpoint", "1", "--warehouse", warehouse, "--master", "local[2]",
+                   "-p", "2", *job)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "restored checkpoint 1 (epoch 0), replaying 1 logged epoch(s)" in again.stderr, again.stderr[-3000:]
+    assert rows(out) == counts(TEXTS[0]) + counts(TEXTS[1])
+
+    # A savepoint in S3 of the latest checkpoint, and a restore from it reading only what is new.
+    target = f"s3://{BUCKET}/{prefix}/savepoints/before-part-2"
+    saved = sluice("savepoint", WORDCOUNT, "--warehouse", warehouse, "--target", target)
+    assert saved.returncode == 0, saved.stderr
+    assert f"{prefix}/savepoints/before-part-2/_metadata.json" in keys(s3, f"{prefix}/savepoints/")
+    put_text(s3, f"{prefix}/in/part-2.txt", TEXTS[2] + "\n")
+    restored = sluice("restore", WORDCOUNT, "--savepoint", target, "--warehouse", warehouse,
+                      "--master", "local[2]", "-p", "3", *job)
+    assert restored.returncode == 0, restored.stderr[-3000:]
+    assert f"restored savepoint {target}" in restored.stderr, restored.stderr[-3000:]
+    assert rows(out) == counts(TEXTS[0]) + counts(TEXTS[1]) + counts(TEXTS[2])
+    history = sluice("checkpoints", WORDCOUNT, "--warehouse", warehouse).stdout
+    assert "SAVEPOINT" in history and target in history, history
+    # The job's tables and state are in the bucket.
+    stored = keys(s3, f"{prefix}/warehouse/{JOB_DIR}/")
+    for table in ("checkpoints", "epoch_log", "executions", "state"):
+        assert any(k.startswith(f"{prefix}/warehouse/{JOB_DIR}/{table}/") for k in stored), table
+
+
+def test_two_writers_of_one_table_never_both_commit_a_version(s3, tmp_path):
+    """delta-rs 1.x commits a log entry with S3's conditional put (If-None-Match: *), no lock:
+    with it turned off it cannot commit at all, and writers racing for the same versions
+    (no retries) never both succeed: every success is one version, no row is lost."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+    uri = f"s3://{BUCKET}/race/table"
+    write_deltalake(uri, pa.table({"writer": [-1], "round": [-1]}))
+    with pytest.raises(Exception, match="conditional put is disabled"):
+        write_deltalake(uri, pa.table({"writer": [-2], "round": [-2]}), mode="append",
+                        storage_options={"conditional_put": "disabled"})
+    # The server refuses to overwrite a log entry that exists, as S3 does.
+    from botocore.exceptions import ClientError
+    with pytest.raises(ClientError, match="PreconditionFailed|412"):
+        s3.client().put_object(Bucket=BUCKET, Key="race/table/_delta_log/00000000000000000000.json",
+                               Body=b"{}", IfNoneMatch="*")
+    writer = tmp_path / "writer.py"
+    writer.write_text(RACE_WRITER)
+    start = time.time() + 8       # every writer has loaded the table and waits for the same instants
+    procs = [subprocess.Popen([sys.executable, str(writer), uri, str(i), "6", str(start)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(4)]
+    outcomes = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
+        outcomes.extend(json.loads(out))
+    ok = [o for o in outcomes if o[2] == "ok"]
+    refused = [o for o in outcomes if o[2] != "ok"]
+    assert refused and all(o[2] == "CommitFailedError" for o in refused), outcomes
+    table = DeltaTable(uri)
+    assert table.version() == len(ok), outcomes          # one version per successful commit
+    written = sorted((r["writer"], r["round"]) for r in table.to_pyarrow_table().to_pylist() if r["writer"] >= 0)
+    assert written == sorted((o[3], o[0]) for o in ok)  # and each of their rows is there, once
+
+
+RACE_WRITER = """
+import json, sys, time
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, write_deltalake
+uri, me, rounds, start = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+out = []
+for r in range(rounds):
+    table = DeltaTable(uri)
+    while time.time() < start + r:
+        time.sleep(0.001)
+    try:
+        write_deltalake(table, pa.table({"writer": [me], "round": [r]}), mode="append",
+                        commit_properties=CommitProperties(max_commit_retries=0))
+        out.append([r, table.version(), "ok", me])
+    except Exception as e:
+        out.append([r, table.version(), type(e).__name__, me])
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("problem", ["no bucket", "wrong credentials", "unreachable endpoint"])
+def test_a_store_that_cannot_be_reached_fails_before_the_first_epoch(s3, tmp_path, problem):
+    """A clear error naming the URI and the setting to fix, before anything is written."""
+    warehouse = f"s3://{BUCKET}/bad/warehouse"
+    env, expected = {}, ""
+    with contextlib.ExitStack() as stack:
+        if problem == "no bucket":
+            warehouse, expected = "s3://no-such-bucket/warehouse", "the bucket 'no-such-bucket' does not exist"
+        elif problem == "wrong credentials":     # a second server that checks keys, and knows none
+            strict = stack.enter_context(moto_server(str(tmp_path / "strict.log"), INITIAL_NO_AUTH_ACTION_COUNT="0"))
+            env, expected = {"AWS_ENDPOINT_URL": strict.endpoint}, "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+        else:
+            env, expected = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}, "cannot be reached: fix AWS_ENDPOINT_URL"
+        result = sluice("run", WORDCOUNT, "--warehouse", warehouse, "--master", "local[1]", "--",
+                        "--input", str(tmp_path), "--output", str(tmp_path / "results"), env=env, timeout=300)
+    assert result.returncode == 1, result.stdout[-2000:]
+    assert f"{warehouse} is not writable" in result.stderr and expected in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and "epoch 0" not in result.stderr
+    assert keys(s3, "bad/warehouse") == [] and not (tmp_path / "results").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.faults
+def test_a_kill_at_each_point_restores_exactly_once_from_a_warehouse_in_s3(s3, tmp_path):
+    """The kill machinery of tests/test_checkpoint_faults.py, once per kill point, with the job's
+    input, sinks and warehouse in S3: each run is killed at its point and the next restores."""
+    local = tmp_path / "in"
+    events = write_input(local, seed=7)
+    for name in os.listdir(local):
+        s3.client().upload_file(str(local / name), BUCKET, f"kills/in/{name}")
+    base = f"s3://{BUCKET}/kills"
+    args = ["--input", f"{base}/in", "--windows", f"{base}/windows", "--running", f"{base}/running"]
+    outcomes = []
+    for i, point in enumerate(POINTS):
+        outcome = kill_at(tmp_path, point, min(i // 2, 3), i > 0, "--warehouse", f"{base}/warehouse", args=args)
+        outcomes.append(f"{point}: {outcome}")
+    assert sum("killed" in o for o in outcomes) >= 4, outcomes
+    final = sluice("run", JOB, "--warehouse", f"{base}/warehouse", "--master", "local[1]",
+                   "--max-records-per-split", str(LINES_PER_EPOCH), "--restore-from", "latest", "--", *args)
+    assert final.returncode == 0, final.stderr[-3000:]
+    assert table_rows(f"{base}/windows") == expected_windows(events), outcomes
+    assert table_rows(f"{base}/running") == expected_running(events), outcomes
+
