@@ -109,8 +109,10 @@ def test_dagbag_imports_a_dag_per_job_and_the_control_dags(control_plane):
     assert [t.task_id for t in dag.topological_sort()] == [
         "compile", "execution_graph", "allocate_slots", "deploy", "run", "finish"]
     run = dag.get_task("run")
-    # Source chain (parallelism 1) and the keyed operators (2) share the default group: 2 slots.
-    assert (run.pool, run.pool_slots, run.slot_profile) == ("spark_slots", 2, [["default", 2, True, 1]])
+    # The source chain (the default parallelism: PyFlink's, the machine's cores) and the keyed
+    # operators (2) share the default group: the larger of the two.
+    cores = os.cpu_count() or 1
+    assert (run.pool, run.pool_slots, run.slot_profile) == ("spark_slots", max(2, cores), [["default", 2, True, cores]])
     schema = dag.params.dump()
     assert schema["restore_from"] == "latest" and schema["parallelism"] is None
     assert dag.params.get_param("parallelism").schema["minimum"] == 1
