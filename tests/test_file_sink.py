@@ -78,6 +78,25 @@ def test_row_format_part_names_contents_and_size_rolling(spark, tmp_path):
     assert hidden(tmp_path / "out") == []       # every segment was committed or joined and removed
 
 
+def test_simple_string_encoder_writes_javas_to_string_of_declared_records(spark, tmp_path):
+    """Flink's SimpleStringEncoder writes the Java record's toString (PyFlink hands Java the record
+    as its declared type): Tuple (hi,1,14), Row +I[a, 2.5] (Row.toString: ", "), a double 1.0E7;
+    an undeclared record is Python's str (Java would write its pickled bytes as [B@...)."""
+    def written(name, records, **declared):
+        env = job_env(tmp_path)
+        env.from_collection(records, **declared).sink_to(row_sink(tmp_path / name, part_size=1 << 20))
+        env.execute(name)
+        return "".join((tmp_path / name / f).read_text() for f in visible(tmp_path / name)).splitlines()
+
+    tuples = [("hi", 1, 14), ("yo", 15, 20)]
+    assert written("tuples", tuples, type_info=Types.TUPLE([Types.STRING(), Types.INT(), Types.LONG()])) == \
+        ["(" + ",".join(map(str, t)) + ")" for t in tuples]
+    rows = [Row("a", 2.5), Row("b", None)]
+    assert written("rows", rows, type_info=Types.ROW([Types.STRING(), Types.DOUBLE()])) == ["+I[a, 2.5]", "+I[b, null]"]
+    assert written("doubles", [1e7, 0.5], type_info=Types.DOUBLE()) == ["1.0E7", "0.5"]
+    assert written("untyped", [("hi", 1)]) == [str(("hi", 1))]
+
+
 def _listing(folder, out):
     """A map that writes what ``folder`` holds when it sees the first record of an epoch."""
     def record(line):

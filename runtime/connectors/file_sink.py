@@ -36,7 +36,9 @@ import pyarrow.parquet as pq
 
 from runtime.common.arrow import CONVERSION_ERRORS, FieldTypeError, first_misfit, records_to_arrow
 from runtime.common.java_time import format_datetime
+from runtime.common.serialization import SimpleStringEncoder
 from runtime.connectors.base import Committer
+from runtime.connectors.java_strings import sink_text
 from runtime.storage.filesystems import filesystem
 from runtime.task.sink_writer import SinkWriter
 
@@ -111,7 +113,7 @@ class FileSinkWriter(SinkWriter):
             seed = f"{self.sink.base_path}|{self.ctx.operator_name}|{self.ctx.subtask_index}|{bucket}|" \
                    f"{self.ctx.epoch}|{self.now}"
             b = self.buckets[bucket] = {"uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, seed)), "counter": 0, "part": None}
-        encode = None if self.bulk else self.sink.encoder.encode
+        encode = None if self.bulk else self._encoder()
         for i, value in enumerate(values):
             part = b["part"]
             if part is None or roll_on_event(self.policy, part):
@@ -124,6 +126,14 @@ class FileSinkWriter(SinkWriter):
                 self._stream(bucket, part).write(data)
                 part["size"] += len(data)
             part["updated"] = self.now
+
+    def _encoder(self):
+        encoder = self.sink.encoder
+        if isinstance(encoder, SimpleStringEncoder):
+            # Flink's SimpleStringEncoder writes the Java record's toString: (hi,1) for a tuple.
+            declared = self.ctx.input_type
+            return lambda value: encoder.encode(sink_text(value, declared))
+        return encoder.encode
 
     def _encode(self, encode, value, values: list, i: int) -> bytes:
         try:

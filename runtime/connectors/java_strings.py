@@ -31,10 +31,18 @@ from runtime.state.java_hash import java_hash_code
 
 def printed_text(value, type_info) -> str:
     """``value`` as PyFlink's ``print()`` shows a record of a stream declared ``type_info``."""
+    if isinstance(type_info, RowTypeInfo) and not type_info.inferred:
+        return f"{_row_kind(value)}[{','.join(str(v) for v in value)}]"
+    return sink_text(value, type_info)
+
+
+def sink_text(value, type_info) -> str:
+    """``value`` as a Java sink's ``toString`` writes it (a FileSink with Flink's SimpleStringEncoder):
+    PyFlink hands Java the record as the Java object of its declared type, Row included
+    (``+I[1, true]``). An undeclared record would reach Java as pickled bytes (``[B@1b2c3d``):
+    Python's ``str`` instead, as ``print()`` does."""
     if type_info is None or type_info.inferred or isinstance(type_info, PickledBytesTypeInfo):
         return value if isinstance(value, str) else str(value)
-    if isinstance(type_info, RowTypeInfo):
-        return f"{_row_kind(value)}[{','.join(str(v) for v in value)}]"
     return java_string(value, type_info)
 
 
