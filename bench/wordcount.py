@@ -39,10 +39,10 @@ import tempfile
 import time
 import traceback
 
+from pyflink_env import PYFLINK_VERSION, ensure_pyflink_venv, tail
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-PYFLINK_VENV = os.path.join(HERE, ".venv-pyflink")
-PYFLINK_VERSION = "2.3.0"
 WINDOW_MS = 5000
 T0_MS = 1_700_000_000_000          # a multiple of 5 s: the corpus covers whole windows
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -474,7 +474,7 @@ def run_competitor(name, role, python, spec, workdir, timeout, env_extra=None):
               f"{_mib(usage['peak_rss'])} MiB, CPU {usage['cpu_s'] or 0:.1f} s", flush=True)
     else:
         print(f"== {name}: FAILED: {metrics.get('error')}", flush=True)
-        print(_tail(log_path, 25), flush=True)
+        print(tail(log_path, 25), flush=True)
     return metrics
 
 
@@ -537,52 +537,8 @@ def _kill_tree(proc, root):
             pass
 
 
-def _tail(path, n):
-    try:
-        with open(path, errors="replace") as f:
-            lines = f.readlines()
-    except OSError:
-        return ""
-    return "   | " + "   | ".join(lines[-n:])
-
-
 def _mib(n):
     return f"{n / 2**20:,.0f}" if n else "-"
-
-
-# =========================================================================================
-# PyFlink's virtual environment
-# =========================================================================================
-
-def ensure_pyflink_venv(log_path):
-    """bench/.venv-pyflink with apache-flink==2.3.0; returns (python, None) or (None, why not)."""
-    python = os.path.join(PYFLINK_VENV, "bin", "python")
-    check = [python, "-c", "import pyflink.version as v; print(v.__version__)"]
-    if os.path.exists(python):
-        r = subprocess.run(check, capture_output=True, text=True)
-        if r.returncode == 0 and r.stdout.strip() == PYFLINK_VERSION:
-            return python, None
-    if shutil.which("java") is None:
-        return None, "no `java` on PATH (PyFlink needs Java 11 or 17)"
-    print(f"== pyflink: creating {PYFLINK_VENV} with apache-flink=={PYFLINK_VERSION} "
-          f"(a few minutes; log: {log_path})", flush=True)
-    base = getattr(sys, "_base_executable", None) or sys.executable
-    with open(log_path, "w") as log:
-        for cmd in ([base, "-m", "venv", PYFLINK_VENV],
-                    [python, "-m", "pip", "install", "--upgrade", "pip"],
-                    [python, "-m", "pip", "install", f"apache-flink=={PYFLINK_VERSION}"]):
-            log.write("$ " + " ".join(cmd) + "\n")
-            log.flush()
-            try:
-                r = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=1800)
-            except subprocess.TimeoutExpired:
-                return None, f"`{' '.join(cmd)}` timed out"
-            if r.returncode != 0:
-                return None, f"`{' '.join(cmd)}` failed (exit {r.returncode}):\n{_tail(log_path, 15)}"
-    r = subprocess.run(check, capture_output=True, text=True)
-    if r.returncode != 0:
-        return None, f"pyflink does not import in the new venv: {r.stderr.strip()[-500:]}"
-    return python, None
 
 
 # =========================================================================================
