@@ -5,6 +5,7 @@ as in local mode; and keyed subtasks with local RocksDB stores scheduled back to
 The cluster job runs in its own process (``sluice run --master spark://...``), so this
 test run keeps its one local SparkSession.
 """
+import contextlib
 import os
 import re
 import socket
@@ -40,10 +41,11 @@ def wait_for_port(port: int, timeout: float = 60) -> None:
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
 
 
-@pytest.fixture(scope="module")
-def standalone_cluster(tmp_path_factory):
-    logs = tmp_path_factory.mktemp("spark-logs")
-    env = dict(os.environ, SPARK_HOME=SPARK_HOME, SPARK_LOCAL_IP="127.0.0.1",
+@contextlib.contextmanager
+def spark_standalone(logs, environ=None):
+    """A master and a one-core worker per WORKER_HOSTS address, each worker with its own work and
+    local dirs; yields the master URL. ``environ``: the processes' environment (os.environ)."""
+    env = dict(os.environ if environ is None else environ, SPARK_HOME=SPARK_HOME, SPARK_LOCAL_IP="127.0.0.1",
                SPARK_LOG_DIR=str(logs), SPARK_WORKER_DIR=str(logs / "work"))
     spark_class = os.path.join(SPARK_HOME, "bin", "spark-class")
     port = free_port()
@@ -70,6 +72,12 @@ def standalone_cluster(tmp_path_factory):
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+@pytest.fixture(scope="module")
+def standalone_cluster(tmp_path_factory):
+    with spark_standalone(tmp_path_factory.mktemp("spark-logs")) as master_url:
+        yield master_url
 
 
 def run_wordcount(master: str, tmp_path, input_dir, *job_args, parallelism: int = 3) -> subprocess.CompletedProcess:

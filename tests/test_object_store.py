@@ -189,6 +189,29 @@ def test_a_store_that_cannot_be_reached_fails_before_the_first_epoch(s3, tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.cluster
+def test_wordcount_on_a_standalone_cluster_that_shares_nothing_but_s3(s3, tmp_path):
+    """A master and two workers started without any AWS variable, each worker with its own work
+    and local dirs: the executors get the store's settings with their tasks; the input, the sink
+    and the warehouse are in S3, and none of their files lands on the workers' disks."""
+    from test_cluster import spark_standalone
+    text = ["the quick brown fox jumps over the lazy dog"] * 30 + ["the end"] * 3
+    put_text(s3, "cluster/in/a.txt", "\n".join(text[:15]) + "\n")
+    put_text(s3, "cluster/in/b.txt", "\n".join(text[15:]) + "\n")
+    base = f"s3://{BUCKET}/cluster"
+    cluster_dirs = tmp_path / "spark"
+    cluster_dirs.mkdir()
+    no_store = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    with spark_standalone(cluster_dirs, no_store) as master:
+        result = sluice("run", WORDCOUNT, "--master", master, "-p", "2", "--warehouse", f"{base}/warehouse",
+                        "--", "--input", f"{base}/in", "--output", f"{base}/results")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert rows(f"{base}/results") == counts(*text)
+    assert any(k.startswith(f"cluster/warehouse/{JOB_DIR}/state/") for k in keys(s3, "cluster/warehouse/"))
+    assert not [p for p in cluster_dirs.rglob("*.parquet")]     # state and sink files went to S3
+
+
+@pytest.mark.slow
 @pytest.mark.faults
 def test_a_kill_at_each_point_restores_exactly_once_from_a_warehouse_in_s3(s3, tmp_path):
     """The kill machinery of tests/test_checkpoint_faults.py, once per kill point, with the job's
@@ -210,3 +233,47 @@ def test_a_kill_at_each_point_restores_exactly_once_from_a_warehouse_in_s3(s3, t
     assert table_rows(f"{base}/windows") == expected_windows(events), outcomes
     assert table_rows(f"{base}/running") == expected_running(events), outcomes
 
+
+@pytest.mark.slow
+@pytest.mark.airflow
+def test_the_wordcount_dag_with_its_warehouse_in_s3_and_credentials_from_aws_default(spark, s3, airflow_db, monkeypatch):
+    """dag.test() of the seed WordCount with ``sluice_warehouse`` an S3 URI; the worker's
+    environment names no endpoint and no keys: Airflow's ``aws_default`` connection has them.
+    The run takes the test run's Spark session, started before any of it was known."""
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.models import Connection, Pool, Variable
+    from airflow.utils.session import create_session
+    from airflow.utils.state import DagRunState
+    from runtime.jobmaster.deployment import JOBS_FOLDER
+    warehouse = f"s3://{BUCKET}/airflow/warehouse"
+    monkeypatch.setenv("SLUICE_JOBS_FOLDER", JOBS_FOLDER)
+    saved = dict(os.environ)
+    for key in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ALLOW_HTTP"):
+        os.environ.pop(key)
+    Variable.set("sluice_warehouse", warehouse)
+    Pool.create_or_update_pool("spark_slots", 4, "Spark slots (tests)", include_deferred=False)
+    with create_session() as session:
+        session.query(Connection).filter(Connection.conn_id.in_(["spark_default", "aws_default"])).delete()
+        session.add(Connection(conn_id="spark_default", conn_type="spark", host="local[2]"))
+        session.add(Connection(conn_id="aws_default", conn_type="aws", login="from-aws-default",
+                               password="its-secret", extra=json.dumps({"endpoint_url": s3.endpoint,
+                                                                         "region_name": "us-east-1"})))
+    try:
+        bag = DagBag(dag_folder=os.path.join(ROOT, "dags"))
+        assert not bag.import_errors, bag.import_errors
+        run = bag.dags["wordcount"].test()
+        tis = {ti.task_id: ti.state for ti in run.get_task_instances()}
+        assert run.state == DagRunState.SUCCESS, tis
+        assert os.environ["AWS_ACCESS_KEY_ID"] == "from-aws-default"
+        assert os.environ["AWS_ENDPOINT_URL"] == s3.endpoint and os.environ["AWS_ALLOW_HTTP"] == "true"
+        text = open(os.path.join(ROOT, "include", "data", "hamlet.txt")).read()
+        assert rows(f"{warehouse}/wordcount-results") == counts(text)
+        stored = keys(s3, f"airflow/warehouse/{JOB_DIR}/")
+        for table in ("checkpoints", "epoch_log", "executions", "plans"):
+            assert any(k.startswith(f"airflow/warehouse/{JOB_DIR}/{table}/") for k in stored), table
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        Variable.delete("sluice_warehouse")
+        with create_session() as session:
+            session.query(Connection).filter(Connection.conn_id == "aws_default").delete()
