@@ -46,6 +46,7 @@ def check(word):
 if __name__ == "__main__":
     import sys
     env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)      # one subtask fails: "Check (1/1)"
     env.enable_checkpointing(1000)
     (env.read_text_file(sys.argv[2]).flat_map(lambda line: line.split(), output_type=Types.STRING())
      .map(check, output_type=Types.STRING()).name("Check").uid("check").print())
