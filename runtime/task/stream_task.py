@@ -395,6 +395,11 @@ class StreamTask:
                     out.emit_idle()
             else:
                 self._emit_split_watermark(generators, states, active_this_epoch, emitted, idle)
+        elif not splits and not self.tdd.end_of_input:
+            # No split this epoch and no watermarks of the source's own: a timestamp assigner
+            # further down the chain sees no record either, so nothing of this subtask would let
+            # the watermark downstream advance (Flink's reader without splits is idle, or done).
+            out.emit_idle()
         if self.tdd.end_of_input:
             self.head.current_watermark = MAX_WATERMARK
             out.emit_watermark(MAX_WATERMARK)

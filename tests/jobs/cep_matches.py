@@ -27,6 +27,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     env = StreamExecutionEnvironment.get_execution_environment()
     env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
+    env.set_parallelism(2)      # one input file, two source subtasks: one has no split (idle)
     events = (env.read_text_file(args.input).map(parse, output_type=EVENT).uid("parse")
               .assign_timestamps_and_watermarks(
                   WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(5))
