@@ -167,23 +167,32 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("problem", ["no bucket", "wrong credentials", "unreachable endpoint"])
+@pytest.mark.parametrize("problem", ["no bucket", "wrong credentials", "unreachable endpoint", "no input bucket"])
 def test_a_store_that_cannot_be_reached_fails_before_the_first_epoch(s3, tmp_path, problem):
     """A clear error naming the URI and the setting to fix, before anything is written."""
-    warehouse = f"s3://{BUCKET}/bad/warehouse"
-    env, expected = {}, ""
+    warehouse, source = f"s3://{BUCKET}/bad/warehouse", str(tmp_path)
+    env = {}
     with contextlib.ExitStack() as stack:
         if problem == "no bucket":
-            warehouse, expected = "s3://no-such-bucket/warehouse", "the bucket 'no-such-bucket' does not exist"
+            warehouse = "s3://no-such-bucket/warehouse"
+            expected = [f"{warehouse} is not writable: the bucket 'no-such-bucket' does not exist", "sluice.warehouse"]
         elif problem == "wrong credentials":     # a second server that checks keys, and knows none
             strict = stack.enter_context(moto_server(str(tmp_path / "strict.log"), INITIAL_NO_AUTH_ACTION_COUNT="0"))
-            env, expected = {"AWS_ENDPOINT_URL": strict.endpoint}, "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+            env = {"AWS_ENDPOINT_URL": strict.endpoint}
+            expected = [f"{warehouse} is not writable: the credentials were refused",
+                        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"]
+        elif problem == "unreachable endpoint":
+            env = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
+            expected = [f"{warehouse} is not writable: the endpoint http://127.0.0.1:9 cannot be reached",
+                        "fix AWS_ENDPOINT_URL"]
         else:
-            env, expected = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}, "cannot be reached: fix AWS_ENDPOINT_URL"
+            source = "s3://no-such-input/in"
+            expected = [f"{source} cannot be read: the bucket 'no-such-input' does not exist",
+                        "the file source's path"]
         result = sluice("run", WORDCOUNT, "--warehouse", warehouse, "--master", "local[1]", "--",
-                        "--input", str(tmp_path), "--output", str(tmp_path / "results"), env=env, timeout=300)
+                        "--input", source, "--output", str(tmp_path / "results"), env=env, timeout=300)
     assert result.returncode == 1, result.stdout[-2000:]
-    assert f"{warehouse} is not writable" in result.stderr and expected in result.stderr, result.stderr
+    assert all(e in result.stderr for e in expected), result.stderr
     assert "Traceback" not in result.stderr and "epoch 0" not in result.stderr
     assert keys(s3, "bad/warehouse") == [] and not (tmp_path / "results").exists()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pyarrow.fs import FileType
 
 from runtime.connectors.base import SourceReader, SplitEnumerator
-from runtime.storage.filesystems import info, read_bytes, walk_files
+from runtime.storage.filesystems import check_readable, info, read_bytes, walk_files
 from runtime.task.stream_task import SplitRead
 
 
@@ -36,6 +36,8 @@ class FileEnumerator(SplitEnumerator):
         self.sizes: dict[str, int] = {}
 
     def check(self) -> None:
+        for path in self.source.paths:
+            check_readable(path, "the file source's path (read_text_file / FileSource)")
         discover(self.source.paths)
 
     def _discover(self) -> None:

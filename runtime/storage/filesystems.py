@@ -192,6 +192,29 @@ def check_writable(location: str, setting: str) -> None:
     """Before a run writes anything: write and delete a probe object at ``location`` (named by
     ``setting``), and turn what the store answers into an error naming the URI and the setting
     to fix. Local folders are created as today."""
+    def probe():
+        fresh = not exists(location)
+        name = join(location, f".sluice-preflight-{uuid.uuid4().hex}")
+        write_bytes(name, b"")
+        remove(name)
+        if fresh:   # pyarrow keeps an emptied S3 "folder" as a marker object: leave nothing behind
+            rmtree(location)
+    _check(location, setting, "is not writable", probe)
+
+
+def check_readable(location: str, setting: str) -> None:
+    """Before a run reads ``location``: one request for it, its failure explained as above. A
+    location that is not there is the caller's to report, unless its whole bucket is missing
+    (which S3 answers as an empty listing)."""
+    def probe():
+        url = urlparse(location)
+        if info(location).type == pafs.FileType.NotFound and \
+                info(f"{url.scheme}://{url.netloc}").type == pafs.FileType.NotFound:
+            raise FileNotFoundError(f"no_such_bucket: {url.netloc}")
+    _check(location, setting, "cannot be read", probe)
+
+
+def _check(location: str, setting: str, failure: str, probe) -> None:
     if not is_uri(location):
         return
     scheme = urlparse(location).scheme
@@ -201,12 +224,10 @@ def check_writable(location: str, setting: str) -> None:
             raise StorageException(
                 f"{location}: AWS_ENDPOINT_URL={endpoint} is plain HTTP, which delta-rs refuses unless "
                 f"AWS_ALLOW_HTTP=true is set (or use an https endpoint)")
-    probe = join(location, f".sluice-preflight-{uuid.uuid4().hex}")
     try:
-        write_bytes(probe, b"")
-        remove(probe)
+        probe()
     except (OSError, ValueError) as e:
-        raise StorageException(f"{location} is not writable: {_diagnose(scheme, location, setting, str(e))}\n"
+        raise StorageException(f"{location} {failure}: {_diagnose(scheme, location, setting, str(e))}\n"
                                f"  ({type(e).__name__}: {str(e).strip()[:500]})") from None
 
 
@@ -219,7 +240,7 @@ def _diagnose(scheme: str, location: str, setting: str, error: str) -> str:
     if any(w in text for w in ("access denied", "access_denied", "invalid_access_key", "invalidaccesskeyid",
                                "signature", "forbidden", "credentials", "403")):
         return (f"the credentials were refused by {endpoint}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
-                f"(and AWS_SESSION_TOKEN for temporary ones) to a key that may write to '{bucket}'")
+                f"(and AWS_SESSION_TOKEN for temporary ones) to a key with access to '{bucket}'")
     if any(w in text for w in ("no_such_bucket", "nosuchbucket", "bucket does not exist")):
         return (f"the bucket '{bucket}' does not exist at {endpoint}: create it, or fix the bucket in "
                 f"{setting}")
