@@ -137,6 +137,8 @@ def main(argv=None) -> int:
     parser.add_argument("--only", nargs="*", help="example paths (as listed) to run, the others skipped")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per run")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    parser.add_argument("--sluice-root", default=REPO,
+                        help="the Sluice source tree to run (a snapshot, e.g. `git archive HEAD`); this checkout by default")
     args = parser.parse_args(argv)
 
     work = tempfile.mkdtemp(prefix="sluice-pyflink-examples-")
@@ -170,7 +172,7 @@ def main(argv=None) -> int:
                 extra = ["--output", os.path.join(cwd, "out")] if variant == "files" else []
                 env = dict(os.environ, SLUICE_WAREHOUSE=os.path.join(cwd, "warehouse"))
                 if engine == "sluice":
-                    env["PYTHONPATH"] = REPO
+                    env["PYTHONPATH"] = args.sluice_root
                 else:       # PyFlink starts its Python workers with the `python` on PATH
                     env.pop("PYTHONPATH", None)
                     env["PATH"] = os.path.dirname(cmd_python) + os.pathsep + env.get("PATH", "")
