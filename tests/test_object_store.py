@@ -7,6 +7,7 @@ import collections
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -167,10 +168,11 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("problem", ["no bucket", "wrong credentials", "unreachable endpoint", "no input bucket"])
+@pytest.mark.parametrize("problem", ["no bucket", "wrong credentials", "unreachable endpoint", "no input bucket",
+                                     "no output bucket"])
 def test_a_store_that_cannot_be_reached_fails_before_the_first_epoch(s3, tmp_path, problem):
     """A clear error naming the URI and the setting to fix, before anything is written."""
-    warehouse, source = f"s3://{BUCKET}/bad/warehouse", str(tmp_path)
+    warehouse, source, output = f"s3://{BUCKET}/bad/warehouse", str(tmp_path), str(tmp_path / "results")
     env = {}
     with contextlib.ExitStack() as stack:
         if problem == "no bucket":
@@ -185,16 +187,58 @@ def test_a_store_that_cannot_be_reached_fails_before_the_first_epoch(s3, tmp_pat
             env = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
             expected = [f"{warehouse} is not writable: the endpoint http://127.0.0.1:9 cannot be reached",
                         "fix AWS_ENDPOINT_URL"]
-        else:
+        elif problem == "no input bucket":
             source = "s3://no-such-input/in"
             expected = [f"{source} cannot be read: the bucket 'no-such-input' does not exist",
                         "the file source's path"]
+        else:   # the WordCount's Delta sink (its default name) in a bucket that is not there
+            output = "s3://no-such-output/results"
+            expected = [f"the sink 'Sink: Delta Sink' cannot write its output: {output} is not writable: "
+                        "the bucket 'no-such-output' does not exist", "the Delta sink's table path"]
         result = sluice("run", WORDCOUNT, "--warehouse", warehouse, "--master", "local[1]", "--",
-                        "--input", source, "--output", str(tmp_path / "results"), env=env, timeout=300)
+                        "--input", source, "--output", output, env=env, timeout=300)
     assert result.returncode == 1, result.stdout[-2000:]
     assert all(e in result.stderr for e in expected), result.stderr
     assert "Traceback" not in result.stderr and "epoch 0" not in result.stderr
     assert keys(s3, "bad/warehouse") == [] and not (tmp_path / "results").exists()
+
+
+def test_a_row_format_file_sink_into_s3_finishes_its_parts_at_each_checkpoint(s3):
+    """tests/jobs/file_sink_lines.py (two subtasks, a checkpoint every epoch, parts rolled past 100
+    bytes) from an input folder in S3 to a FileSink in S3, several epochs: the finished parts,
+    listed with pyarrow's S3 file system, are each subtask's file upper-cased and cut as the
+    rolling policy cuts it; no in-progress file is left."""
+    import pyarrow.fs as pafs
+    from test_file_sink import LINES_JOB, chunks_by_size
+    prefix = "file-sink"
+    words = " ".join(TEXTS).split()
+    files = [[f"{k}:{i:02d} {words[(i + k * 7) % len(words)]}" for i in range(30)] for k in range(2)]
+    for k, lines in enumerate(files):
+        put_text(s3, f"{prefix}/in/part-{k}.txt", "".join(f"{line}\n" for line in lines))
+    warehouse = ["--warehouse", f"s3://{BUCKET}/{prefix}/warehouse"]
+    job = ["--", "--input", f"s3://{BUCKET}/{prefix}/in", "--output", f"s3://{BUCKET}/{prefix}/out"]
+    result = sluice("run", LINES_JOB, *warehouse, "--master", "local[2]", "-p", "2", "--max-records-per-split", "8",
+                    *job)
+    assert result.returncode == 0, result.stderr[-3000:]
+    # 30 lines a split, 8 an epoch: 4 epochs or more, each with its checkpoint (the last ones retained)
+    listed = sluice("checkpoints", LINES_JOB, *warehouse, *job)
+    completed = [tuple(map(int, line.split()[:2])) for line in listed.stdout.splitlines() if "COMPLETED" in line]
+    assert completed and all(c == e + 1 for c, e in completed) and completed[-1][0] >= 4, listed.stdout
+
+    env = s3.env()
+    fs = pafs.S3FileSystem(access_key=env["AWS_ACCESS_KEY_ID"], secret_key=env["AWS_SECRET_ACCESS_KEY"],
+                           region=env["AWS_REGION"], endpoint_override=s3.endpoint.split("://")[1], scheme="http")
+    found = fs.get_file_info(pafs.FileSelector(f"{BUCKET}/{prefix}/out", recursive=True))
+    names = sorted(f.base_name for f in found if f.type == pafs.FileType.File)
+    assert [n for n in names if n.startswith(".") or "inprogress" in n] == [], names
+    parts = collections.defaultdict(dict)        # the writer's uuid -> {counter: lines}
+    for name in names:
+        uid, counter = re.fullmatch(r"part-([0-9a-f-]{36})-(\d+)\.txt", name).groups()
+        with fs.open_input_stream(f"{BUCKET}/{prefix}/out/{name}") as f:
+            parts[uid][int(counter)] = f.read().decode().splitlines()
+    written = sorted([by_counter[c] for c in sorted(by_counter)] for by_counter in parts.values())
+    assert all(sorted(by_counter) == list(range(len(by_counter))) for by_counter in parts.values()), names
+    assert written == sorted(chunks_by_size([line.upper() for line in lines], 100) for lines in files)
 
 
 @pytest.mark.slow

@@ -134,3 +134,9 @@ class Committer:
     def committed_output(sink, app_id: str) -> Optional[str]:
         """Where ``sink`` holds output committed under ``app_id`` (its table), None if nowhere."""
         return None
+
+    @staticmethod
+    def output_location(sink) -> Optional[tuple[str, str]]:
+        """Where ``sink`` writes (its table or base folder) and the setting that names it, for the
+        run's preflight to check before the first epoch; None when it writes to no store."""
+        return None

@@ -491,6 +491,10 @@ class DeltaCommitter(Committer):
     def committed_output(sink, app_id: str) -> Optional[str]:
         return sink.table_path if committed_version(sink.table_path, app_id) is not None else None
 
+    @staticmethod
+    def output_location(sink) -> tuple[str, str]:
+        return sink.table_path, "the Delta sink's table path (sink_to / DeltaSink.for_row_data)"
+
 
 def committed_version(table_path: str, app_id: str) -> Optional[int]:
     """The last version (checkpoint id) ``app_id`` committed to the table; None if it never did."""

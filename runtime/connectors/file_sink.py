@@ -254,6 +254,10 @@ class FileCommitter(Committer):
         self.context.result.sink_files.setdefault(self.context.sink_id, []).extend(done)
         return {}
 
+    @staticmethod
+    def output_location(sink) -> tuple[str, str]:
+        return sink.base_path, "the FileSink's base path (FileSink.for_row_format / for_bulk_format)"
+
 
 def commit_part(fs: pafs.FileSystem, root: str, part: dict, base_path: str) -> None:
     final = root + "/" + part["path"]

@@ -39,7 +39,7 @@ from runtime.graph.stream_graph import StreamGraph
 from runtime.metrics.aggregation import RunMetrics
 from runtime.scheduler.slots import SlotPlan, compute_slot_plan, slots_required_per_group
 from runtime.state.backend import ROCKSDB, state_backend_type
-from runtime.storage.filesystems import check_writable, join, remove, rmtree
+from runtime.storage.filesystems import StorageException, check_writable, join, remove, rmtree
 from runtime.storage.layout import job_dir, slug
 from runtime.task.operators import snapshots_incrementally
 from runtime.task.stream_task import ACK, TaskDeploymentDescriptor
@@ -248,12 +248,13 @@ class JobRunner:
     # ---- before anything runs ------------------------------------------------------------
 
     def _preflight(self):
-        """Misuse fails here, before Spark starts or anything is written: the job's inputs,
-        another run holding the job, and the restore point (which must fit the job)."""
+        """Misuse fails here, before Spark starts or anything is written: the job's inputs, where
+        its sinks write, another run holding the job, and the restore point (which must fit the job)."""
         from runtime.checkpoint.restore import NoUsableCheckpointException, check_compatibility, choose
         from runtime.checkpoint.storage import JobAlreadyRunningException, already_running
         for enumerator in self.enumerators.values():
             enumerator.check()
+        check_sink_locations(self.job_graph)
         holder = self.storage.running_holder(self.options.lease_timeout_s)
         if holder is not None:
             raise JobAlreadyRunningException(already_running(self.job_dir, holder))
@@ -697,6 +698,20 @@ def _failure_text(error: BaseException) -> str:
     """A failure as the history keeps it: a job's failure as it says itself (its cause first), any
     other error with its type."""
     return str(error) if isinstance(error, JobExecutionException) else f"{type(error).__name__}: {error}"
+
+
+def check_sink_locations(job_graph: JobGraph) -> None:
+    """Every sink's table or base folder in an object store is probed as the warehouse is (a local
+    one costs nothing): a missing bucket, refused credentials or an unreachable endpoint fail
+    before the first epoch, naming the sink, the URI and the setting to fix."""
+    for node in sink_nodes(job_graph):
+        where = committer_class(node.operator.sink).output_location(node.operator.sink)
+        if where is None:
+            continue
+        try:
+            check_writable(*where)
+        except StorageException as e:
+            raise StorageException(f"the sink '{node.operator_name}' cannot write its output: {e}") from None
 
 
 def committed_sinks(job_graph: JobGraph) -> list[str]:
