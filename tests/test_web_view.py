@@ -245,7 +245,9 @@ def test_job_page_draws_the_graph_and_lists_checkpoints_and_executions(site, bro
     assert "Parallelism: 2 (max 128)" in browser.find_element(By.ID, "graph").text
     assert "Source: Custom File Source" in browser.find_element(By.ID, "graph").text
     edges = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#graph svg g.edge")]
-    assert sorted(edges) == sorted(e.ship_strategy for e in graph.edges) == ["HASH", "HASH", "REBALANCE", "REBALANCE"]
+    # The keyed windows and running counts read hashed edges; the source and its map chain run at
+    # the default parallelism (the machine's cores), so other edges depend on the machine.
+    assert sorted(edges) == sorted(e.ship_strategy for e in graph.edges) and edges.count("HASH") == 2
 
     shown = [(int(r.get_attribute("data-checkpoint-id")), r.get_attribute("data-status"))
              for r in browser.find_elements(By.CSS_SELECTOR, "#checkpoints tbody tr")]
