@@ -216,9 +216,13 @@ def airflow(tmp_path_factory):
         yield site
     finally:
         if proc.poll() is None:
+            tree = _tree(proc.pid)      # before the kill: orphans are re-parented, out of sight
             os.killpg(proc.pid, signal.SIGKILL)
-            for pid in _alive(_tree(proc.pid)):
-                os.kill(pid, signal.SIGKILL)
+            for pid in _alive(tree):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
 
 def test_a_triggered_run_with_conf_then_a_rescale_of_the_shipped_wordcount(airflow):
