@@ -625,9 +625,12 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             stored_range == _range_tuple(key_group_range)
             and self._meta.get("max_parallelism") == max_parallelism) else None
         # From now on the store is being written: a writer that dies leaves no version behind.
+        # Not flushed: memtables reach disk whole and in order, so any write of this epoch that
+        # reaches disk carries the removal with it, and a store where none did is still at its
+        # version.
         self._meta.update(version=None, key_group_range=_range_tuple(key_group_range),
                           max_parallelism=max_parallelism, operator=operator_name)
-        self._write_meta(flush=True)
+        self._write_meta()
         self._versioned = False
 
     # ---- the store -------------------------------------------------------------------------
@@ -643,6 +646,16 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         options = rd.Options(raw_mode=True)
         options.create_if_missing(True)
         options.set_paranoid_checks(True)
+        # Every epoch adds a level-0 file (the version's flush) and a store is open only while a
+        # task runs, so gets often search several level-0 files: a bloom filter per file lets a
+        # get skip the files without its key, as Flink's RocksDB options for point lookups do.
+        table = rd.BlockBasedOptions()
+        table.set_bloom_filter(10, False)
+        options.set_block_based_table_factory(table)
+        # Universal (tiered) compaction merges the small files of recent epochs among themselves
+        # and only rarely rewrites the whole state: leveled compaction rewrote it every few epochs,
+        # and a store closed after each task cut those compactions short, so their files piled up.
+        options.set_compaction_style(rd.DBCompactionStyle.universal())
         try:
             db = rd.Rdict(self.path, options)
         except Exception as e:
