@@ -98,6 +98,14 @@ def test_retention_keeps_the_last_checkpoints_and_their_files_only(spark, tmp_pa
     assert sorted(p["checkpoint_id"] for p in DeltaTable(str(table)).partitions()) == ["3", "4", "5"]
     assert sorted(d for d in os.listdir(table) if d.startswith("checkpoint_id=")) == \
         ["checkpoint_id=3", "checkpoint_id=4", "checkpoint_id=5"]
+    # A record names each state table's version after its commit: that version holds its partition.
+    for record in history:
+        version = record.table_versions["state/running-count"]
+        partitions = DeltaTable(str(table), version=version).partitions()
+        assert {"checkpoint_id": str(record.checkpoint_id)} in partitions
+    # The checkpointed tables keep their logs short (a Delta checkpoint every 10 commits).
+    for path in (table, tmp_path / "warehouse" / "checkpointed-counts" / "checkpoints"):
+        assert DeltaTable(str(path)).metadata().configuration["delta.checkpointInterval"] == "10"
 
 
 def test_a_corrupt_state_file_falls_back_to_the_previous_checkpoint(spark, tmp_path, caplog):

@@ -24,7 +24,8 @@ from typing import Optional
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from runtime.storage.delta_files import AppendOnlyTable, add_new_columns, append, arrow_table, read_table
+from runtime.storage.delta_files import (
+    CHECKPOINTED_TABLE_PROPERTIES, AppendOnlyTable, DeltaTables, add_new_columns, append, arrow_table, read_table)
 from runtime.storage.filesystems import join, relative, rmtree
 
 COMPLETED, FAILED, DISCARDED, INVALID = "COMPLETED", "FAILED", "DISCARDED", "INVALID"
@@ -116,6 +117,7 @@ class CheckpointStorage:
         self._epoch_log = None      # the DeltaTable this run appends to (fencing, see claim())
         self._pending_rows: list = []   # epoch log rows waiting for the next commit (metrics)
         self._checkpoints = AppendOnlyTable(self.checkpoints_path)     # read at every checkpoint
+        self._tables = DeltaTables(CHECKPOINTED_TABLE_PROPERTIES)     # the checkpoints and state tables
 
     def state_table_path(self, table: str) -> str:
         return join(self.job_dir, "state", table)
@@ -143,7 +145,7 @@ class CheckpointStorage:
     def record(self, records: list[CheckpointRecord], before_commit=None) -> None:
         """Append checkpoint rows in one commit; ``before_commit`` runs once the file is staged."""
         append(self.checkpoints_path, arrow_table(CHECKPOINTS_SCHEMA, [r.to_row() for r in records]),
-                before_commit=before_commit)
+               before_commit=before_commit, tables=self._tables)
 
     def max_checkpoint_id(self) -> int:
         ids = [r.checkpoint_id for r in self.history()]
@@ -160,29 +162,28 @@ class CheckpointStorage:
         Files of an earlier attempt at the same checkpoint id (a crash before its record) are
         removed first, so the partition holds exactly this checkpoint's files.
         """
-        from deltalake import DeltaTable, Schema
-        from deltalake.transaction import AddAction, create_table_with_add_actions
+        from deltalake import DeltaTable
+        from deltalake.transaction import AddAction
         path = self.state_table_path(table)
         schema = _merged_schema([f.schema for f in files])
         actions = [AddAction(relative(f.path, path), f.size, {"checkpoint_id": str(checkpoint_id)},
                              int(time.time() * 1000), True, f.stats) for f in files]
-        if not DeltaTable.is_deltatable(path):
-            create_table_with_add_actions(path, Schema.from_arrow(schema), actions, mode="error",
-                                          partition_by=["checkpoint_id"])
+        dt = self._tables.get(path)
+        if dt is None:
+            self._tables.create(path, schema, actions, partition_by=["checkpoint_id"])
             return DeltaTable(path).version()
-        dt = DeltaTable(path)
         _evolve(dt, schema, f"state table {path}")
         if any(p.get("checkpoint_id") == str(checkpoint_id) for p in dt.partitions()):
             dt.delete(f"checkpoint_id = {int(checkpoint_id)}")
         dt.create_write_transaction(actions, "append", _table_schema(dt), partition_by=["checkpoint_id"])
+        dt.update_incremental()     # the transaction does not move the handle to its version
         return dt.version()
 
     def discard_state(self, table: str, checkpoint_ids: list[int]) -> None:
-        from deltalake import DeltaTable
         path = self.state_table_path(table)
-        if not DeltaTable.is_deltatable(path) or not checkpoint_ids:
+        dt = self._tables.get(path) if checkpoint_ids else None
+        if dt is None:
             return
-        dt = DeltaTable(path)
         present = {p.get("checkpoint_id") for p in dt.partitions()}
         doomed = [i for i in checkpoint_ids if str(i) in present]
         if doomed:

@@ -40,10 +40,59 @@ def read_table(path: str) -> Optional[pa.Table]:
                       filesystem=fs).to_table()
 
 
-def append(path: str, table: pa.Table, before_commit=None, create_only: bool = False) -> None:
-    """Append ``table`` as one Parquet file and one commit; ``before_commit`` between the two."""
-    from deltalake import DeltaTable, Schema
-    from deltalake.transaction import AddAction, create_table_with_add_actions
+# Tables committed to at every checkpoint (state, checkpoints): a Delta checkpoint every 10
+# commits, and log entries a checkpoint covers removed after 10 minutes. Opening or updating a
+# table lists its log and replays it since its last checkpoint; with Delta's defaults (every 100
+# commits, 30 days) both grew with every epoch, and so did the commit of a checkpoint. Nothing
+# reads these tables' history: restores read the files the checkpoints' records list.
+CHECKPOINTED_TABLE_PROPERTIES = {"delta.checkpointInterval": "10",
+                                 "delta.logRetentionDuration": "interval 10 minutes",
+                                 "delta.enableExpiredLogCleanup": "true"}
+
+
+class DeltaTables:
+    """A writer's DeltaTable handles, kept across its commits: each table's log is replayed once,
+    then every use reads only the commits since (``update_incremental``), as a long-running Delta
+    writer keeps its snapshot; re-opening a table per commit replays its log each time. For a run
+    that holds its job: its tables are not removed under it. ``properties``: the table properties
+    its tables are created with (and given, when an existing table lacks them)."""
+
+    def __init__(self, properties: Optional[dict] = None):
+        self.properties = dict(properties or {})
+        self._open: dict = {}
+
+    def get(self, path: str):
+        """The table at ``path`` as it is now, None if there is none."""
+        from deltalake import DeltaTable
+        dt = self._open.get(path)
+        if dt is not None:
+            try:
+                dt.update_incremental()
+                return dt
+            except Exception:       # removed (or replaced) meanwhile: opened anew
+                del self._open[path]
+        if not DeltaTable.is_deltatable(path):
+            return None
+        dt = self._open[path] = DeltaTable(path)
+        configuration = dt.metadata().configuration
+        if any(configuration.get(k) != v for k, v in self.properties.items()):
+            dt.alter.set_table_properties(self.properties)
+        return dt
+
+    def create(self, path: str, schema: pa.Schema, actions: list, partition_by=None) -> None:
+        """A new table holding ``actions``' files (an error if one exists)."""
+        from deltalake import Schema
+        from deltalake.transaction import create_table_with_add_actions
+        create_table_with_add_actions(path, Schema.from_arrow(schema), actions, mode="error",
+                                      partition_by=partition_by, configuration=self.properties or None)
+
+
+def append(path: str, table: pa.Table, before_commit=None, create_only: bool = False,
+           tables: Optional[DeltaTables] = None) -> None:
+    """Append ``table`` as one Parquet file and one commit; ``before_commit`` between the two.
+    ``tables``: the writer's open handles (else the table is opened for this commit)."""
+    from deltalake import DeltaTable
+    from deltalake.transaction import AddAction
     makedirs(path)
     actions = []
     if table.num_rows:
@@ -54,16 +103,18 @@ def append(path: str, table: pa.Table, before_commit=None, create_only: bool = F
                                  True, file_stats(table)))
     if before_commit is not None:
         before_commit()
-    if not DeltaTable.is_deltatable(path):
+    tables = tables or DeltaTables()
+    dt = tables.get(path)
+    if dt is None:
         try:
-            create_table_with_add_actions(path, Schema.from_arrow(table.schema), actions, mode="error")
+            tables.create(path, table.schema, actions)
             return
         except Exception:
             if not DeltaTable.is_deltatable(path):
                 raise
     if create_only:
         return
-    dt = DeltaTable(path)
+    dt = dt or tables.get(path)
     add_new_columns(dt, table.schema)
     dt.create_write_transaction(actions, "append", table.schema)
 
