@@ -13,7 +13,9 @@ id, commits exactly what the crashed one would have.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Optional
 
 from runtime.state.snapshot import SOURCE_STATE, SPLIT, snapshot_to_table, state_table_name, write_state_file
@@ -22,6 +24,8 @@ from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, DISCARDED, FAILED,
 from runtime.common.faults import fault_point
 from runtime.graph.job_graph import JobGraph
 from runtime.storage.filesystems import relative
+
+log = logging.getLogger("sluice.checkpoint")
 
 
 def checkpointing_enabled(config: dict) -> bool:
@@ -43,6 +47,8 @@ class CheckpointCoordinator:
         self.last_time = time.time()
         self.swept = False      # whether this run finished the discarding of earlier runs
         self.kept: dict = {}    # discarded checkpoints whose partitions retained chains still read
+        self._cleaner: Optional[ThreadPoolExecutor] = None
+        self._retention: Optional[Future] = None
 
     def restored(self, record: CheckpointRecord) -> None:
         self.last_epoch = record.epoch
@@ -122,8 +128,35 @@ class CheckpointCoordinator:
             started_at=started, completed_at=now)
         self.storage.record([record], before_commit=lambda: fault_point("during-checkpoint-record", epoch))
         self.last_epoch, self.last_time = epoch, now
-        self._retain(epoch)
+        self._retain_later(epoch)
         return record
+
+    def _retain_later(self, epoch: int) -> None:
+        """Discard what the new checkpoint subsumed in the background, while the next epoch runs
+        (Flink's CheckpointsCleaner): retention is not part of a checkpoint, and its commits took
+        a third of a small epoch's checkpoint time."""
+        self.await_retention()
+        if self._cleaner is None:
+            self._cleaner = ThreadPoolExecutor(1, thread_name_prefix="sluice-retention")
+        self._retention = self._cleaner.submit(self._retain, epoch)
+
+    def await_retention(self) -> None:
+        """Wait for the discarding in progress. A failure is logged, not raised: the checkpoint is
+        complete, and what was not discarded is discarded by a later retention or run."""
+        retention, self._retention = self._retention, None
+        if retention is not None:
+            try:
+                retention.result()
+            except Exception as e:
+                log.warning("%s: discarding subsumed checkpoints failed (a later checkpoint or run discards "
+                            "them): %s: %s", self.job_graph.job_name, type(e).__name__, e)
+
+    def close(self) -> None:
+        """The run ends: its retention finishes first."""
+        self.await_retention()
+        if self._cleaner is not None:
+            self._cleaner.shutdown()
+            self._cleaner = None
 
     def fail(self, checkpoint_id: int, epoch: int, started: float, reason: str) -> None:
         """Record a failed checkpoint; it is never restored from."""

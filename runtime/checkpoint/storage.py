@@ -15,7 +15,9 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import functools
 import socket
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -109,6 +111,16 @@ class CheckpointRecord:
         return [f["path"] for op in self.operators for f in op.get("files", ())]
 
 
+def _serialized(method):
+    """One thread at a time in the storage's tables: the coordinator discards subsumed
+    checkpoints in the background while the job goes on, and table handles are not shared."""
+    @functools.wraps(method)
+    def locked(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return locked
+
+
 class CheckpointStorage:
     def __init__(self, job_dir: str):
         self.job_dir = job_dir
@@ -118,6 +130,7 @@ class CheckpointStorage:
         self._pending_rows: list = []   # epoch log rows waiting for the next commit (metrics)
         self._checkpoints = AppendOnlyTable(self.checkpoints_path)     # read at every checkpoint
         self._tables = DeltaTables(CHECKPOINTED_TABLE_PROPERTIES)     # the checkpoints and state tables
+        self._lock = threading.RLock()
 
     def state_table_path(self, table: str) -> str:
         return join(self.job_dir, "state", table)
@@ -128,6 +141,7 @@ class CheckpointStorage:
 
     # ---- the checkpoints table ----------------------------------------------------------
 
+    @_serialized
     def history(self) -> list[CheckpointRecord]:
         """Every checkpoint in its latest state, by id (savepoints as separate entries)."""
         table = self._checkpoints.read()
@@ -142,6 +156,7 @@ class CheckpointStorage:
     def completed(self) -> list[CheckpointRecord]:
         return [r for r in self.history() if r.status == COMPLETED and r.kind == CHECKPOINT]
 
+    @_serialized
     def record(self, records: list[CheckpointRecord], before_commit=None) -> None:
         """Append checkpoint rows in one commit; ``before_commit`` runs once the file is staged."""
         append(self.checkpoints_path, arrow_table(CHECKPOINTS_SCHEMA, [r.to_row() for r in records]),
@@ -156,6 +171,7 @@ class CheckpointStorage:
 
     # ---- state tables -------------------------------------------------------------------
 
+    @_serialized
     def commit_state(self, table: str, checkpoint_id: int, files: list) -> int:
         """Commit a checkpoint's state files of one operator; returns the table version.
 
@@ -179,6 +195,7 @@ class CheckpointStorage:
         dt.update_incremental()     # the transaction does not move the handle to its version
         return dt.version()
 
+    @_serialized
     def discard_state(self, table: str, checkpoint_ids: list[int]) -> None:
         path = self.state_table_path(table)
         dt = self._tables.get(path) if checkpoint_ids else None

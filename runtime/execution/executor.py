@@ -431,6 +431,7 @@ class JobRunner:
             self._failed(execution, result, e)
             raise
         finally:
+            self.coordinator.close()
             self.locality.release()
             if broadcast is not None:
                 try:
