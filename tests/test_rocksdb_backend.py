@@ -81,6 +81,24 @@ def test_key_groups_are_prefix_ranges(tmp_path):
     b.dispose()
 
 
+def test_keys_prepared_for_a_batch_land_in_their_key_groups(tmp_path):
+    """A batch's keys get their key groups in one vectorised hash (prepare_keys): each entry
+    must sit in the key group Flink assigns its key, whichever way its group was computed."""
+    b = open_store(tmp_path / "s")
+    v = b.get_partitioned_state(ValueStateDescriptor("v", Types.LONG()))
+    keys = [f"w{i}" for i in range(300)] + list(range(-50, 50)) + [(f"t{i}", i) for i in range(40)] + ["é∂", 2 ** 40]
+    b.prepare_keys(keys + keys[:10])
+    b.prepare_keys([[1, 2], "x"])       # an unhashable key: hashed one by one when set
+    for i, key in enumerate(keys + [[1, 2]]):
+        b.set_current_key(key)
+        v.update(i)
+    rows = list(b.entries())
+    groups = {repr(r[3]): r[0] for r in rows}
+    assert len(rows) == len(keys) + 1
+    assert all(groups[repr(k)] == assign_to_key_group(k, 128) for k in keys + [[1, 2]])
+    b.dispose()
+
+
 def test_buffered_writes_read_back_across_flushes_and_reopen(tmp_path, monkeypatch):
     """State writes wait in a buffer (flushed by size, scans, the version, close): reads,
     deletions, changes() and a reopened store see each key's last write, whichever side of a

@@ -148,6 +148,10 @@ class KeyedStateBackend(ABC):
     def set_current_key(self, key) -> None:
         self.current_key = key
 
+    def prepare_keys(self, keys: list) -> None:
+        """The keys a batch of records is about to set, in order: a backend that needs each key's
+        key group may compute them at once."""
+
     def get_current_key(self):
         return self.current_key
 

@@ -47,7 +47,7 @@ from runtime.datastream.window import GlobalWindow, TimeWindow
 from runtime.state.backend import (
     TOMBSTONE, TTL_PREFIX, VOID_NAMESPACE, AggregatingStateOps, KeyedStateBackend, MapStateReads,
     ReducingStateOps, StateBase, TimerQueue, ValueStateOps, iter_rows, refuse_per_entry_ttl, wall_clock_ms)
-from runtime.state.key_groups import KeyGroupRange, assign_to_key_group
+from runtime.state.key_groups import KeyGroupRange, assign_key_groups, assign_to_key_group
 
 __all__ = ["RocksDBKeyedStateBackend", "RocksDBTimerQueue", "StateStoreException",
            "CorruptStateStoreException", "StateStoreInUseException", "encode_key", "decode_key",
@@ -59,6 +59,7 @@ TIMERS = b"\xfe"
 STATE_END = b"\x80\x00"         # key groups are below 32768
 _PICKLE = 5
 _KEY_CACHE = 1 << 16            # keys whose key group and encoding are kept (hot keys)
+_PREPARED_MIN = 32              # fewer new keys in a batch: hashed one by one (NumPy's fixed cost)
 _BATCH = 10_000                 # writes per WriteBatch in a restore
 # State writes wait in a dict until this many bytes (or a scan, a snapshot, the version, close):
 # a Python call into RocksDB costs more than the write, and a key written again in the epoch is
@@ -849,6 +850,21 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def set_current_key(self, key) -> None:
         self.current_key = key
         self.kg, self.kenc = self.key_prefix(key)
+
+    def prepare_keys(self, keys: list) -> None:
+        """Key groups of the batch's new keys in one vectorised hash: one at a time, Java's hash
+        and murmur in Python cost as much as the store's get."""
+        cache = self._key_cache
+        try:
+            new = list(dict.fromkeys(k for k in keys if k not in cache))
+        except TypeError:       # an unhashable key: hashed one by one
+            return
+        if len(new) < _PREPARED_MIN:
+            return
+        if len(cache) + len(new) > _KEY_CACHE:
+            cache.clear()
+        for key, kg in zip(new, assign_key_groups(new, self.max_parallelism).tolist()):
+            cache[key] = (kg.to_bytes(2, "big"), encode_key(key))
 
     def _index_state(self, name: str, sid: int, type_info) -> None:
         sid_bytes = sid.to_bytes(2, "big")

@@ -364,6 +364,12 @@ class TaskOperator:
         selector = self.key_selectors[max(input_index - 1, 0)]
         return self._call(selector.get_key, value, value)
 
+    def keys_of(self, values: list, input_index: int = 0) -> list:
+        """The keys of a batch of records, announced to the keyed backend (``prepare_keys``)."""
+        keys = self.each(self.key_selectors[max(input_index - 1, 0)].get_key, values)
+        self.backend.prepare_keys(keys)
+        return keys
+
     def _call(self, f: Callable, record, *args):
         try:
             return f(*args)
@@ -506,12 +512,13 @@ class _ProcessBase(TaskOperator):
         out, out_ts = [], []
         # The inputs with a key selector (not the broadcast side of a keyed broadcast operator).
         keyed = self.backend is not None and self.key_selectors[max(input_index - 1, 0)] is not None
+        keys = self.keys_of(values, input_index) if keyed else None
         i = 0
         try:
             for i, (v, t) in enumerate(zip(values, timestamps)):
                 ctx._timestamp = t
                 if keyed:
-                    ctx._key = self.key_of(v, input_index)
+                    ctx._key = keys[i]
                     self.backend.set_current_key(ctx._key)
                 result = method(v, ctx)
                 if result is not None:
@@ -633,9 +640,10 @@ class StreamGroupedReduceOperator(TaskOperator):
         out = []
         backend, state, reduce = self.backend, self.state, self.reduce
         v = None
+        keys = self.keys_of(values)
         try:
-            for v in values:
-                backend.set_current_key(self.key_of(v))
+            for v, key in zip(values, keys):
+                backend.set_current_key(key)
                 current = state.value()
                 result = v if current is None else reduce(current, v)
                 state.update(result)

@@ -71,17 +71,17 @@ class WindowOperator(TaskOperator):
 
     def process_batch(self, values, timestamps, input_index):
         i = 0
+        keys = self.keys_of(values)
         try:
             for i, (v, t) in enumerate(zip(values, timestamps)):
-                self._process_element(v, t)
+                self._process_element(v, t, keys[i])
         except UserCodeException:
             raise
         except Exception as e:
             self.fail(e, values[i], values, i)
         self._flush()
 
-    def _process_element(self, value, timestamp) -> None:
-        key = self.key_of(value)
+    def _process_element(self, value, timestamp, key) -> None:
         self.backend.set_current_key(key)
         self.assigner_ctx.timestamp = timestamp
         windows = self.assigner.assign_windows(value, timestamp, self.assigner_ctx)
