@@ -218,8 +218,10 @@ class JobRunner:
         # Fails with Flink's NoResourceAvailableException when the cluster has too few slots.
         required = sum(slots_required_per_group(self.execution_graph).values())
         self.slot_plan = compute_slot_plan(self.execution_graph, task_managers(self.spark, required))
-        # Subtasks with keyed state in local stores (rocksdb) run where their stores are.
-        local_stores = state_backend_type(dict(stream_graph.settings.configuration)) == ROCKSDB
+        # Subtasks with keyed state in local stores (rocksdb) run where their stores are; in local
+        # mode every task runs on the one executor, and the anchors would only cost py4j calls.
+        local_stores = (state_backend_type(dict(stream_graph.settings.configuration)) == ROCKSDB
+                        and not self.sc.master.startswith("local"))
         self.locality = StateLocality(self.sc, [
             v.id for v in self.job_graph.vertices
             if local_stores and not v.is_input_vertex and v.is_keyed])
