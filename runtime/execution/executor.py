@@ -344,6 +344,7 @@ class JobRunner:
         replay the logged epochs after it (their sink commits are no-ops). False when the files
         are no checkpoint's of this job (a savepoint's, a scratch snapshot's): the failure stands.
         A checkpoint restored by its id is never swapped for another: that fails."""
+        self.coordinator.await_retention()      # it chooses among the checkpoints retention keeps
         from runtime.checkpoint.restore import (
             NoUsableCheckpointException, choose, damaged_checkpoints, invalidate, print_warning)
         while True:
