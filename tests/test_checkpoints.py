@@ -108,6 +108,29 @@ def test_retention_keeps_the_last_checkpoints_and_their_files_only(spark, tmp_pa
         assert DeltaTable(str(path)).metadata().configuration["delta.checkpointInterval"] == "10"
 
 
+def test_a_failed_retention_is_logged_and_the_next_one_finishes_it(spark, tmp_path, caplog, monkeypatch):
+    """Retention runs in the background after each checkpoint; its failure does not fail the job."""
+    write_input(tmp_path / "in", seed=3)
+    discard = CheckpointStorage.discard_state
+    calls = []
+
+    def failing_once(self, table, ids):
+        calls.append(list(ids))
+        if len(calls) == 1:
+            raise OSError("the disk hiccuped")
+        return discard(self, table, ids)
+
+    monkeypatch.setattr(CheckpointStorage, "discard_state", failing_once)
+    run(tmp_path)
+    assert "discarding subsumed checkpoints failed (the next retention finishes it): OSError: the disk hiccuped" \
+        in caplog.text
+    history = storage(tmp_path).history()
+    assert [r.checkpoint_id for r in history if r.status == COMPLETED] == [3, 4, 5]
+    table = tmp_path / "warehouse" / "checkpointed-counts" / "state" / "running-count"
+    assert sorted(d for d in os.listdir(table) if d.startswith("checkpoint_id=")) == \
+        ["checkpoint_id=3", "checkpoint_id=4", "checkpoint_id=5"]
+
+
 def test_a_corrupt_state_file_falls_back_to_the_previous_checkpoint(spark, tmp_path, caplog):
     events = write_input(tmp_path / "in", seed=11)
     run(tmp_path, max_epochs=3)

@@ -142,14 +142,15 @@ class CheckpointCoordinator:
 
     def await_retention(self) -> None:
         """Wait for the discarding in progress. A failure is logged, not raised: the checkpoint is
-        complete, and what was not discarded is discarded by a later retention or run."""
+        complete, and the next retention (or the next run's) discards what this one did not."""
         retention, self._retention = self._retention, None
         if retention is not None:
             try:
                 retention.result()
             except Exception as e:
-                log.warning("%s: discarding subsumed checkpoints failed (a later checkpoint or run discards "
-                            "them): %s: %s", self.job_graph.job_name, type(e).__name__, e)
+                self.swept = False      # the next retention sweeps every DISCARDED checkpoint again
+                log.warning("%s: discarding subsumed checkpoints failed (the next retention finishes it): "
+                            "%s: %s", self.job_graph.job_name, type(e).__name__, e)
 
     def close(self) -> None:
         """The run ends: its retention finishes first."""
