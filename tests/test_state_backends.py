@@ -10,13 +10,10 @@ from runtime.datastream.state import (
     ValueStateDescriptor)
 from runtime.datastream.window import GlobalWindow, TimeWindow
 from runtime.state.backend import TOMBSTONE, TTL_PREFIX
-from runtime.state.heap import HeapKeyedStateBackend
 from runtime.state.key_groups import KeyGroupRange, assign_to_key_group
-from runtime.state.rocksdb import RocksDBKeyedStateBackend
 from runtime.state.snapshot import KeyedRows
 from runtime.task.timer_service import InternalTimerService
-
-ALL = KeyGroupRange(0, 127)
+from state_helpers import ALL, BACKENDS, Average, keyed_backend
 
 
 class Clock:
@@ -32,32 +29,11 @@ def make(tmp_path):
     made = []
 
     def build(kind, key_group_range=ALL, clock=None, name="b"):
-        if kind == "hashmap":
-            b = HeapKeyedStateBackend("op", key_group_range, 128, clock=clock)
-        else:
-            b = RocksDBKeyedStateBackend("op", key_group_range, 128, str(tmp_path / name), clock=clock)
-        made.append(b)
-        return b
+        made.append(keyed_backend(kind, tmp_path / name, key_group_range, clock))
+        return made[-1]
     yield build
     for b in made:
         b.dispose()
-
-
-BACKENDS = ["hashmap", "rocksdb"]
-
-
-class Avg:
-    def create_accumulator(self):
-        return (0, 0)
-
-    def add(self, value, acc):
-        return acc[0] + value, acc[1] + 1
-
-    def get_result(self, acc):
-        return acc[0] / acc[1]
-
-    def merge(self, a, b):
-        return a[0] + b[0], a[1] + b[1]
 
 
 def rows(backend):
@@ -71,7 +47,7 @@ def test_value_list_map_reducing_aggregating(make, kind):
     lst = b.get_partitioned_state(ListStateDescriptor("l", Types.STRING()))
     m = b.get_partitioned_state(MapStateDescriptor("m", Types.LONG(), Types.STRING()))
     r = b.get_partitioned_state(ReducingStateDescriptor("r", lambda x, y: x + y, Types.LONG()))
-    a = b.get_partitioned_state(AggregatingStateDescriptor("a", Avg()))
+    a = b.get_partitioned_state(AggregatingStateDescriptor("a", Average()))
     for key in ("x", "y"):
         b.set_current_key(key)
         assert v.value() is None and lst.get() == [] and m.is_empty() and r.get() is None and a.get() is None
@@ -130,7 +106,7 @@ def test_namespaces_and_merging_windows(make, kind):
     b = make(kind)
     r = b.get_partitioned_state(ReducingStateDescriptor("r", lambda x, y: x + y, Types.LONG()))
     lst = b.get_partitioned_state(ListStateDescriptor("l"))
-    agg = b.get_partitioned_state(AggregatingStateDescriptor("a", Avg()))
+    agg = b.get_partitioned_state(AggregatingStateDescriptor("a", Average()))
     w1, w2, w3, merged = TimeWindow(0, 10), TimeWindow(5, 15), TimeWindow(12, 20), TimeWindow(0, 20)
     b.set_current_key("k")
     for w, n in ((w1, 1), (w2, 2), (w3, 4)):

@@ -8,6 +8,7 @@ from runtime.datastream.state import (
     AggregatingState, AggregatingStateDescriptor, ListState, ListStateDescriptor, MapState,
     MapStateDescriptor, ReducingState, ReducingStateDescriptor, State, StateDescriptor,
     StateTtlConfig, ValueState, ValueStateDescriptor)
+from state_helpers import BACKENDS, Average, keyed_backend
 
 
 class Sum:
@@ -19,22 +20,6 @@ class Sum:
 
 def add(a, b):
     return a + b
-
-
-class Average:
-    """An AggregateFunction-like object."""
-
-    def create_accumulator(self):
-        return (0, 0)
-
-    def add(self, value, acc):
-        return acc[0] + value, acc[1] + 1
-
-    def get_result(self, acc):
-        return acc[0] / acc[1]
-
-    def merge(self, a, b):
-        return a[0] + b[0], a[1] + b[1]
 
 
 class Seconds:
@@ -300,18 +285,12 @@ class DictMapState(MapState):
 
 def backend_state(kind, descriptor, tmp_path):
     """The state ``descriptor`` describes, of a keyed state backend of ``kind``, at one key."""
-    from runtime.state.heap import HeapKeyedStateBackend
-    from runtime.state.key_groups import KeyGroupRange
-    from runtime.state.rocksdb import RocksDBKeyedStateBackend
-    if kind == "hashmap":
-        backend = HeapKeyedStateBackend("op", KeyGroupRange(0, 127), 128)
-    else:
-        backend = RocksDBKeyedStateBackend("op", KeyGroupRange(0, 127), 128, str(tmp_path / "store"))
+    backend = keyed_backend(kind, tmp_path / "store")
     backend.set_current_key("key")
     return backend, backend.get_partitioned_state(descriptor)
 
 
-STATES = ["plain", "hashmap", "rocksdb"]
+STATES = ["plain", *BACKENDS]
 
 
 @pytest.mark.parametrize("kind", STATES)
