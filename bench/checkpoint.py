@@ -62,7 +62,6 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 import traceback
 
@@ -71,51 +70,20 @@ REPO = os.path.dirname(HERE)
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from runtime.common import Types, WatermarkStrategy  # noqa: E402
-from runtime.datastream import KeyedProcessFunction, StreamExecutionEnvironment  # noqa: E402
-from runtime.datastream.connectors import DataGeneratorSource  # noqa: E402
-from runtime.datastream.state import ValueStateDescriptor  # noqa: E402
+import keyed_count  # noqa: E402
+from keyed_count import STATE_UID  # noqa: E402
 
-STATE_UID = "word-counts"
-SOURCE_UID = "words"
 DEFAULT_SIZES = "10k,1m,10m"
 TARGET_OVERHEAD = 0.10          # checkpoint overhead at most 10 % of the epoch time (at 1M keys)
 TARGET_RESTORE = 2.0            # restore within 2x of the plain Parquet read
 
 
 # =========================================================================================
-# The job (what a user writes)
+# The job (bench/keyed_count.py)
 # =========================================================================================
-
-class WordCount(KeyedProcessFunction):
-    """The count per word in keyed ValueState; emits nothing, so the epoch is about the state."""
-
-    def open(self, runtime_context):
-        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
-
-    def process_element(self, value, ctx):
-        count = self.count.value()
-        self.count.update(1 if count is None else count + 1)
-
 
 def word_of(i, keys):
     return f"w{i % keys}"
-
-
-def word_key(word):
-    return word
-
-
-def build_graph(keys: int, parallelism: int, checkpointed: bool, job_name: str):
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(parallelism)
-    if checkpointed:
-        env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
-    source = DataGeneratorSource(functools.partial(word_of, keys=keys), None, type_info=Types.STRING())
-    (env.from_source(source, WatermarkStrategy.no_watermarks(), "words").uid(SOURCE_UID)
-     .key_by(word_key, key_type=Types.STRING())
-     .process(WordCount()).uid(STATE_UID))
-    return env.get_stream_graph(job_name, clear_transformations=True)
 
 
 # =========================================================================================
@@ -124,27 +92,10 @@ def build_graph(keys: int, parallelism: int, checkpointed: bool, job_name: str):
 
 def run_job(spark, args, keys, warehouse, checkpointed, epochs, restore=False):
     """One run of the job; returns (JobRunner, JobExecutionResult, driver restore ms or None)."""
-    from runtime.execution.executor import JobRunner
-    from runtime.execution.options import ExecutionOptions
-    per_split = -(-keys // args.parallelism)
-    options = ExecutionOptions(master=f"local[{args.parallelism}]", warehouse=warehouse, epoch_interval_ms=1,
-                               max_epochs=epochs, max_records_per_split=per_split, quiet=not args.verbose,
-                               restore_from="latest" if restore else None)
-    graph = build_graph(keys, args.parallelism, checkpointed, f"bench checkpoint {keys}")
-    runner = JobRunner(graph, options, spark=spark)
-    timing = {}
-    if restore:
-        original = runner._restore
-
-        def timed_restore():
-            t = time.perf_counter()
-            try:
-                return original()
-            finally:
-                timing["restore_ms"] = (time.perf_counter() - t) * 1000
-        runner._restore = timed_restore
-    result = runner.run()
-    return runner, result, timing.get("restore_ms")
+    graph = keyed_count.build_graph(functools.partial(word_of, keys=keys), args.parallelism,
+                                    f"bench checkpoint {keys}", checkpoint_every_epoch=checkpointed)
+    return keyed_count.run_job(spark, graph, args.parallelism, warehouse, epochs, -(-keys // args.parallelism),
+                               verbose=args.verbose, restore=restore)
 
 
 def state_vertex(job_graph):
@@ -504,23 +455,9 @@ def report(results, args):
 # main
 # =========================================================================================
 
-def parse_sizes(text):
-    sizes = []
-    for part in text.split(","):
-        part = part.strip().lower().replace("_", "")
-        if not part:
-            continue
-        mult = {"k": 1_000, "m": 1_000_000}.get(part[-1], 1)
-        number = part[:-1] if mult != 1 else part
-        sizes.append(int(float(number) * mult))
-    if not sizes or any(s < 1 for s in sizes):
-        raise argparse.ArgumentTypeError(f"--sizes: positive numbers, got {text!r}")
-    return sizes
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=parse_sizes, default=parse_sizes(DEFAULT_SIZES),
+    parser.add_argument("--sizes", type=keyed_count.parse_sizes, default=keyed_count.parse_sizes(DEFAULT_SIZES),
                         help=f"keys of the word-count state, comma-separated; k and m suffixes "
                              f"(default {DEFAULT_SIZES}; 10m takes long on 2 cores)")
     parser.add_argument("--epochs", type=int, default=4,
@@ -538,10 +475,7 @@ def main(argv=None):
     if args.epochs < 2:
         parser.error("--epochs must be at least 2 (epoch 0 builds the state)")
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    workdir = args.workdir or tempfile.mkdtemp(prefix="sluice-bench-checkpoint-")
-    os.makedirs(workdir, exist_ok=True)
+    workdir = keyed_count.make_workdir(args.workdir, "sluice-bench-checkpoint-")
     print(f"Checkpoint benchmark: word-count state of {', '.join(f'{s:,}' for s in args.sizes)} keys; "
           f"{args.epochs} epochs per run, parallelism {args.parallelism}, Spark Parquet {args.compression} "
           f"x{args.repeat}; work folder {workdir}", flush=True)

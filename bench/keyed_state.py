@@ -70,17 +70,16 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import traceback
+
+import competitor
+import keyed_count
+from keyed_count import STATE_UID
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
-STATE_UID = "word-counts"
-SOURCE_UID = "words"
 MULT = 2654435761                 # a prime: i -> (i * MULT) % N permutes 0..N-1 for N = 2^a 5^b
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 DEFAULT_SIZES = "1k,1m"
@@ -139,56 +138,15 @@ def check_state(keys_col, counts_col, keys, total, label):
 # Sluice (a subprocess)
 # =========================================================================================
 
-def _sluice_job():
-    """The job's classes, defined where the engine is importable (the Sluice role only)."""
-    from runtime.common import Types
-    from runtime.datastream import KeyedProcessFunction
-    from runtime.datastream.state import ValueStateDescriptor
-
-    class WordCount(KeyedProcessFunction):
-        """The count per word in keyed ValueState[LONG]; emits nothing (issue 15's job)."""
-
-        def open(self, runtime_context):
-            self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
-
-        def process_element(self, value, ctx):
-            count = self.count.value()
-            self.count.update(1 if count is None else count + 1)
-
-    return WordCount
-
-
-def word_key(word):
-    return word
-
-
-def build_graph(spec, job_name):
-    from runtime.common import Types, WatermarkStrategy
-    from runtime.datastream import StreamExecutionEnvironment
-    from runtime.datastream.connectors import DataGeneratorSource
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.set_parallelism(spec["parallelism"])
-    env.get_configuration().set_string("state.backend.type", spec["backend"])
-    env.get_configuration().set_string("execution.checkpointing.incremental", spec["incremental"])
-    env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
-    source = DataGeneratorSource(functools.partial(word_of, keys=spec["keys"]), None, type_info=Types.STRING())
-    (env.from_source(source, WatermarkStrategy.no_watermarks(), "words").uid(SOURCE_UID)
-     .key_by(word_key, key_type=Types.STRING())
-     .process(_sluice_job()()).uid(STATE_UID))
-    return env.get_stream_graph(job_name, clear_transformations=True)
-
-
 def run_sluice_job(spark, spec, keys, warehouse, epochs, build_split, small_split, restore=False):
     """One run: epoch 0 reads build_split records per split, later epochs small_split (a restored
     run reads small_split from its first epoch). Returns (runner, result, driver restore ms)."""
-    from runtime.execution.executor import JobRunner
-    from runtime.execution.options import ExecutionOptions
-    spec = dict(spec, keys=keys)
-    options = ExecutionOptions(master=f"local[{spec['parallelism']}]", warehouse=warehouse, epoch_interval_ms=1,
-                               max_epochs=epochs, max_records_per_split=small_split, quiet=not spec["verbose"],
-                               restore_from="latest" if restore else None)
-    runner = JobRunner(build_graph(spec, f"bench keyed state {keys} {spec['variant']}"), options, spark=spark)
-    if not restore:
+    graph = keyed_count.build_graph(
+        functools.partial(word_of, keys=keys), spec["parallelism"], f"bench keyed state {keys} {spec['variant']}",
+        configuration={"state.backend.type": spec["backend"],
+                       "execution.checkpointing.incremental": spec["incremental"]})
+
+    def size_epochs(runner):
         for enumerator in runner.enumerators.values():
             plan_epoch = enumerator.plan_epoch
 
@@ -196,19 +154,8 @@ def run_sluice_job(spark, spec, keys, warehouse, epochs, build_split, small_spli
                 _e.max_records_per_split = build_split if epoch == 0 else small_split
                 return _plan(epoch)
             enumerator.plan_epoch = sized
-    timing = {}
-    if restore:
-        original = runner._restore
-
-        def timed_restore(*a, **kw):
-            t = time.perf_counter()
-            try:
-                return original(*a, **kw)
-            finally:
-                timing["restore_ms"] = (time.perf_counter() - t) * 1000
-        runner._restore = timed_restore
-    result = runner.run()
-    return runner, result, timing.get("restore_ms")
+    return keyed_count.run_job(spark, graph, spec["parallelism"], warehouse, epochs, small_split,
+                               verbose=spec["verbose"], restore=restore, before_run=None if restore else size_epochs)
 
 
 def checkpoint_state(runner):
@@ -292,7 +239,7 @@ def role_sluice(spec):
 
     # -- the run: epoch 0 builds N keys, then small epochs ----------------------------------------
     warehouse = os.path.join(spec["workdir"], "warehouse")
-    _phase(spec, "run")
+    competitor.set_phase(spec["phase"], "run")
     t = time.perf_counter()
     runner, result, _ = run_sluice_job(spark, spec, keys, warehouse, 1 + epochs, build_split, small_split)
     m["run_s"] = time.perf_counter() - t
@@ -305,7 +252,7 @@ def role_sluice(spec):
     m["checkpoint_id"], m["state_rows"], m["state_bytes"] = record.checkpoint_id, record.state_rows, record.state_bytes
     m["chain_files"] = len(files)
     from runtime.state.snapshot import value_column
-    _phase(spec, "check")
+    competitor.set_phase(spec["phase"], "check")
     m["checks"].append(check_state(table.column("key"), table.column(value_column("count")), keys, total,
                                    f"checkpoint {record.checkpoint_id} ({len(files)} files in its chain)"))
     parquet = os.path.join(spec["workdir"], "parquet")
@@ -313,7 +260,7 @@ def role_sluice(spec):
     del runner, result, table
 
     # -- the restored run: one small epoch, the state rebuilt from Delta ---------------------------
-    _phase(spec, "restore")
+    competitor.set_phase(spec["phase"], "restore")
     t = time.perf_counter()
     runner, restored, driver_ms = run_sluice_job(spark, spec, keys, warehouse, 1, build_split, small_split,
                                                  restore=True)
@@ -324,7 +271,7 @@ def role_sluice(spec):
     ok = restored.restored_from == record.checkpoint_id
     m["checks"].append((ok, f"restored from checkpoint {restored.restored_from} (expected "
                             f"{record.checkpoint_id}): {'OK' if ok else 'MISMATCH'}"))
-    _phase(spec, "check")
+    competitor.set_phase(spec["phase"], "check")
     after, table_after, files_after = checkpoint_state(runner)
     m["checks"].append(check_state(table_after.column("key"), table_after.column(value_column("count")), keys,
                                    total + sum(e.records_in for e in restored.epochs),
@@ -332,7 +279,7 @@ def role_sluice(spec):
     del runner, restored, table_after
 
     # -- Spark reading the same rows as Parquet ---------------------------------------------------
-    _phase(spec, "spark-read")
+    competitor.set_phase(spec["phase"], "spark-read")
     m["spark_read_ms"], m["spark_reads_ms"] = spark_read(spark, parquet, spec["repeat"])
     m["ok"] = True
     return m
@@ -437,7 +384,7 @@ def role_sss(spec):
     shutil.rmtree(warm, ignore_errors=True)
     m["startup_s"] = time.perf_counter() - t
 
-    _phase(spec, "run")
+    competitor.set_phase(spec["phase"], "run")
     t = time.perf_counter()
     batches, checkpoint = _sss_batches(spark, os.path.join(spec["workdir"], "run"), keys,
                                        [build_total] + [small_total] * epochs)
@@ -449,7 +396,7 @@ def role_sss(spec):
                         f"{len(batches)} micro-batches, {rows:,} rows (expected {epochs + 1} and {total:,}): "
                         f"{'OK' if rows == total and len(batches) == epochs + 1 else 'MISMATCH'}"))
     # The final state, as Spark's state data source reads it from the checkpoint.
-    _phase(spec, "check")
+    competitor.set_phase(spec["phase"], "check")
     try:
         # key: struct<value: string> (the grouping column), value: struct<count: bigint>
         table = spark.read.format("statestore").load(checkpoint).selectExpr("key.*", "value.*").toArrow()
@@ -465,121 +412,30 @@ def role_sss(spec):
 ROLES = {"sluice": role_sluice, "sss": role_sss}
 # What the peak RSS figure covers: start-up, the run, the restored run; not the benchmark's own
 # checks and Parquet copy (an Arrow table of the whole state in the driver).
-MEASURED_PHASES = ("startup", "run", "restore")
-
-
-def _phase(spec, name):
-    """Tell the parent's RSS watcher which phase the role is in."""
-    with open(spec["phase"] + ".tmp", "w") as f:
-        f.write(name)
-    os.replace(spec["phase"] + ".tmp", spec["phase"])
+MEASURED_PHASES = (competitor.STARTUP, "run", "restore")
 
 
 def run_role(name, spec_path):
-    with open(spec_path) as f:
-        spec = json.load(f)
-    try:
-        metrics = ROLES[name](spec)
-    except BaseException as e:  # reported by the parent, which goes on with the others
-        metrics = {"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(),
-                   "checks": [(False, f"{type(e).__name__}: {e}")]}
-        print(metrics["traceback"], file=sys.stderr, flush=True)
-    with open(spec["metrics"], "w") as f:
-        json.dump(metrics, f, default=str)
-    return 0 if metrics["ok"] else 1
+    return competitor.run_role(ROLES, name, spec_path)
 
 
 # =========================================================================================
-# The parent: a subprocess per competitor, its peak RSS
+# The parent: a subprocess per competitor (bench/competitor.py), its peak RSS
 # =========================================================================================
 
 def run_competitor(name, role, spec, workdir, timeout):
     spec = dict(spec, workdir=os.path.join(workdir, name), metrics=os.path.join(workdir, f"{name}.json"),
                 phase=os.path.join(workdir, f"{name}.phase"))
     os.makedirs(spec["workdir"], exist_ok=True)
-    if os.path.exists(spec["phase"]):
-        os.remove(spec["phase"])
-    spec_path = os.path.join(workdir, f"{name}.spec.json")
-    with open(spec_path, "w") as f:
-        json.dump(spec, f)
     log_path = os.path.join(workdir, f"{name}.log")
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    load = os.getloadavg()[0]
-    print(f"-- {name}: running (log {log_path}; load average {load:.2f})", flush=True)
-    started = time.perf_counter()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--role", role, "--spec", spec_path],
-                                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
-        usage, timed_out = _watch(proc, timeout, spec["phase"])
-    metrics = {}
-    if os.path.exists(spec["metrics"]):
-        with open(spec["metrics"]) as f:
-            metrics = json.load(f)
-    if timed_out:
-        metrics = {"ok": False, "error": f"timed out after {timeout} s (killed)"}
-    elif not metrics:
-        metrics = {"ok": False, "error": f"exited with code {proc.returncode} and wrote no metrics"}
+    metrics = competitor.run(
+        sys.executable, os.path.abspath(__file__), role, spec, os.path.join(workdir, f"{name}.spec.json"),
+        log_path, timeout, cwd=REPO, phase_path=spec["phase"], measured_phases=MEASURED_PHASES,
+        announce=lambda load: print(f"-- {name}: running (log {log_path}; load average {load:.2f})", flush=True))
     metrics.setdefault("checks", [] if metrics.get("ok") else [(False, metrics.get("error"))])
-    metrics.update(usage, wall_s=time.perf_counter() - started, load_before=load, log=log_path)
     if not metrics.get("ok"):
-        print(f"   FAILED: {metrics.get('error')}\n{_tail(log_path, 25)}", flush=True)
+        print(f"   FAILED: {metrics.get('error')}\n{competitor.tail(log_path, 25)}", flush=True)
     return metrics
-
-
-def _watch(proc, timeout, phase_path):
-    """Poll the RSS of proc and all its descendants (the JVM, Python workers) until it exits;
-    peak_rss and peak_rss_jvm cover the MEASURED_PHASES, peak_by_phase every phase."""
-    import psutil
-    peak = peak_jvm = 0
-    by_phase: dict = {}
-    deadline = time.time() + timeout
-    root = psutil.Process(proc.pid)
-    while proc.poll() is None:
-        if time.time() > deadline:
-            victims = []
-            try:
-                victims = root.children(recursive=True)
-            except psutil.Error:
-                pass
-            proc.kill()
-            for v in victims:
-                try:
-                    v.kill()
-                except psutil.Error:
-                    pass
-            proc.wait()
-            return {"peak_rss": peak, "peak_rss_jvm": peak_jvm, "peak_by_phase": by_phase}, True
-        total = jvm = 0
-        try:
-            procs = [root] + root.children(recursive=True)
-        except psutil.Error:
-            procs = []
-        for q in procs:
-            try:
-                rss = q.memory_info().rss
-                total += rss
-                if q.name().startswith("java"):
-                    jvm += rss
-            except psutil.Error:
-                pass
-        try:
-            with open(phase_path) as f:
-                phase = f.read().strip() or "startup"
-        except OSError:
-            phase = "startup"
-        by_phase[phase] = max(by_phase.get(phase, 0), total)
-        if phase in MEASURED_PHASES:
-            peak, peak_jvm = max(peak, total), max(peak_jvm, jvm)
-        time.sleep(0.1)
-    return {"peak_rss": peak, "peak_rss_jvm": peak_jvm, "peak_by_phase": by_phase}, False
-
-
-def _tail(path, n):
-    try:
-        with open(path, errors="replace") as f:
-            return "   | " + "   | ".join(f.readlines()[-n:])
-    except OSError:
-        return ""
 
 
 # =========================================================================================
@@ -711,23 +567,11 @@ def report(results, args):
 # main
 # =========================================================================================
 
-def parse_sizes(text):
-    sizes = []
-    for part in text.split(","):
-        part = part.strip().lower().replace("_", "")
-        if part:
-            mult = {"k": 1_000, "m": 1_000_000}.get(part[-1], 1)
-            sizes.append(int(float(part[:-1] if mult != 1 else part) * mult))
-    if not sizes or any(s < 1 for s in sizes):
-        raise argparse.ArgumentTypeError(f"--sizes: positive numbers, got {text!r}")
-    return sizes
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--role", choices=sorted(ROLES), help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
-    parser.add_argument("--sizes", type=parse_sizes, default=None,
+    parser.add_argument("--sizes", type=keyed_count.parse_sizes, default=None,
                         help=f"keys of the state, comma-separated, k and m suffixes (default {DEFAULT_SIZES})")
     parser.add_argument("--with-10m", action="store_true", help="add 10,000,000 keys (takes long on 2 cores)")
     parser.add_argument("--epochs", type=int, default=6, help="small epochs after the build epoch (default 6)")
@@ -749,7 +593,7 @@ def main(argv=None):
         return run_role(args.role, args.spec)
     if args.epochs < 2:
         parser.error("--epochs must be at least 2")
-    sizes = args.sizes or parse_sizes(DEFAULT_SIZES)
+    sizes = args.sizes or keyed_count.parse_sizes(DEFAULT_SIZES)
     if args.with_10m and 10_000_000 not in sizes:
         sizes.append(10_000_000)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -759,10 +603,7 @@ def main(argv=None):
     if unknown:
         parser.error(f"--variants: unknown {', '.join(unknown)}")
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    workdir = args.workdir or tempfile.mkdtemp(prefix="sluice-bench-keyed-state-")
-    os.makedirs(workdir, exist_ok=True)
+    workdir = keyed_count.make_workdir(args.workdir, "sluice-bench-keyed-state-")
     print(f"Keyed-state benchmark: {', '.join(f'{s:,}' for s in sizes)} keys; a build epoch, then {args.epochs} "
           f"epochs of {args.small_records:,} records; parallelism {args.parallelism}; {', '.join(variants)}; "
           f"work folder {workdir}", flush=True)

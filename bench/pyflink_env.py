@@ -8,19 +8,11 @@ import shutil
 import subprocess
 import sys
 
+from competitor import tail
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYFLINK_VENV = os.path.join(HERE, ".venv-pyflink")
 PYFLINK_VERSION = "2.3.0"
-
-
-def tail(path, n):
-    """The last ``n`` lines of a log, indented for a report."""
-    try:
-        with open(path, errors="replace") as f:
-            lines = f.readlines()
-    except OSError:
-        return ""
-    return "   | " + "   | ".join(lines[-n:])
 
 
 def ensure_pyflink_venv(log_path, venv=PYFLINK_VENV):

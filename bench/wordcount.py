@@ -30,16 +30,14 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-import traceback
 
-from pyflink_env import PYFLINK_VERSION, ensure_pyflink_venv, tail
+import competitor
+from pyflink_env import PYFLINK_VERSION, ensure_pyflink_venv
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -320,17 +318,7 @@ ROLES = {"sluice": role_sluice, "sss": role_sss, "floor": role_floor, "floor_pyt
 
 
 def run_role(name, spec_path):
-    with open(spec_path) as f:
-        spec = json.load(f)
-    try:
-        metrics = ROLES[name](spec)
-        metrics["ok"] = True
-    except BaseException as e:  # reported by the parent, which goes on with the others
-        metrics = {"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
-        print(metrics["traceback"], file=sys.stderr, flush=True)
-    with open(spec["metrics"], "w") as f:
-        json.dump(metrics, f, default=str)
-    return 0 if metrics["ok"] else 1
+    return competitor.run_role(ROLES, name, spec_path)
 
 
 # =========================================================================================
@@ -433,7 +421,7 @@ def _ranges(starts, lens):
 
 
 # =========================================================================================
-# Running a competitor: subprocess, peak RSS of its process tree, timeout
+# Running a competitor (bench/competitor.py: a subprocess, its tree's peak RSS and CPU, timeout)
 # =========================================================================================
 
 def run_competitor(name, role, python, spec, workdir, timeout, env_extra=None):
@@ -441,100 +429,23 @@ def run_competitor(name, role, python, spec, workdir, timeout, env_extra=None):
     spec["out"] = os.path.join(workdir, "results", f"{name}.parquet")
     spec["metrics"] = os.path.join(workdir, "results", f"{name}.json")
     os.makedirs(os.path.dirname(spec["out"]), exist_ok=True)
-    spec_path = os.path.join(workdir, "results", f"{name}.spec.json")
-    with open(spec_path, "w") as f:
-        json.dump(spec, f)
     log_path = os.path.join(workdir, "logs", f"{name}.log")
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
-    env = dict(os.environ)
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(env_extra or {})
-    load = os.getloadavg()[0]
-    print(f"\n== {name}: running (log: {log_path}; load average {load:.2f} on {os.cpu_count()} cores)",
-          flush=True)
-    started = time.perf_counter()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen([python, os.path.abspath(__file__), "--role", role, "--spec", spec_path],
-                                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
-        usage, timed_out = _watch(proc, timeout)
-    wall = time.perf_counter() - started
-    metrics = {}
-    if os.path.exists(spec["metrics"]):
-        with open(spec["metrics"]) as f:
-            metrics = json.load(f)
-    if timed_out:
-        metrics = {"ok": False, "error": f"timed out after {timeout} s (killed)"}
-    elif not metrics:
-        metrics = {"ok": False, "error": f"exited with code {proc.returncode} and wrote no metrics"}
-    metrics.update(usage)
-    metrics.update(wall_s=wall, load_before=load, returncode=proc.returncode, log=log_path,
-                   result_path=spec["out"])
+
+    def announce(load):
+        print(f"\n== {name}: running (log: {log_path}; load average {load:.2f} on {os.cpu_count()} cores)",
+              flush=True)
+    metrics = competitor.run(python, os.path.abspath(__file__), role, spec,
+                             os.path.join(workdir, "results", f"{name}.spec.json"), log_path, timeout,
+                             env=env_extra, cwd=REPO, announce=announce)
+    metrics["result_path"] = spec["out"]
     if metrics.get("ok"):
-        print(f"== {name}: done in {wall:.1f} s (job {metrics['job_s']:.2f} s), peak RSS "
-              f"{_mib(usage['peak_rss'])} MiB, CPU {usage['cpu_s'] or 0:.1f} s", flush=True)
+        print(f"== {name}: done in {metrics['wall_s']:.1f} s (job {metrics['job_s']:.2f} s), peak RSS "
+              f"{_mib(metrics['peak_rss'])} MiB, CPU {metrics['cpu_s'] or 0:.1f} s", flush=True)
     else:
         print(f"== {name}: FAILED: {metrics.get('error')}", flush=True)
-        print(tail(log_path, 25), flush=True)
+        print(competitor.tail(log_path, 25), flush=True)
     return metrics
-
-
-def _watch(proc, timeout):
-    """Poll the RSS of proc and all its descendants (the JVM, Python workers) until it exits."""
-    try:
-        import psutil
-    except ImportError:
-        psutil = None
-    peak = peak_jvm = peak_procs = 0
-    cpu = {}                                  # pid -> last seen user+system seconds
-    deadline = time.time() + timeout
-    root = psutil.Process(proc.pid) if psutil else None
-    timed_out = False
-    while proc.poll() is None:
-        if time.time() > deadline:
-            _kill_tree(proc, root)
-            proc.wait()
-            timed_out = True
-            break
-        if root is not None:
-            total = jvm = 0
-            try:
-                procs = [root] + root.children(recursive=True)
-            except psutil.Error:
-                procs = []
-            for p in procs:
-                try:
-                    with p.oneshot():
-                        rss = p.memory_info().rss
-                        times = p.cpu_times()
-                        is_jvm = p.name().startswith("java")
-                    cpu[(p.pid, p.create_time())] = times.user + times.system
-                    total += rss
-                    if is_jvm:
-                        jvm += rss
-                except psutil.Error:
-                    pass
-            peak, peak_jvm, peak_procs = max(peak, total), max(peak_jvm, jvm), max(peak_procs, len(procs))
-        time.sleep(0.1)
-    if root is None:  # fallback: the largest single child ever waited for (not the sum)
-        import resource
-        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    return {"peak_rss": peak, "peak_rss_jvm": peak_jvm, "peak_procs": peak_procs,
-            "cpu_s": sum(cpu.values()) if cpu else None}, timed_out
-
-
-def _kill_tree(proc, root):
-    victims = []
-    if root is not None:
-        try:
-            victims = root.children(recursive=True)
-        except Exception:
-            victims = []
-    proc.kill()
-    for p in victims:
-        try:
-            p.kill()
-        except Exception:
-            pass
 
 
 def _mib(n):

@@ -1,0 +1,169 @@
+"""A benchmark's competitors, each in its own subprocess (bench/wordcount.py, bench/keyed_state.py):
+the script calls itself with ``--role NAME --spec FILE``, the role writes its metrics as JSON, and
+the parent polls the process tree (the Python driver, its JVM, Spark's Python workers) so that each
+competitor's peak RSS and CPU time are its own.
+
+Standard library only at module level: the roles import it under PyFlink's interpreter too."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+
+POLL_S = 0.1
+STARTUP = "startup"         # the phase until the role names one
+
+
+# =========================================================================================
+# The role's side (in the subprocess)
+# =========================================================================================
+
+def run_role(roles, name, spec_path):
+    """Run roles[name](spec) and write what it returns (or its error) to spec["metrics"]."""
+    with open(spec_path) as f:
+        spec = json.load(f)
+    try:
+        metrics = roles[name](spec)
+        metrics.setdefault("ok", True)
+    except BaseException as e:  # reported by the parent, which goes on with the others
+        metrics = {"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+        print(metrics["traceback"], file=sys.stderr, flush=True)
+    with open(spec["metrics"], "w") as f:
+        json.dump(metrics, f, default=str)
+    return 0 if metrics["ok"] else 1
+
+
+def set_phase(path, name):
+    """Tell the parent's watcher which phase the role is in (peaks are kept per phase)."""
+    with open(path + ".tmp", "w") as f:
+        f.write(name)
+    os.replace(path + ".tmp", path)
+
+
+# =========================================================================================
+# The parent's side
+# =========================================================================================
+
+def run(python, script, role, spec, spec_path, log_path, timeout, *, env=None, cwd=None, phase_path=None,
+        measured_phases=(), announce=None):
+    """Write ``spec`` (its "metrics": where the role writes them) to spec_path, run ``python script
+    --role role --spec spec_path`` with its output in log_path and watch its tree; returns the role's
+    metrics with the watcher's figures (peak_rss, peak_rss_jvm, peak_procs, cpu_s, peak_by_phase),
+    wall_s, load_before, returncode and log. announce(load) prints the start with the load average
+    that goes into load_before."""
+    with open(spec_path, "w") as f:
+        json.dump(spec, f)
+    if phase_path and os.path.exists(phase_path):
+        os.remove(phase_path)               # a previous run's last phase
+    load = os.getloadavg()[0]
+    if announce:
+        announce(load)
+    started = time.perf_counter()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([python, script, "--role", role, "--spec", spec_path], stdout=log,
+                                stderr=subprocess.STDOUT, cwd=cwd,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+        usage, timed_out = watch(proc, timeout, phase_path, measured_phases)
+    wall = time.perf_counter() - started
+    metrics = {}
+    if os.path.exists(spec["metrics"]):
+        with open(spec["metrics"]) as f:
+            metrics = json.load(f)
+    if timed_out:
+        metrics = {"ok": False, "error": f"timed out after {timeout} s (killed)"}
+    elif not metrics:
+        metrics = {"ok": False, "error": f"exited with code {proc.returncode} and wrote no metrics"}
+    metrics.update(usage, wall_s=wall, load_before=load, returncode=proc.returncode, log=log_path)
+    return metrics
+
+
+def watch(proc, timeout, phase_path=None, measured_phases=None):
+    """Poll the RSS and CPU time of proc and all its descendants until it exits, or kill them all
+    at the timeout; returns (figures, timed out). Without a phase file every sample counts; with
+    one, peak_rss and peak_rss_jvm cover measured_phases only (peak_by_phase has every phase)."""
+    try:
+        import psutil
+    except ImportError:
+        psutil = None
+    peak = peak_jvm = peak_procs = 0
+    by_phase: dict = {}
+    cpu = {}                                  # (pid, create time) -> last seen user + system seconds
+    deadline = time.time() + timeout
+    root = psutil.Process(proc.pid) if psutil else None
+    timed_out = False
+    while proc.poll() is None:
+        if time.time() > deadline:
+            _kill_tree(proc, root)
+            proc.wait()
+            timed_out = True
+            break
+        if root is not None:
+            total = jvm = 0
+            try:
+                procs = [root] + root.children(recursive=True)
+            except psutil.Error:
+                procs = []
+            for p in procs:
+                try:
+                    with p.oneshot():
+                        rss = p.memory_info().rss
+                        times = p.cpu_times()
+                        is_jvm = p.name().startswith("java")
+                    cpu[(p.pid, p.create_time())] = times.user + times.system
+                    total += rss
+                    if is_jvm:
+                        jvm += rss
+                except psutil.Error:
+                    pass
+            phase = _phase(phase_path)
+            by_phase[phase] = max(by_phase.get(phase, 0), total)
+            if phase_path is None or phase in measured_phases:
+                peak, peak_jvm, peak_procs = max(peak, total), max(peak_jvm, jvm), max(peak_procs, len(procs))
+        time.sleep(POLL_S)
+    if root is None:  # fallback: the largest single child ever waited for (not the sum)
+        import resource
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    figures = {"peak_rss": peak, "peak_rss_jvm": peak_jvm, "peak_procs": peak_procs,
+               "cpu_s": sum(cpu.values()) if cpu else None}
+    if phase_path is not None:
+        figures["peak_by_phase"] = by_phase
+    return figures, timed_out
+
+
+def _phase(path):
+    if path is None:
+        return STARTUP
+    try:
+        with open(path) as f:
+            return f.read().strip() or STARTUP
+    except OSError:
+        return STARTUP
+
+
+def _kill_tree(proc, root):
+    # The children are listed before proc dies: then they are orphans, no longer its descendants.
+    victims = []
+    if root is not None:
+        try:
+            victims = root.children(recursive=True)
+        except Exception:
+            victims = []
+    proc.kill()
+    for p in victims:
+        try:
+            p.kill()
+        except Exception:
+            pass
+
+
+def tail(path, n):
+    """The last ``n`` lines of a log, indented for a report."""
+    try:
+        with open(path, errors="replace") as f:
+            lines = f.readlines()
+    except OSError:
+        return ""
+    return "   | " + "   | ".join(lines[-n:])
