@@ -98,17 +98,19 @@ def role_sluice(spec):
         metrics["note_startup"] = f"could not pre-start Spark ({type(e).__name__}: {e})"
     metrics["startup_s"] = time.perf_counter() - t
 
-    # Keep the JobExecutionResult (epochs, records in/out, collected records) as well.
+    # Keep the JobExecutionResult (epochs, records in/out, collected records) as well: the
+    # executor env.execute() finds is the one a client sets (as `sluice plan` does).
     captured = {}
     token = None
     try:
-        from runtime.datastream import stream_execution_environment as see
-        from runtime.execution.executor import execute_stream_graph
+        from runtime.datastream.pipeline import current_executor
+        from runtime.execution.executor import SparkPipelineExecutor
 
-        def run_and_keep(graph):
-            captured["result"] = execute_stream_graph(graph)
-            return captured["result"]
-        token = see._pipeline_executor.set(run_and_keep)
+        class KeepResult(SparkPipelineExecutor):
+            def execute(self, stream_graph, stop=None):
+                captured["result"] = super().execute(stream_graph, stop)
+                return captured["result"]
+        token = current_executor.set(KeepResult())
     except Exception as e:
         metrics["note_capture"] = f"job result not captured ({type(e).__name__}: {e})"
 
@@ -127,7 +129,7 @@ def role_sluice(spec):
     records = list(counts.execute_and_collect("bench wordcount"))
     metrics["job_s"] = time.perf_counter() - t
     if token is not None:
-        see._pipeline_executor.reset(token)
+        current_executor.reset(token)
 
     result = captured.get("result")
     if result is not None:
