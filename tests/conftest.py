@@ -11,8 +11,13 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import airflow_env  # noqa: E402  (tests/ is on sys.path: rootdir conftest)
+from jvm_options import SHORT_LIVED_JVM  # noqa: E402
 
 airflow_env.configure()     # before anything imports airflow
+
+# SPARK_SUBMIT_OPTS is what Spark's launcher adds to a driver's command line (in local mode, the
+# whole of Spark): every process the tests start inherits it. A value set outside the tests wins.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM)
 
 # The slow tiers, by file: `bin/dev test -m "not slow"` is the fast loop; `bin/dev test` runs all.
 SLOW_TIERS = {
@@ -35,7 +40,10 @@ def pytest_collection_modifyitems(config, items):
 def spark():
     from runtime.execution.spark import get_spark_session
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    session = get_spark_session("local[2]", "sluice-tests")
+    with pytest.MonkeyPatch.context() as mp:
+        if os.environ.get("SPARK_SUBMIT_OPTS") == SHORT_LIVED_JVM:
+            mp.delenv("SPARK_SUBMIT_OPTS")      # this JVM runs for the whole test run
+        session = get_spark_session("local[2]", "sluice-tests")
     session.conf.set("spark.sql.shuffle.partitions", "4")
     yield session
     session.stop()

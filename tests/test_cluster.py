@@ -16,7 +16,8 @@ from collections import Counter
 
 import pytest
 
-from seed import ROOT
+from jvm_options import SHORT_LIVED_JVM
+from seed import ROOT, WORDCOUNT
 
 SPARK_HOME = os.path.dirname(__import__("pyspark").__file__)
 SLUICE = os.path.join(os.path.dirname(sys.executable), "sluice")
@@ -46,7 +47,10 @@ def spark_standalone(logs, environ=None):
     """A master and a one-core worker per WORKER_HOSTS address, each worker with its own work and
     local dirs; yields the master URL. ``environ``: the processes' environment (os.environ)."""
     env = dict(os.environ if environ is None else environ, SPARK_HOME=SPARK_HOME, SPARK_LOCAL_IP="127.0.0.1",
-               SPARK_LOG_DIR=str(logs), SPARK_WORKER_DIR=str(logs / "work"))
+               SPARK_LOG_DIR=str(logs), SPARK_WORKER_DIR=str(logs / "work"),
+               # The master, the workers and the executors they start (which inherit a worker's
+               # environment) live for a test: as the drivers' SPARK_SUBMIT_OPTS (jvm_options.py).
+               JAVA_TOOL_OPTIONS=SHORT_LIVED_JVM)
     spark_class = os.path.join(SPARK_HOME, "bin", "spark-class")
     port = free_port()
     master_url = f"spark://127.0.0.1:{port}"
@@ -94,7 +98,7 @@ def counts(stdout: str) -> dict:
     return {w: int(c) for w, c in found}
 
 
-def test_seed_job_on_a_standalone_cluster_matches_local_mode(standalone_cluster, tmp_path):
+def test_seed_job_on_a_standalone_cluster_matches_local_mode(standalone_cluster, spark, tmp_path):
     text = ["the quick brown fox jumps over the lazy dog"] * 40 + ["the end"] * 3
     input_dir = tmp_path / "in"
     input_dir.mkdir()
@@ -108,9 +112,11 @@ def test_seed_job_on_a_standalone_cluster_matches_local_mode(standalone_cluster,
     assert "Slots required: 3, slots allocated: 2" in too_wide.stderr
     cluster = run_wordcount(standalone_cluster, tmp_path / "c", input_dir, "--window-parallelism", "2")
     assert cluster.returncode == 0, cluster.stderr[-3000:]
-    local = run_wordcount("local[2]", tmp_path / "l", input_dir, "--window-parallelism", "2")
-    assert local.returncode == 0, local.stderr[-3000:]
-    assert counts(cluster.stdout) == counts(local.stdout) == expected
+    # Local mode: the same job on the test run's session (no second local JVM to start).
+    from runtime.client import run_job
+    local = run_job(WORDCOUNT, ["--input", str(input_dir), "--window-parallelism", "2"], parallelism=3,
+                    warehouse=str(tmp_path / "l" / "warehouse"), master="local[2]", quiet=True)
+    assert counts(cluster.stdout) == counts("\n".join(local.printed)) == expected
 
 
 def test_keyed_subtasks_run_where_their_local_stores_are(standalone_cluster, tmp_path):
