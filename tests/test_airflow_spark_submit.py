@@ -17,9 +17,8 @@ import sys
 
 import pytest
 
-from checkpoint_harness import expected_running, expected_windows, table_rows
 from test_airflow_control_plane import (
-    checkpoints, dag_test, executions, recover_from_one_failure, write_job, xcom)
+    checkpoints, recover_from_one_failure, write_job, xcom)
 
 
 @pytest.fixture
@@ -53,41 +52,32 @@ def history_pids(tmp_path, job_name) -> set:
     return set(DeltaTable(path).to_pyarrow_table(columns=["pid"]).column("pid").to_pylist())
 
 
-def test_job_dag_runs_through_spark_submit(spark_submit_plane):
-    from airflow.utils.state import DagRunState
-    job = write_job(spark_submit_plane, "counts_submit")
-    run, tis = dag_test("counts_submit")
-    assert run.state == DagRunState.SUCCESS
-    assert {task: ti.state for task, ti in tis.items()} == dict.fromkeys(tis, "success")
+def test_job_dag_runs_through_spark_submit_and_restarts_a_failed_submission(spark_submit_plane):
+    """One DAG run, two submissions: the job fails once mid-input under fixed-delay(2, 200 ms); the
+    failed submission's exit became a retry because the history said "restarting", and the second
+    submission restored the first's latest checkpoint (recover_from_one_failure checks the sinks)."""
+    from checkpoint_harness import LINES_PER_EPOCH
+    run, first, second = recover_from_one_failure(spark_submit_plane, "counts_submit")
     deployed = xcom(run, "deploy")
     assert (deployed["mode"], deployed["master"]) == ("spark-submit", "local[2]")
 
-    # The job ran in the spark-submit driver, not here, and knew its Airflow run and try.
-    [record] = executions(spark_submit_plane, "counts_submit")
-    completed = checkpoints(spark_submit_plane, "counts_submit")
-    assert (record.state, record.dag_run_id, record.attempt) == ("FINISHED", run.run_id, 1)
-    assert record.epochs == 5 and record.records_in == len(job["events"])     # 4 of input, 1 at its end
-    assert record.last_checkpoint == completed[-1].checkpoint_id
+    # Each attempt ran in its spark-submit driver, not here, and knew its Airflow run and try.
     assert os.getpid() not in history_pids(spark_submit_plane, "counts_submit")
+    completed = checkpoints(spark_submit_plane, "counts_submit")
+    assert (second.state, second.dag_run_id, second.attempt) == ("FINISHED", run.run_id, 2)
+    # A checkpoint per epoch of 2 x LINES_PER_EPOCH lines: the second attempt read the rest, and
+    # the input's end (5 epochs in all: 4 of input, 1 at its end).
+    events = sum(len(f.read_text().splitlines()) for f in (spark_submit_plane / "in").iterdir())
+    restored = first.last_checkpoint
+    assert second.epochs == 5 - restored and second.records_in == events - restored * 2 * LINES_PER_EPOCH
+    assert second.last_checkpoint == completed[-1].checkpoint_id
 
-    assert table_rows(job["running"]) == expected_running(job["events"])
-    assert table_rows(job["windows"]) == expected_windows(job["events"])
-
-    assert xcom(run, "run")["run_id"] == record.run_id
+    assert xcom(run, "run")["run_id"] == second.run_id
     finish = xcom(run, "finish")
-    assert (finish["state"], finish["run_id"], finish["records_in"]) == ("FINISHED", record.run_id, len(job["events"]))
-    assert finish["checkpoint_id"] == completed[-1].checkpoint_id
+    assert (finish["state"], finish["run_id"], finish["records_in"]) == ("FINISHED", second.run_id, second.records_in)
+    assert finish["restored_from"] == restored and finish["checkpoint_id"] == completed[-1].checkpoint_id
     assert finish["checkpoints"] == str(spark_submit_plane / "warehouse" / "counts_submit" / "checkpoints")
-    assert finish["sinks"] == sorted([job["running"], job["windows"]])
-
-
-def test_fixed_delay_restart_recovers_through_spark_submit(spark_submit_plane):
-    # The failed submission's exit became a retry because the history said "restarting".
-    run, first, second = recover_from_one_failure(spark_submit_plane, "counts_submit_flaky")
-    assert os.getpid() not in history_pids(spark_submit_plane, "counts_submit_flaky")
-    finish = xcom(run, "finish")
-    assert finish["run_id"] == second.run_id and finish["restored_from"] == first.last_checkpoint
-    assert finish["checkpoint_id"] == checkpoints(spark_submit_plane, "counts_submit_flaky")[-1].checkpoint_id
+    assert finish["sinks"] == sorted([str(spark_submit_plane / "running"), str(spark_submit_plane / "windows")])
 
 
 # ---- without a JVM: the submission and the exit-status mapping -----------------------------
