@@ -74,7 +74,7 @@ def test_a_rocksdb_store_is_used_again_in_the_next_epoch(spark, tmp_path):
     env = job_env(tmp_path, 2, epoch__max_records_per_split=10)
     env.get_configuration().set_string(STATE_BACKEND, "rocksdb")
     env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
-    (env.from_collection(WORDS, type_info=Types.STRING()).key_by(lambda w: w)
+    (env.from_collection(WORDS[:40], type_info=Types.STRING()).key_by(lambda w: w)
      .process(RunningCount(), Types.TUPLE([Types.STRING(), Types.LONG()])).uid("counts").print())
     result = env.execute("stores")
     epochs = result.epochs

@@ -143,7 +143,7 @@ def test_out_of_order_with_allowed_lateness_and_late_side_output(spark, tmp_path
 
 
 @pytest.mark.parametrize("built_in", [True, False])
-@pytest.mark.parametrize("records_per_epoch", [None, 7])
+@pytest.mark.parametrize("records_per_epoch", [None, 20])     # 20: 5 epochs of 10 s windows of 14 records
 def test_event_time_windows_all_fire_at_the_end_of_input(spark, tmp_path, built_in, records_per_epoch):
     # sum() runs as local-global aggregation, reduce() through the WindowOperator; over several
     # epochs, their state is carried in snapshots.
