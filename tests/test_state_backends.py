@@ -262,6 +262,29 @@ def test_changes_since_the_last_checkpoint_with_tombstones(make, kind):
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
+def test_an_epoch_with_a_full_snapshot_records_no_changes(make, kind):
+    """Only an incremental snapshot reads the changes: an epoch whose snapshot is full keeps no
+    record of them (a build epoch over millions of keys held them all), and the state is the same."""
+    b = make(kind, name="untracked")
+    b.track_changes(False)
+    timers = b.create_timer_queue("event")
+    v, lst, m = fill(b)
+    timers.add(10, "a", None)
+    assert b.change_count() == 0 and list(b.changes()) == [] and list(timers.changes(128)) == []
+    tracked = make(kind, name="tracked")
+    fill(tracked)
+    assert rows(b) == rows(tracked) and b.change_count() < tracked.change_count()
+    # The next epoch's snapshot is incremental: it records from its start.
+    b.mark_checkpointed()
+    b.track_changes(True)
+    b.set_current_key("a")
+    v.update(100)
+    assert list(b.changes()) == [(assign_to_key_group("a", 128), "v", None, "a", 100)]
+    timers.add(20, "a", None)
+    assert [t[1:] for t in timers.changes(128)] == [(20, "a", None, True)]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
 def test_timers_in_the_backends_queues(make, kind):
     b = make(kind)
     t = InternalTimerService(b)

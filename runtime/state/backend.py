@@ -132,8 +132,18 @@ class TimerQueue(ABC):
     def mark_checkpointed(self) -> None: ...
 
 
+class Untracked(dict):
+    """Where a backend records an epoch's changes when its snapshot is full: nothing is recorded
+    (every entry reads as recorded already), so writes pay no bookkeeping and hold no memory."""
+
+    def __contains__(self, key) -> bool:
+        return True
+
+
 class KeyedStateBackend(ABC):
     """The interface of a keyed state backend (see the module's doc)."""
+
+    tracking = True     # whether changes are recorded (for an incremental snapshot)
 
     operator_name: str
     max_parallelism: int
@@ -147,6 +157,11 @@ class KeyedStateBackend(ABC):
 
     def set_current_key(self, key) -> None:
         self.current_key = key
+
+    def track_changes(self, enabled: bool) -> None:
+        """Whether this epoch records what it changes: only an incremental snapshot reads that.
+        Set before the epoch writes (restored rows are not changes)."""
+        self.tracking = enabled
 
     def prepare_keys(self, keys: list) -> None:
         """The keys a batch of records is about to set, in order: a backend that needs each key's

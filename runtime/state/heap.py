@@ -16,7 +16,8 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 from runtime.datastream import state as api
 from runtime.state.backend import (
     TOMBSTONE, TTL_PREFIX, VOID_NAMESPACE, AggregatingStateOps, KeyedStateBackend, MapStateReads,
-    ReducingStateOps, StateBase, TimerQueue, ValueStateOps, iter_rows, refuse_per_entry_ttl, wall_clock_ms)
+    ReducingStateOps, StateBase, TimerQueue, Untracked, ValueStateOps, iter_rows, refuse_per_entry_ttl,
+    wall_clock_ms)
 from runtime.state.key_groups import KeyGroupRange, assign_key_groups, assign_to_key_group
 
 __all__ = ["HeapKeyedStateBackend", "HeapTimerQueue", "TTL_PREFIX", "VOID_NAMESPACE"]
@@ -271,7 +272,19 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         return self.tables.setdefault(name, {})
 
     def changed_of(self, name: str) -> dict:
-        return self.changed.setdefault(name, {})
+        return self.changed.setdefault(name, {} if self.tracking else Untracked())
+
+    def track_changes(self, enabled: bool) -> None:
+        super().track_changes(enabled)
+        fresh = dict if enabled else Untracked
+        for name in self.changed:
+            self.changed[name] = fresh()
+        for state in self.states.values():
+            state.changed = self.changed_of(state.descriptor.name)
+            if state.ttl:
+                state.stamps_changed = self.changed_of(TTL_PREFIX + state.descriptor.name)
+        for queue in self.timer_queues.values():
+            queue.changed = fresh()
 
     def set_current_key(self, key) -> None:
         self.current_key = key
@@ -372,6 +385,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     def create_timer_queue(self, name: str) -> HeapTimerQueue:
         queue = self.timer_queues[name] = HeapTimerQueue()
+        queue.changed = {} if self.tracking else Untracked()
         return queue
 
     def dispose(self) -> None:

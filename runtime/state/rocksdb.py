@@ -46,7 +46,8 @@ from runtime.datastream import state as api
 from runtime.datastream.window import GlobalWindow, TimeWindow
 from runtime.state.backend import (
     TOMBSTONE, TTL_PREFIX, VOID_NAMESPACE, AggregatingStateOps, KeyedStateBackend, MapStateReads,
-    ReducingStateOps, StateBase, TimerQueue, ValueStateOps, iter_rows, refuse_per_entry_ttl, wall_clock_ms)
+    ReducingStateOps, StateBase, TimerQueue, Untracked, ValueStateOps, iter_rows, refuse_per_entry_ttl,
+    wall_clock_ms)
 from runtime.state.key_groups import KeyGroupRange, assign_key_groups, assign_to_key_group
 
 __all__ = ["RocksDBKeyedStateBackend", "RocksDBTimerQueue", "StateStoreException",
@@ -851,6 +852,13 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self.current_key = key
         self.kg, self.kenc = self.key_prefix(key)
 
+    def track_changes(self, enabled: bool) -> None:
+        super().track_changes(enabled)
+        fresh = dict if enabled else Untracked
+        self.changed = fresh()
+        for queue in self.timer_queues.values():
+            queue.changed = fresh()
+
     def prepare_keys(self, keys: list) -> None:
         """Key groups of the batch's new keys in one vectorised hash: one at a time, Java's hash
         and murmur in Python cost as much as the store's get."""
@@ -1027,6 +1035,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     def create_timer_queue(self, name: str) -> RocksDBTimerQueue:
         queue = self.timer_queues[name] = RocksDBTimerQueue(self, name[:1].encode())
+        queue.changed = {} if self.tracking else Untracked()
         return queue
 
 

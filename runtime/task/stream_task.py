@@ -277,6 +277,8 @@ class StreamTask:
         restored = self.tdd.restored_state
         kgr = self.ctx.key_group_range
         for op in self._all_operators():
+            if op.backend is not None:
+                op.backend.track_changes(self._incremental(op))
             if op.keeps_local_state():
                 if self.tdd.state_version is not None and op.backend.version == self.tdd.state_version:
                     ack.store_hits += 1
@@ -310,14 +312,19 @@ class StreamTask:
                 op.current_watermark, *inputs = marks
                 op.input_watermarks = list(inputs)
 
+    def _incremental(self, op) -> bool:
+        """Whether the operator's snapshot of this epoch holds only what changed since the last."""
+        return (bool(self.tdd.snapshot_dir) and op.backend is not None and op.state_in_backend
+                and op.node.operator_id in self.tdd.incremental)
+
     def _snapshot(self, ack: Acknowledgement) -> None:
         from runtime.state.snapshot import snapshot_to_table, state_table_name, write_state_file
         if not self.tdd.snapshot_dir:
             return
         started = time.time()
         for op in self._all_operators():
-            incremental = op.node.operator_id in self.tdd.incremental and op.state_in_backend
-            snapshot = op.snapshot(incremental=True) if incremental and op.backend is not None else op.snapshot()
+            incremental = self._incremental(op)
+            snapshot = op.snapshot(incremental=True) if incremental else op.snapshot()
             table = snapshot_to_table(snapshot, self.tdd.subtask_index, f"{op.name} {self.ctx.subtask_label}")
             if table is not None:
                 directory = self.tdd.snapshot_dir.format(table=state_table_name(op.node))
