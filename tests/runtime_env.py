@@ -3,10 +3,15 @@ from runtime.common import Configuration
 from runtime.datastream import StreamExecutionEnvironment
 
 CLOCK_START = 1_700_000_000_000     # pinned processing time of epoch 0
+# sluice.epoch.interval: how long an unbounded source's epoch collects input, and the least time
+# from one epoch's start to the next's (1000 ms by default). Bounded input cut into epochs has
+# nothing to wait for, and processing time here is pinned per epoch: the next epoch starts at
+# once. A test of an unbounded source sets its own interval.
+NO_PAUSE = 1
 
 
 def job_env(tmp_path, parallelism: int = 1, **settings) -> StreamExecutionEnvironment:
-    """An environment writing to ``tmp_path`` with a pinned clock.
+    """An environment writing to ``tmp_path`` with a pinned clock, its epochs one after the other.
 
     ``settings`` are ``sluice.*`` configuration keys without the prefix, with ``__`` for
     ``.`` and ``_`` for ``-``: ``task__batch_size=1`` sets ``sluice.task.batch-size``.
@@ -15,6 +20,7 @@ def job_env(tmp_path, parallelism: int = 1, **settings) -> StreamExecutionEnviro
     conf.set_string("sluice.warehouse", str(tmp_path / "warehouse"))
     conf.set_string("sluice.spark.master", "local[2]")
     conf.set_integer("sluice.clock.start", CLOCK_START)
+    conf.set_integer("sluice.epoch.interval", NO_PAUSE)
     for key, value in settings.items():
         conf.set_string("sluice." + key.replace("__", ".").replace("_", "-"), str(value))
     env = StreamExecutionEnvironment.get_execution_environment(conf)

@@ -11,12 +11,11 @@ derived by hand from Flink's rules with a watermark after every record
 import pytest
 from deltalake import DeltaTable
 
-from runtime.common import Configuration, Duration, Row, Time, Types, WatermarkStrategy
+from runtime.common import Duration, Row, Time, Types, WatermarkStrategy
 from runtime.datastream import (
-    KeyedProcessFunction, OutputTag, ProcessWindowFunction, SlidingEventTimeWindows,
-    StreamExecutionEnvironment, TumblingEventTimeWindows)
+    KeyedProcessFunction, OutputTag, ProcessWindowFunction, SlidingEventTimeWindows, TumblingEventTimeWindows)
 from runtime.datastream.connectors.delta import DeltaSink
-from runtime_env import CLOCK_START
+from runtime_env import job_env
 
 MIN = -9223372036854775808
 EVENTS = [("k", 1000), ("k", 4000), ("k", 12000), ("k", 3000), ("k", 14000), ("k", 2000)]
@@ -31,17 +30,12 @@ WAYS = {"one epoch, batches of 1": dict(batch_size=1),
         "an epoch per record, restored at parallelism 2": dict(records_per_epoch=1, stop_after=3, rescale_to=2)}
 
 
-def environment(warehouse, batch_size=None, records_per_epoch=None, max_epochs=None, restore=None, parallelism=1):
-    conf = Configuration()
-    conf.set_string("sluice.warehouse", str(warehouse))
-    conf.set_string("sluice.spark.master", "local[2]")
-    conf.set_integer("sluice.clock.start", CLOCK_START)
-    for key, value in (("sluice.task.batch-size", batch_size), ("sluice.epoch.max-records-per-split", records_per_epoch),
-                       ("sluice.epoch.max-epochs", max_epochs), ("execution.savepoint.path", restore)):
-        if value is not None:
-            conf.set_string(key, str(value))
-    env = StreamExecutionEnvironment.get_execution_environment(conf)
-    env.set_parallelism(parallelism)
+def environment(tmp_path, batch_size=None, records_per_epoch=None, max_epochs=None, restore=None, parallelism=1):
+    settings = {"task__batch_size": batch_size, "epoch__max_records_per_split": records_per_epoch,
+                "epoch__max_epochs": max_epochs}
+    env = job_env(tmp_path, parallelism, **{k: v for k, v in settings.items() if v is not None})
+    if restore is not None:
+        env.get_configuration().set_string("execution.savepoint.path", restore)
     env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
     return env
 
@@ -57,12 +51,11 @@ def timestamped(env):
 def run(tmp_path, build, batch_size=None, records_per_epoch=None, stop_after=None, rescale_to=1) -> list:
     """The job's collected output (``build(env)`` returns what to collect), over one run or two
     (stopped after ``stop_after`` epochs, then restored at parallelism ``rescale_to``)."""
-    warehouse = tmp_path / "warehouse"
     runs = ([dict(max_epochs=stop_after), dict(restore="latest", parallelism=rescale_to)] if stop_after
             else [{}])
     out = []
     for options in runs:
-        env = environment(warehouse, batch_size, records_per_epoch, **options)
+        env = environment(tmp_path, batch_size, records_per_epoch, **options)
         out.extend(build(env).execute_and_collect("event time"))
     return out
 

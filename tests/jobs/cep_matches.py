@@ -6,7 +6,7 @@ a `b` per key, each match a row (key, a, b) in a Delta table, a checkpoint every
 import argparse
 
 from runtime.cep import CEP, Pattern
-from runtime.common import Duration, Row, Types, WatermarkStrategy
+from runtime.common import Configuration, Duration, Row, Types, WatermarkStrategy
 from runtime.datastream import StreamExecutionEnvironment
 from runtime.datastream.connectors.delta import DeltaSink
 
@@ -25,7 +25,9 @@ def main(argv=None):
     parser.add_argument("--output", required=True)
     parser.add_argument("--parallelism", type=int, default=2)
     args = parser.parse_args(argv)
-    env = StreamExecutionEnvironment.get_execution_environment()
+    conf = Configuration()
+    conf.set_integer("sluice.epoch.interval", 1)    # bounded files cut into epochs: no pause between them
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
     env.set_parallelism(2)      # one input file, two source subtasks: one has no split (idle)
     events = (env.read_text_file(args.input).map(parse, output_type=EVENT).uid("parse")

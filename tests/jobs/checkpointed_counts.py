@@ -7,7 +7,7 @@ and as a running count in typed keyed state into another, with a checkpoint ever
 import argparse
 import os
 
-from runtime.common import Duration, Row, Time, Types, WatermarkStrategy
+from runtime.common import Configuration, Duration, Row, Time, Types, WatermarkStrategy
 from runtime.datastream import KeyedProcessFunction, StreamExecutionEnvironment, TumblingEventTimeWindows
 from runtime.datastream.connectors.delta import DeltaSink
 from runtime.datastream.state import ValueStateDescriptor
@@ -74,7 +74,9 @@ def main(argv=None):
     parser.add_argument("--max-parallelism", type=int)
     parser.add_argument("--checkpoint-interval-ms", type=int, help="checkpoint by time instead of every epoch")
     args = parser.parse_args(argv)
-    env = StreamExecutionEnvironment.get_execution_environment()
+    conf = Configuration()
+    conf.set_integer("sluice.epoch.interval", 1)    # bounded files cut into epochs: no pause between them
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
     if args.max_parallelism:
         env.set_max_parallelism(args.max_parallelism)
     if args.checkpoint_interval_ms:

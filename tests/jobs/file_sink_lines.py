@@ -5,7 +5,7 @@ into a row-format FileSink with small part files, a checkpoint every epoch.
 """
 import argparse
 
-from runtime.common import Encoder, Types
+from runtime.common import Configuration, Encoder, Types
 from runtime.datastream import StreamExecutionEnvironment
 from runtime.datastream.connectors import BucketAssigner, FileSink, OutputFileConfig, RollingPolicy
 
@@ -17,7 +17,9 @@ def main(argv=None):
     parser.add_argument("--input", required=True)
     parser.add_argument("--output", required=True)
     args = parser.parse_args(argv)
-    env = StreamExecutionEnvironment.get_execution_environment()
+    conf = Configuration()
+    conf.set_integer("sluice.epoch.interval", 1)    # bounded files cut into epochs: no pause between them
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
     (env.read_text_file(args.input).map(str.upper, output_type=Types.STRING()).uid("upper").set_parallelism(2)
      .sink_to(FileSink.for_row_format(args.output, Encoder.simple_string_encoder())
