@@ -2,7 +2,8 @@
 server in a subprocess (tests/s3_server.py), reached by pyarrow, delta-rs and boto3 over HTTP.
 Jobs run as a user runs them (``sluice run``, a process of its own with its own Spark), with
 only the standard AWS variables saying where S3 is; nothing is mocked in any process. The DAG's
-run and the kill test's last run take the test run's session, started before S3 was known.
+run, the kill test's last run and the WordCount's resuming run take the test run's session,
+started before S3 was known.
 """
 import collections
 import contextlib
@@ -66,7 +67,7 @@ def counts(*texts) -> collections.Counter:
 
 
 @pytest.mark.slow
-def test_wordcount_with_its_input_sink_and_warehouse_in_s3(s3):
+def test_wordcount_with_its_input_sink_and_warehouse_in_s3(spark, s3):
     """Exactly once, listed, restored from an older checkpoint at another parallelism, and from
     a savepoint in S3."""
     prefix = "wordcount"
@@ -78,10 +79,11 @@ def test_wordcount_with_its_input_sink_and_warehouse_in_s3(s3):
     assert first.returncode == 0, first.stderr[-3000:]
     assert rows(out) == counts(TEXTS[0])
 
-    # A second run reads only the new file, from checkpoint 1 on.
+    # A second run (on the test run's session: every command below is a process of its own) reads
+    # only the new file, from checkpoint 1 on.
     put_text(s3, f"{prefix}/in/part-1.txt", TEXTS[1] + "\n")
-    second = sluice("run", WORDCOUNT, "--warehouse", warehouse, "--master", "local[2]", "-p", "3", *job)
-    assert second.returncode == 0, second.stderr[-3000:]
+    second = run_job(WORDCOUNT, job[1:], parallelism=3, warehouse=warehouse, master="local[2]", quiet=True)
+    assert second.restored_from == 1
     assert rows(out) == counts(TEXTS[0]) + counts(TEXTS[1])
     listed = sluice("checkpoints", WORDCOUNT, "--warehouse", warehouse)
     assert listed.returncode == 0, listed.stderr
@@ -133,9 +135,14 @@ def test_two_writers_of_one_table_never_both_commit_a_version(s3, tmp_path):
                                Body=b"{}", IfNoneMatch="*")
     writer = tmp_path / "writer.py"
     writer.write_text(RACE_WRITER)
-    start = time.time() + 8       # every writer has loaded the table and waits for the same instants
-    procs = [subprocess.Popen([sys.executable, str(writer), uri, str(i), "6", str(start)],
+    procs = [subprocess.Popen([sys.executable, str(writer), uri, str(i), "6"], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(4)]
+    for p in procs:     # each writer says when it has loaded its libraries; then all get the same instants
+        assert p.stdout.readline() == "ready\n", p.stderr.read()[-2000:]
+    start = time.time() + 0.5
+    for p in procs:
+        p.stdin.write(f"{start}\n")
+        p.stdin.flush()
     outcomes = []
     for p in procs:
         out, err = p.communicate(timeout=300)
@@ -154,7 +161,10 @@ RACE_WRITER = """
 import json, sys, time
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, write_deltalake
-uri, me, rounds, start = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+uri, me, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+DeltaTable(uri)
+print("ready", flush=True)
+start = float(sys.stdin.readline())
 out = []
 for r in range(rounds):
     table = DeltaTable(uri)
