@@ -3,10 +3,9 @@ from runtime.common import Configuration
 from runtime.datastream import StreamExecutionEnvironment
 
 CLOCK_START = 1_700_000_000_000     # pinned processing time of epoch 0
-# sluice.epoch.interval: how long an unbounded source's epoch collects input, and the least time
-# from one epoch's start to the next's (1000 ms by default). Bounded input cut into epochs has
-# nothing to wait for, and processing time here is pinned per epoch: the next epoch starts at
-# once. A test of an unbounded source sets its own interval.
+# sluice.epoch.interval: how long an unbounded source's epoch collects input (1000 ms by default).
+# Processing time here is pinned per epoch: an unbounded generator's next epoch starts at once
+# too. A test of a socket or a continuous table sets its own interval.
 NO_PAUSE = 1
 
 

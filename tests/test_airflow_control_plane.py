@@ -31,7 +31,6 @@ DEPLOYMENT = JobDeployment(args=("--input", {input!r}))
 def main():
     conf = Configuration()
     conf.set_string("sluice.epoch.max-records-per-split", "40")     # 4 epochs of the input
-    conf.set_string("sluice.epoch.interval", "1")                   # one right after the other
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
     env.set_restart_strategy({strategy})

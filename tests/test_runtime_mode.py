@@ -104,3 +104,31 @@ def test_an_unbounded_source_is_refused_in_batch_and_automatic_picks_streaming()
     conf.set_string("execution.runtime-mode", "FAST")
     with pytest.raises(ValueError, match="must be STREAMING, BATCH or AUTOMATIC"):
         StreamExecutionEnvironment.get_execution_environment(conf)
+
+
+def test_only_a_source_whose_epoch_is_a_span_of_time_waits_out_the_interval():
+    """sluice.epoch.interval paces unbounded sources (an epoch collects input for it) and rate
+    limits; a bounded input cut into epochs is there already, as for Flink and Structured
+    Streaming's AvailableNow trigger."""
+    from runtime.connectors import create_enumerator
+    from runtime.connectors.base import EnumeratorContext
+    from runtime.datastream.connectors import DataGeneratorSource, RateLimiterStrategy
+
+    def paced(source):
+        return create_enumerator(source, EnumeratorContext(parallelism=2, max_records_per_split=5)).paced
+
+    assert not paced(DataGeneratorSource(str, count=100))
+    assert paced(DataGeneratorSource(str))
+    assert paced(DataGeneratorSource(str, count=100, rate_limiter=RateLimiterStrategy.per_second(10)))
+
+
+def test_a_bounded_input_cut_into_epochs_runs_them_one_after_the_other(spark, tmp_path):
+    import time
+    interval_ms = 60_000
+    env = job_env(tmp_path, 1, epoch__interval=interval_ms, epoch__max_records_per_split=2)
+    started = time.monotonic()
+    assert rolling_sum(env, "back-to-back")[-2:] == [("b", 2), ("b", 6)]
+    # Three epochs: waiting out the interval between them would take two minutes.
+    assert time.monotonic() - started < interval_ms / 1000
+    log = DeltaTable(job_dir(str(tmp_path / "warehouse"), "back-to-back") + "/epoch_log").to_pyarrow_table()
+    assert sorted(r["epoch"] for r in log.to_pylist() if r["kind"] == "epoch") == [0, 1, 2]

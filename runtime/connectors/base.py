@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Iterator, Optional
 
+from runtime.datastream.connectors.base import Boundedness
 from runtime.task.stream_task import SplitRead
 
 Batch = tuple  # (values, timestamps)
@@ -55,6 +56,14 @@ class SplitEnumerator:
     def finished(self) -> bool:
         """True once a bounded source has nothing more to read."""
         raise NotImplementedError
+
+    @property
+    def paced(self) -> bool:
+        """Whether this source's epoch is a span of time (``sluice.epoch.interval``): an
+        unbounded source collects input for it. A bounded input is there already: cut into
+        epochs, they run one right after the other (Flink reads it at once; Structured
+        Streaming's AvailableNow trigger does not wait either)."""
+        return self.source.boundedness != Boundedness.BOUNDED
 
     def snapshot(self) -> dict:
         return {k: dict(v) for k, v in self.positions.items()}

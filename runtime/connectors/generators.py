@@ -60,6 +60,11 @@ class DataGeneratorEnumerator(_IndexSplits):
         count, p = self.source.count, self.parallelism
         return [(0, None if count is None else (count - s + p - 1) // p) for s in range(p)]
 
+    @property
+    def paced(self) -> bool:
+        # A rate limit is kept by pacing: each epoch generates the rate's share of an interval.
+        return super().paced or self.source.rate_limiter.records_per_second is not None
+
     def _epoch_size(self):
         if self.max_records_per_split is not None:
             return self.max_records_per_split

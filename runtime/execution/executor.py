@@ -204,6 +204,8 @@ class JobRunner:
                     max_records_per_split=None if self.batch else options.max_records_per_split,
                     epoch_interval_ms=options.epoch_interval_ms, work_dir=join(self.job_dir, "sources"),
                     job_name=stream_graph.job_name, operator_id=v.head.operator_id))
+        # Whether epochs wait out sluice.epoch.interval: only a source whose epoch is a span of time.
+        self._paced = any(e.paced for e in self.enumerators.values())
         try:
             self.restore_point = self._preflight()
         except BaseException:
@@ -412,7 +414,7 @@ class JobRunner:
                 if end_of_input or self._last_epoch(epoch - 1) or self.stop.is_set():
                     break
                 pause = self.options.epoch_interval_ms / 1000 - (time.time() - epoch_started)
-                if pause > 0 and not self.replay:
+                if pause > 0 and not self.replay and self._paced:
                     time.sleep(pause)
             self._transition_all(ExecutionState.FINISHED if end_of_input else ExecutionState.CANCELING)
             if not end_of_input:

@@ -26,7 +26,6 @@ def main(argv=None):
     parser.add_argument("--parallelism", type=int, default=2)
     args = parser.parse_args(argv)
     conf = Configuration()
-    conf.set_integer("sluice.epoch.interval", 1)    # bounded files cut into epochs: no pause between them
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
     env.set_parallelism(2)      # one input file, two source subtasks: one has no split (idle)

@@ -75,7 +75,6 @@ def main(argv=None):
     parser.add_argument("--checkpoint-interval-ms", type=int, help="checkpoint by time instead of every epoch")
     args = parser.parse_args(argv)
     conf = Configuration()
-    conf.set_integer("sluice.epoch.interval", 1)    # bounded files cut into epochs: no pause between them
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     if args.max_parallelism:
         env.set_max_parallelism(args.max_parallelism)

@@ -18,7 +18,6 @@ def main(argv=None):
     parser.add_argument("--output", required=True)
     args = parser.parse_args(argv)
     conf = Configuration()
-    conf.set_integer("sluice.epoch.interval", 1)    # bounded files cut into epochs: no pause between them
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
     (env.read_text_file(args.input).map(str.upper, output_type=Types.STRING()).uid("upper").set_parallelism(2)
