@@ -78,3 +78,23 @@ def test_an_increment_carries_deletions_that_apply_after_the_rows_before_it():
     # A deletion only: no value columns, still a deletion.
     only = snapshot_to_table({"keyed": [(2, "s", None, "b", TOMBSTONE)], "types": {"s": pair}}, 0, "op")
     assert [v for *_, v in table_to_snapshot([full, only])["keyed"]][-1] is TOMBSTONE
+
+
+def test_a_snapshot_is_written_in_chunks_and_reads_back_whole(monkeypatch):
+    """Keyed rows and timers come as iterators and become Arrow columns a chunk at a time; an
+    engine state whose values do not keep to its declared type in one chunk is pickled there,
+    typed in the others, and reads back as it was."""
+    from runtime.common import Types
+    from runtime.state import snapshot as sn
+    monkeypatch.setattr(sn, "SNAPSHOT_CHUNK", 4)
+    engine = sorted(sn.ENGINE_STATES)[0]
+    keyed = [(i % 3, "count", None, f"k{i}", i) for i in range(10)]
+    keyed += [(i % 3, engine, None, f"k{i}", "not a long" if i == 13 else i) for i in range(10, 20)]
+    timers = [(i % 3, "event", 100 + i, f"k{i}", None) for i in range(6)]
+    table = sn.snapshot_to_table({"keyed": iter(keyed), "timers": iter(timers),
+                                  "types": {"count": Types.LONG(), engine: Types.LONG()}}, 0, "op")
+    assert table.num_rows == 26
+    assert sn.state_types(table) == {"count": Types.LONG(), engine: Types.LONG()}
+    restored = sn.table_to_snapshot([table])
+    assert sorted(restored["keyed"], key=repr) == sorted(keyed, key=repr)
+    assert sorted(restored["timers"]) == sorted(timers)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import pickle
 import re
 import uuid
@@ -38,6 +39,7 @@ from runtime.storage.delta_files import file_stats
 from runtime.storage.filesystems import filesystem, join, write_bytes
 
 TIMER_PREFIX = "_timer_state/"
+SNAPSHOT_CHUNK = 100_000        # keyed rows or timers turned into Arrow columns at a time
 OPERATOR_PREFIX = "_operator/"
 SOURCE_STATE = "SourceReaderState"      # Flink's name for a source's list state of splits
 SPLIT, UNION = "split", "union"
@@ -200,52 +202,74 @@ def _key_columns(key_groups, namespaces, keys) -> dict:
             "key": key, "key_bytes": key_bytes}
 
 
+def _keyed_part(rows: list, name: str, type_info, subtask: int, operator: str) -> list[pa.Table]:
+    """One state's rows of a chunk: deletions (an increment's) with key columns only, the other
+    rows with their values typed by the state's declared type, else pickled."""
+    parts = []
+    gone = [r for r in rows if r[4] is TOMBSTONE]
+    if gone:
+        kgs, _, nss, keys, _ = zip(*gone)
+        parts.append(_part(len(gone), subtask, name, {
+            **_key_columns(kgs, nss, keys), "deleted": pa.array([True] * len(gone))}))
+        rows = [r for r in rows if r[4] is not TOMBSTONE]
+        if not rows:
+            return parts
+    kgs, _, nss, keys, values = zip(*rows)
+    columns = _key_columns(kgs, nss, keys)
+    typed = None
+    if _declared(type_info):
+        try:
+            typed = _encode_typed(list(values), type_info, name, operator)
+        except StateSerializationException:
+            if name not in ENGINE_STATES:
+                raise
+            # The engine typed its own state from the stream's declared type, which the
+            # records do not keep to: store them pickled rather than fail the checkpoint.
+    if typed is not None:
+        columns[value_column(name)] = typed
+    else:
+        columns["value"] = _pickled(list(values))
+    parts.append(_part(len(rows), subtask, name, columns))
+    return parts
+
+
+def _chunks(rows: Iterable, size: int) -> Iterable[list]:
+    it = iter(rows)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
+
+
 def snapshot_to_table(snapshot: dict, subtask: int, operator: str) -> Optional[pa.Table]:
-    """An operator's snapshot (``TaskOperator.snapshot()``) as rows of its state table."""
+    """An operator's snapshot (``TaskOperator.snapshot()``) as rows of its state table.
+
+    Keyed rows and timers may come as iterators (a store's scan): they are taken in chunks of
+    ``SNAPSHOT_CHUNK`` rows, so a task holds one chunk of them as Python objects at a time and
+    the rest as Arrow columns (a few dozen bytes a row instead of a few hundred)."""
     types: dict = snapshot.get("types", {})
     used_types: dict = {}
     parts: list[pa.Table] = []
-    by_state: dict[str, list] = {}
-    for row in snapshot.get("keyed", ()):
-        by_state.setdefault(row[1], []).append(row)
-    for name, rows in by_state.items():
-        gone = [r for r in rows if r[4] is TOMBSTONE]
-        if gone:    # an incremental snapshot's deletions: key columns only
-            kgs, _, nss, keys, _ = zip(*gone)
-            parts.append(_part(len(gone), subtask, name, {
-                **_key_columns(kgs, nss, keys), "deleted": pa.array([True] * len(gone))}))
-            rows = [r for r in rows if r[4] is not TOMBSTONE]
-            if not rows:
-                continue
-        kgs, _, nss, keys, values = zip(*rows)
-        columns = _key_columns(kgs, nss, keys)
-        type_info = types.get(name)
-        typed = None
-        if _declared(type_info):
-            try:
-                typed = _encode_typed(list(values), type_info, name, operator)
-            except StateSerializationException:
-                if name not in ENGINE_STATES:
-                    raise
-                # The engine typed its own state from the stream's declared type, which the
-                # records do not keep to: store them pickled rather than fail the checkpoint.
-        if typed is not None:
-            columns[value_column(name)] = typed
-            used_types[name] = type_info
-        else:
-            columns["value"] = _pickled(list(values))
-        parts.append(_part(len(rows), subtask, name, columns))
+    for chunk in _chunks(snapshot.get("keyed", ()), SNAPSHOT_CHUNK):
+        by_state: dict[str, list] = {}
+        for row in chunk:
+            by_state.setdefault(row[1], []).append(row)
+        del chunk
+        for name, rows in by_state.items():
+            part = _keyed_part(rows, name, types.get(name), subtask, operator)
+            parts.extend(part)
+            if any(value_column(name) in p.column_names for p in part):
+                used_types[name] = types[name]
     # Timer rows: (key_group, domain, timestamp, key, namespace), and in an increment a sixth
     # field, TOMBSTONE for a removed timer.
-    by_domain: dict[tuple, list] = {}
-    for row in snapshot.get("timers", ()):
-        by_domain.setdefault((row[1], len(row) > 5 and row[5] is TOMBSTONE), []).append(row[:5])
-    for (domain, deleted), rows in by_domain.items():
-        kgs, _, timestamps, keys, nss = zip(*rows)
-        columns = {**_key_columns(kgs, nss, keys), "timestamp": pa.array(timestamps, pa.int64())}
-        if deleted:
-            columns["deleted"] = pa.array([True] * len(rows))
-        parts.append(_part(len(rows), subtask, TIMER_PREFIX + domain, columns))
+    for chunk in _chunks(snapshot.get("timers", ()), SNAPSHOT_CHUNK):
+        by_domain: dict[tuple, list] = {}
+        for row in chunk:
+            by_domain.setdefault((row[1], len(row) > 5 and row[5] is TOMBSTONE), []).append(row[:5])
+        for (domain, deleted), rows in by_domain.items():
+            kgs, _, timestamps, keys, nss = zip(*rows)
+            columns = {**_key_columns(kgs, nss, keys), "timestamp": pa.array(timestamps, pa.int64())}
+            if deleted:
+                columns["deleted"] = pa.array([True] * len(rows))
+            parts.append(_part(len(rows), subtask, TIMER_PREFIX + domain, columns))
     for name, value in snapshot.items():
         if name in ("keyed", "timers", "types", "operator_state"):
             continue
@@ -383,7 +407,11 @@ def decode_values(part: pa.Table, state_name: str, types: dict) -> list:
     """The values of one state's rows: typed from its column when declared, else unpickled."""
     column = value_column(state_name)
     if state_name in types and column in part.column_names:
-        return _decode_typed(part.column(column), types[state_name])
+        values = _decode_typed(part.column(column), types[state_name])
+        if "value" in part.column_names and part.column("value").null_count < part.num_rows:
+            # Chunks where the engine's typing of its own state fell back to pickling.
+            values = [v if b is None else pickle.loads(b) for v, b in zip(values, part.column("value").to_pylist())]
+        return values
     return [None if b is None else pickle.loads(b) for b in part.column("value").to_pylist()]
 
 

@@ -348,7 +348,8 @@ class TaskOperator:
             keyed, timers = self.backend.changes(), self.timers.changes(maxp)
         else:
             keyed, timers = self.backend.snapshot(), self.timers.snapshot(maxp)
-        return {"keyed": list(keyed), "timers": list(timers),
+        # Iterators: the snapshot's writer takes them in chunks (state.snapshot.snapshot_to_table).
+        return {"keyed": keyed, "timers": timers,
                 "types": {name: s.descriptor.type_info for name, s in self.backend.states.items()}}
 
     def restore(self, snapshot: dict) -> None:
