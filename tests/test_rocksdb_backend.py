@@ -318,3 +318,22 @@ def test_a_keyed_count_and_an_event_time_window(spark, tmp_path, backend):
         .reduce(lambda x, y: (x[0], x[1] + y[1]))), "windows")
     # [0, 5000): a twice, b once; [5000, 10000): a, b; [10000, 15000): a (the end of the input)
     assert sorted(windows) == [("a", 1), ("a", 1), ("a", 2), ("b", 1), ("b", 1)]
+
+
+def test_a_chunk_of_rows_gets_the_keys_a_row_at_a_time_would():
+    """A restore encodes a chunk at a time; the store keys are those of the row-wise encoding,
+    for plain string keys and for the rest (ints, tuples, namespaces), and None outside the
+    backend's key-group range."""
+    from runtime.state.key_groups import KeyGroupRange
+    from runtime.state.rocksdb import encode_entry_keys, encode_key, encode_namespace
+    sid = b"\x00\x07"
+
+    def one_by_one(kgs, nss, keys, kgr):
+        return [None if not kgr.contains(kg) else kg.to_bytes(2, "big") + sid + encode_key(k) + encode_namespace(ns)
+                for kg, ns, k in zip(kgs, nss, keys)]
+    kgr = KeyGroupRange(0, 9)
+    plain = ([1, 5, 12, 9], [None] * 4, ["a", "bé", "c", "\ud800"])
+    mixed = ([1, 5, 12, 3], [None, TimeWindow(0, 10), None, None], ["a", 7, ("x", 1), "d"])
+    for kgs, nss, keys in (plain, mixed):
+        assert encode_entry_keys(kgs, sid, nss, keys, kgr) == one_by_one(kgs, nss, keys, kgr)
+    assert None not in encode_entry_keys(*plain[:1], sid, *plain[1:])

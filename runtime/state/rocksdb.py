@@ -179,6 +179,30 @@ def decode_namespace(buf: bytes, i: int):
     raise ValueError(f"unreadable namespace encoding (tag {tag})")
 
 
+def encode_entry_keys(key_groups, sid: bytes, namespaces, keys, key_group_range=None) -> list:
+    """The store keys (key group, state id, key, namespace) of a chunk of rows, None for a row
+    outside ``key_group_range``. The common chunk, string keys without a namespace, is encoded
+    without a call per row: a restore encodes millions of them."""
+    prefixes: dict = {}
+    for kg in set(key_groups):
+        prefixes[kg] = None if key_group_range is not None and not key_group_range.contains(kg) \
+            else kg.to_bytes(2, "big") + sid
+    plain = all(type(k) is str for k in keys) and all(ns is None for ns in namespaces)
+    if plain:
+        pack = _I.pack
+        out = []
+        for kg, key in zip(key_groups, keys):
+            prefix = prefixes[kg]
+            if prefix is None:
+                out.append(None)
+            else:
+                b = key.encode("utf-8", "surrogatepass")
+                out.append(prefix + b"\x01" + pack(len(b)) + b)
+        return out
+    return [None if prefixes[kg] is None else prefixes[kg] + encode_key(key) + encode_namespace(ns)
+            for kg, ns, key in zip(key_groups, namespaces, keys)]
+
+
 def _ts(timestamp: int) -> bytes:
     return _TS.pack(timestamp + _TS_OFFSET)
 
@@ -601,6 +625,33 @@ class RocksDBTimerQueue(TimerQueue):
         self.changed.clear()
 
 
+class _BatchWriter:
+    """Writes into a backend's store in WriteBatches of ``_BATCH`` entries."""
+
+    def __init__(self, backend: "RocksDBKeyedStateBackend"):
+        self.backend = backend
+        self.batch = backend._rd.WriteBatch(raw_mode=True)
+        self.count = 0
+
+    def put(self, k: bytes, value: bytes) -> None:
+        self.batch.put(k, value)
+        self._wrote()
+
+    def delete(self, k: bytes) -> None:
+        self.batch.delete(k)
+        self._wrote()
+
+    def _wrote(self) -> None:
+        self.count += 1
+        if self.count % _BATCH == 0:
+            self.backend.db.write(self.batch)
+            self.batch = self.backend._rd.WriteBatch(raw_mode=True)
+
+    def close(self) -> None:
+        if self.count % _BATCH:
+            self.backend.db.write(self.batch)
+
+
 # ---- the backend ---------------------------------------------------------------------------
 
 class RocksDBKeyedStateBackend(KeyedStateBackend):
@@ -1017,31 +1068,31 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def _write_rows(self, rows, tombstones: bool) -> None:
         self.flush()        # the rows come after what was written before
         kgr = self.key_group_range
-        batch = self._rd.WriteBatch(raw_mode=True)
-        n = 0
         sids = {}
-        for key_group, name, ns, key, value in iter_rows(rows):
-            if kgr is not None and not kgr.contains(key_group):
-                continue
+        writer = _BatchWriter(self)
+        # A restore's column-wise chunks (KeyedRows) are encoded a chunk at a time; other rows
+        # come as one-row chunks.
+        chunks = getattr(rows, "chunks", None)
+        if chunks is None:
+            chunks = ((name, (kg,), (ns,), (key,), (value,)) for kg, name, ns, key, value in rows)
+        for name, kgs, nss, keys, values in chunks:
             if name not in sids:
                 state = self.states.get(name)
                 sids[name] = (state.sid, state.codec, isinstance(state, RocksDBListState)) if state is not None \
                     else (*self.state_id(name), False)
             sid, codec, is_list = sids[name]
-            k = key_group.to_bytes(2, "big") + sid + encode_key(key) + encode_namespace(ns)
-            if value is TOMBSTONE:
-                if not tombstones:
-                    raise ValueError(f"{self.operator_name}: a full snapshot holds a tombstone ({name}, {key!r})")
-                batch.delete(k)
-            else:
-                batch.put(k, encode_list(value, codec) if is_list else encode_value(value, codec))
-            n += 1
-            if n % _BATCH == 0:
-                self.db.write(batch)
-                batch = self._rd.WriteBatch(raw_mode=True)
-        if n % _BATCH:
-            self.db.write(batch)
-        if self._versioned and n:
+            encoded = encode_entry_keys(kgs, sid, nss, keys, kgr)
+            for k, value, key in zip(encoded, values, keys):
+                if k is None:       # outside this backend's key-group range
+                    continue
+                if value is TOMBSTONE:
+                    if not tombstones:
+                        raise ValueError(f"{self.operator_name}: a full snapshot holds a tombstone ({name}, {key!r})")
+                    writer.delete(k)
+                else:
+                    writer.put(k, encode_list(value, codec) if is_list else encode_value(value, codec))
+        writer.close()
+        if self._versioned and writer.count:
             self._unversion()
 
     def restore(self, rows: Iterable[tuple]) -> None:
