@@ -316,3 +316,28 @@ def test_the_line_of_a_repeated_record_is_its_own(spark, tmp_path):
     env.read_text_file(str(tmp_path / "in.txt")).map(RejectRepeats()).name("Unique").print()
     assert f"Unique (1/1) failed: ValueError: 7 again (on record '7', file {tmp_path / 'in.txt'}, line 6)" \
         in failure(env, "unique")
+
+
+def test_a_channel_leaves_in_numbered_chunks_and_arrives_in_order(monkeypatch):
+    """A producer pickles a channel's events every CHANNEL_CHUNK records; the consumer reads the
+    chunks in their order, whatever order the shuffle hands them over in."""
+    import random
+    from types import SimpleNamespace
+    from runtime.datastream.partitioner import GlobalPartitioner
+    from runtime.task import stream_task
+    from runtime.task.channel_events import RecordBatch, Watermark
+    monkeypatch.setattr(stream_task, "CHANNEL_CHUNK", 3)
+    writer = stream_task.RecordWriter(SimpleNamespace(partitioner=GlobalPartitioner()), "e", 0, 1, 1, 7)
+    sent = []
+    for i in range(5):
+        writer.process_batch([2 * i, 2 * i + 1], [None, None], 0)
+        sent += [2 * i, 2 * i + 1]
+        if i % 2:
+            writer.process_watermark(i, 0)
+    rows = list(writer.rows())
+    assert [number for _, (_, _, number, _) in rows] == [0, 1, 2]     # 4 records, 4, then the rest
+    random.Random(1).shuffle(rows)
+    events = list(stream_task.channel_events([(number, payload) for _, (_, _, number, payload) in rows]))
+    assert [v for e in events if type(e) is RecordBatch for v in e.values] == sent
+    assert [e.timestamp for e in events if type(e) is Watermark] == [1, 3]
+    assert [type(e).__name__ for e in events] == ["RecordBatch", "Watermark", "RecordBatch", "Watermark", "RecordBatch"]
