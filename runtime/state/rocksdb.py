@@ -723,6 +723,14 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         table.set_block_cache(_shared_block_cache(rd))
         table.set_cache_index_and_filter_blocks(True)
         table.set_pin_l0_filter_and_index_blocks_in_cache(True)
+        # ... partitioned, in 4 KiB blocks under a pinned top level. A whole filter is 10 bits per
+        # key (6 MiB for a 5,000,000-key file), more than a shard of the cache holds: it was read
+        # again for every get (5,000 gets took 1.9 s against a compacted 5,000,000-key store;
+        # 80 ms partitioned). RocksDB's advice for large stores with cached filters.
+        table.set_index_type(rd.BlockBasedIndexType.two_level_index_search())
+        table.set_partition_filters(True)
+        table.set_metadata_block_size(4096)
+        table.set_pin_top_level_index_and_filter(True)
         options.set_block_based_table_factory(table)
         # Universal (tiered) compaction merges the small files of recent epochs among themselves
         # and only rarely rewrites the whole state: leveled compaction rewrote it every few epochs,
@@ -742,6 +750,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                                                      f"(state.backend.rocksdb.localdir)") from e
             raise CorruptStateStoreException(self.path, f"cannot be opened, it is damaged: {text}. Remove the "
                                                         f"directory and rebuild it from the checkpoint") from e
+        # Scans read the whole state (a snapshot, the keys of a state, expired entries): they do
+        # not push the blocks the epoch's gets need out of the shared cache.
+        self._scan_options = rd.ReadOptions()
+        self._scan_options.fill_cache(False)
         write = rd.WriteOptions()
         write.disable_wal = True        # the checkpoint in Delta is the durable copy
         db.set_write_options(write)
@@ -981,7 +993,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     def _entries(self, lower: bytes, upper: bytes) -> Iterator[tuple]:
         self.flush()
-        it = self.db.iter()
+        it = self.db.iter(self._scan_options)
         try:
             it.seek(lower)
             while it.valid():
