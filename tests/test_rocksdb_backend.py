@@ -337,3 +337,30 @@ def test_a_chunk_of_rows_gets_the_keys_a_row_at_a_time_would():
     for kgs, nss, keys in (plain, mixed):
         assert encode_entry_keys(kgs, sid, nss, keys, kgr) == one_by_one(kgs, nss, keys, kgr)
     assert None not in encode_entry_keys(*plain[:1], sid, *plain[1:])
+
+
+@pytest.mark.parametrize("bulk", [True, False])
+def test_an_epoch_that_wrote_in_bulk_leaves_its_store_merged(tmp_path, monkeypatch, bulk):
+    """Runs that overlap over the whole key range (a build's, a rebuild's) are merged when the
+    epoch sets its version, not left for RocksDB to start merging at every later open; an epoch
+    that wrote little leaves its files as they are."""
+    from runtime.state import rocksdb
+    monkeypatch.setattr(rocksdb, "_COMPACT_AFTER", 64 << 10 if bulk else 1 << 40)
+
+    def files(path):
+        return len([f for f in os.listdir(path) if f.endswith(".sst")])
+    b = open_store(tmp_path / "s")
+    count = b.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
+    for part in range(3):
+        for i in range(2000):
+            b.set_current_key(f"k{part}-{i}")
+            count.update(i)
+        b.flush()
+        b.db.flush(True)        # a file per part, as the write buffer's flushes in a bulk epoch
+    assert files(tmp_path / "s") >= 3
+    b.version = "v1"
+    assert (files(tmp_path / "s") <= 2) == bulk     # the merged run, and the version's own flush
+    b.close()
+    b = open_store(tmp_path / "s")
+    assert b.version == "v1" and len(set(b.keys("count"))) == 6000
+    b.close()

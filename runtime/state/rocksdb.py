@@ -66,6 +66,7 @@ _BATCH = 10_000                 # writes per WriteBatch in a restore
 # a Python call into RocksDB costs more than the write, and a key written again in the epoch is
 # written once. Flink's RocksDBWriteBatchWrapper batches the same way (for restores).
 _WRITE_BUFFER = 32 << 20
+_COMPACT_AFTER = 16 << 20       # bytes an epoch writes before its store is compacted at its end
 _ABSENT = object()
 _POP_BATCH = 256
 # One block cache per process, shared by every store it opens (Flink shares one among a slot's
@@ -635,10 +636,12 @@ class _BatchWriter:
 
     def put(self, k: bytes, value: bytes) -> None:
         self.batch.put(k, value)
+        self.backend._written += len(k) + len(value)
         self._wrote()
 
     def delete(self, k: bytes) -> None:
         self.batch.delete(k)
+        self.backend._written += len(k)
         self._wrote()
 
     def _wrote(self) -> None:
@@ -675,6 +678,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self.changed: dict[bytes, bool] = {}       # state entry key -> present at the last checkpoint
         self.pending: dict[bytes, Optional[bytes]] = {}    # writes not yet in the store (None: a delete)
         self._pending_bytes = 0
+        self._written = 0               # bytes written into the store since it was opened
         self.current_key: Any = None
         self.kg, self.kenc = b"\x00\x00", encode_key(None)
         self._key_cache: dict = {}
@@ -798,6 +802,13 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     @version.setter
     def version(self, value) -> None:
         self.flush()        # the version says the store holds everything written before it
+        if self._written >= _COMPACT_AFTER:
+            # A bulk epoch (a build, a rebuild) leaves runs that overlap over the whole key range.
+            # A store is open only while its task runs: RocksDB starts merging them at every open
+            # and the close cuts the merge short, so each small epoch after it paid for a merge
+            # that never ends (its gets at half the CPU). Merged once, here, they stay merged.
+            self.db.compact_range(None, None)
+            self._written = 0
         self._meta["version"] = value
         self._write_meta(flush=True)
         self._versioned = value is not None
@@ -878,6 +889,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                 batch.put(k, value)
         self.db.write(batch)
         self.pending.clear()
+        self._written += self._pending_bytes
         self._pending_bytes = 0
 
     def put(self, k: bytes, value: bytes, present: Optional[bool] = None) -> None:
