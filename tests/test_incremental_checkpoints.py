@@ -81,12 +81,13 @@ def test_an_increment_carries_deletions_that_apply_after_the_rows_before_it():
 
 
 def test_a_snapshot_is_written_in_chunks_and_reads_back_whole(monkeypatch):
-    """Keyed rows and timers come as iterators and become Arrow columns a chunk at a time; an
-    engine state whose values do not keep to its declared type in one chunk is pickled there,
-    typed in the others, and reads back as it was."""
+    """Keyed rows and timers come as iterators and become Arrow columns a chunk at a time, and a
+    restore decodes them a chunk at a time; an engine state whose values do not keep to its
+    declared type in one chunk is pickled there, typed in the others, and reads back as it was."""
     from runtime.common import Types
     from runtime.state import snapshot as sn
     monkeypatch.setattr(sn, "SNAPSHOT_CHUNK", 4)
+    monkeypatch.setattr(sn, "RESTORE_CHUNK", 3)
     engine = sorted(sn.ENGINE_STATES)[0]
     keyed = [(i % 3, "count", None, f"k{i}", i) for i in range(10)]
     keyed += [(i % 3, engine, None, f"k{i}", "not a long" if i == 13 else i) for i in range(10, 20)]
@@ -96,5 +97,8 @@ def test_a_snapshot_is_written_in_chunks_and_reads_back_whole(monkeypatch):
     assert table.num_rows == 26
     assert sn.state_types(table) == {"count": Types.LONG(), engine: Types.LONG()}
     restored = sn.table_to_snapshot([table])
+    # Decoded as loaded, three rows at a time: a state's rows span several chunks.
+    assert len(restored["keyed"]) == 20
+    assert max(len(keys) for _, _, _, keys, _ in restored["keyed"].column_chunks()) == 3
     assert sorted(restored["keyed"], key=repr) == sorted(keyed, key=repr)
     assert sorted(restored["timers"]) == sorted(timers)

@@ -226,7 +226,7 @@ def refuse_per_entry_ttl(operator_name: str, descriptor) -> None:
 
 def iter_rows(rows) -> Iterator[tuple]:
     """Rows of a restore or an apply: plain rows, or a KeyedRows' column-wise chunks."""
-    chunks = getattr(rows, "chunks", None)
+    chunks = rows.column_chunks() if hasattr(rows, "column_chunks") else None
     if chunks is None:
         yield from rows
         return

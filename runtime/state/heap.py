@@ -361,7 +361,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     def restore(self, rows: Iterable[tuple]) -> None:
         """Take the rows of this backend's key-group range (others belong to other subtasks)."""
-        chunks = getattr(rows, "chunks", None)
+        chunks = rows.column_chunks() if hasattr(rows, "column_chunks") else None
         if chunks is not None:
             # Restored from state files, which were read for this range only: load column-wise.
             for name, _, nss, keys, values in chunks:

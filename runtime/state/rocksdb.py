@@ -1096,7 +1096,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         writer = _BatchWriter(self)
         # A restore's column-wise chunks (KeyedRows) are encoded a chunk at a time; other rows
         # come as one-row chunks.
-        chunks = getattr(rows, "chunks", None)
+        chunks = rows.column_chunks() if hasattr(rows, "column_chunks") else None
         if chunks is None:
             chunks = ((name, (kg,), (ns,), (key,), (value,)) for kg, name, ns, key, value in rows)
         for name, kgs, nss, keys, values in chunks:

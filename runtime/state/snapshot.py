@@ -26,7 +26,7 @@ import pickle
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,6 +40,7 @@ from runtime.storage.filesystems import filesystem, join, write_bytes
 
 TIMER_PREFIX = "_timer_state/"
 SNAPSHOT_CHUNK = 100_000        # keyed rows or timers turned into Arrow columns at a time
+RESTORE_CHUNK = 100_000         # restored keyed rows decoded into Python objects at a time
 OPERATOR_PREFIX = "_operator/"
 SOURCE_STATE = "SourceReaderState"      # Flink's name for a source's list state of splits
 SPLIT, UNION = "split", "union"
@@ -381,19 +382,49 @@ def state_types(table: pa.Table) -> dict:
 
 class KeyedRows:
     """Restored keyed state, column-wise per state: iterates as (key_group, name, namespace,
-    key, value) rows; the heap backend loads ``chunks`` without building the rows."""
+    key, value) rows; the backends load ``column_chunks()`` without building the rows.
+
+    ``chunks`` holds decoded chunks (name, key_groups, namespaces, keys, values), or parts of
+    state tables, decoded ``RESTORE_CHUNK`` rows at a time as they are loaded: a rebuild holds
+    its state as Arrow columns and one chunk of it as Python objects."""
 
     def __init__(self):
-        self.chunks: list[tuple] = []       # (name, key_groups, namespaces, keys, values)
+        self.chunks: list = []
         self.deletions = False              # some values are TOMBSTONEs: apply in order
 
+    def column_chunks(self) -> Iterator[tuple]:
+        for chunk in self.chunks:
+            if isinstance(chunk, _StatePart):
+                yield from chunk.decode()
+            else:
+                yield chunk
+
     def __iter__(self):
-        for name, kgs, nss, keys, values in self.chunks:
+        for name, kgs, nss, keys, values in self.column_chunks():
             for kg, ns, key, value in zip(kgs, nss, keys, values):
                 yield kg, name, ns, key, value
 
     def __len__(self):
-        return sum(len(c[1]) for c in self.chunks)
+        return sum(c.part.num_rows if isinstance(c, _StatePart) else len(c[1]) for c in self.chunks)
+
+
+@dataclass(frozen=True)
+class _StatePart:
+    """One state's rows of a state table, not decoded yet."""
+
+    name: str
+    part: pa.Table
+    types: dict
+
+    def decode(self) -> Iterator[tuple]:
+        for start in range(0, self.part.num_rows, RESTORE_CHUNK):
+            rows = self.part.slice(start, RESTORE_CHUNK)
+            values = decode_values(rows, self.name, self.types)
+            deleted = _deleted(rows)
+            if deleted is not None:
+                values = [TOMBSTONE if gone else v for v, gone in zip(values, deleted)]
+            yield (self.name, _pylist(rows.column("key_group")), _decode_namespaces(rows.column("namespace")),
+                   decode_keys(rows), values)
 
 
 def _decode_namespaces(column) -> list:
@@ -453,10 +484,6 @@ def table_to_snapshot(tables: Iterable[pa.Table]) -> dict:
                 operator_state.setdefault(name, []).extend(
                     zip(part.column("subtask").to_pylist(), decode_values(part, name, types)))
             else:
-                values = decode_values(part, name, types)
-                if deleted is not None:
-                    values = [TOMBSTONE if gone else v for v, gone in zip(values, deleted)]
-                    keyed.deletions = True
-                keyed.chunks.append((name, _pylist(part.column("key_group")),
-                                     _decode_namespaces(part.column("namespace")), decode_keys(part), values))
+                keyed.deletions = keyed.deletions or deleted is not None
+                keyed.chunks.append(_StatePart(name, part, types))
     return {"keyed": keyed, "timers": list(timers), "operator_state": operator_state}
