@@ -9,6 +9,8 @@ import time
 
 from deltalake import DeltaTable
 
+from jvm_options import share_spark_classes
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = os.path.join(os.path.dirname(__file__), "jobs", "checkpointed_counts.py")
 LINES_PER_EPOCH = 40        # per file: the job's input is cut into epochs of this many lines
@@ -54,6 +56,7 @@ def kill_at(tmp_path, point: str, epoch: int, restore: bool, *extra: str, job: s
     """Run the job with ``sluice run`` until it reaches ``point`` in ``epoch``, then SIGKILL its
     process group ("killed"); "finished" if it ended first. ``restore``: --restore-from latest.
     ``job`` and its ``args``: another job script than checkpointed_counts (``job_args``)."""
+    share_spark_classes()
     marker = tmp_path / f"halted-{point}-{epoch}"
     env = {**os.environ, "SLUICE_HALT_AT": f"{point}:{epoch}", "SLUICE_HALT_MARKER": str(marker),
            "PYTHONPATH": ROOT}

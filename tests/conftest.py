@@ -11,13 +11,10 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import airflow_env  # noqa: E402  (tests/ is on sys.path: rootdir conftest)
-from jvm_options import SHORT_LIVED_JVM  # noqa: E402
+import jvm_options  # noqa: E402
 
 airflow_env.configure()     # before anything imports airflow
-
-# SPARK_SUBMIT_OPTS is what Spark's launcher adds to a driver's command line (in local mode, the
-# whole of Spark): every process the tests start inherits it. A value set outside the tests wins.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM)
+jvm_options.use_short_lived_jvms()      # for the Spark processes the tests start
 
 # The slow tiers, by file: `bin/dev test -m "not slow"` is the fast loop; `bin/dev test` runs all.
 SLOW_TIERS = {
@@ -36,13 +33,18 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker("slow")
 
 
+def pytest_collection_finish(session):
+    if any(item.get_closest_marker("slow") for item in session.items):
+        jvm_options.want_shared_classes()       # the slow tiers start dozens of Spark drivers
+
+
 @pytest.fixture(scope="session")
 def spark():
     from runtime.execution.spark import get_spark_session
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     with pytest.MonkeyPatch.context() as mp:
-        if os.environ.get("SPARK_SUBMIT_OPTS") == SHORT_LIVED_JVM:
-            mp.delenv("SPARK_SUBMIT_OPTS")      # this JVM runs for the whole test run
+        if jvm_options.OWNED:
+            mp.delenv(jvm_options.VARIABLE, raising=False)      # this JVM runs for the whole test run
         session = get_spark_session("local[2]", "sluice-tests")
     session.conf.set("spark.sql.shuffle.partitions", "4")
     yield session

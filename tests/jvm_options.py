@@ -2,9 +2,71 @@
 (``sluice run``, the kill tests, spark-submit, Airflow's task processes, a standalone cluster's
 daemons and executors).
 
-A JVM that lives seconds spends much of them compiling with C2 and setting up the parallel
-collector: with C1 only and the serial collector, a ``sluice run`` of the seed WordCount starts
-and runs in about 60% of the time on a 2-core machine (15 s instead of 25 s, loaded). The test
-run's own session, which lives for the whole run, keeps the JVM's defaults (conftest.py).
+A JVM that lives seconds spends much of them compiling with C2, setting up the parallel collector
+and loading Spark's classes: with C1 only and the serial collector, a ``sluice run`` of the seed
+WordCount starts and runs in about 60% of the time on a 2-core machine (15 s instead of 25 s,
+loaded), and with the classes a local session loads mapped from a class-data archive (CDS) it
+takes another 3 s less (11-12 s instead of 14-15 s for a run of tests/jobs/checkpointed_counts.py).
+The test run's own session, which lives for the whole run, keeps the JVM's defaults (conftest.py).
+
+SPARK_SUBMIT_OPTS is what Spark's launcher adds to a driver's command line (in local mode, the
+whole of Spark); every process the tests start inherits it. A value set outside the tests wins:
+then the tests leave it alone.
 """
+import atexit
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+VARIABLE = "SPARK_SUBMIT_OPTS"
+# The JVM logs CDS warnings (an archive it cannot map, a class path that differs) on stdout, where
+# tests read what a job printed: an archive that cannot be used is skipped silently.
+QUIET_CDS = "-Xlog:cds*=off"
+OWNED = VARIABLE not in os.environ        # set here, not by whoever runs the tests
+_archive = {}
+
+# Started as a driver is, through runtime.execution.spark: the session with its Python workers.
+# The JVM writes the archive as it exits, after the Python side closed its stdin: wait for it.
+_DUMP = """
+from pyspark import SparkContext
+from runtime.execution.spark import get_spark_session
+get_spark_session("local[1]", "class-data-archive")
+proc = SparkContext._gateway.proc
+SparkContext._active_spark_context.stop()
+proc.stdin.close()
+proc.wait(300)
+"""
+
+
+def use_short_lived_jvms() -> None:
+    """For conftest.py, before any test starts a process."""
+    if OWNED:
+        os.environ[VARIABLE] = SHORT_LIVED_JVM
+
+
+def want_shared_classes() -> None:
+    """The run starts enough drivers for the archive to pay for itself (about 15 s to write, about
+    3 s saved in each driver): conftest.py says so when it runs the slow tiers."""
+    _archive["wanted"] = True
+
+
+def share_spark_classes() -> None:
+    """Once per test run that wants it, before the first process that starts a local Spark
+    driver: dump the classes a local session loads into a CDS archive and map it in every later
+    driver JVM. Without it (not wanted, the dump failed, or the variable is not the tests'),
+    drivers start as before."""
+    if not OWNED or "wanted" not in _archive or "done" in _archive:
+        return
+    _archive["done"] = True
+    folder = tempfile.mkdtemp(prefix="sluice-test-jvm-")
+    atexit.register(shutil.rmtree, folder, True)
+    path = os.path.join(folder, "spark-classes.jsa")
+    env = {**os.environ, VARIABLE: f"{SHORT_LIVED_JVM} -XX:ArchiveClassesAtExit={path} {QUIET_CDS}",
+           "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", _DUMP], cwd=root, env=env, capture_output=True, timeout=600)
+    if done.returncode == 0 and os.path.exists(path) and os.path.getsize(path) > 0:
+        os.environ[VARIABLE] = f"{SHORT_LIVED_JVM} -XX:SharedArchiveFile={path} {QUIET_CDS}"

@@ -17,6 +17,7 @@ import sys
 
 import pytest
 
+from jvm_options import share_spark_classes
 from test_airflow_control_plane import (
     checkpoints, recover_from_one_failure, write_job, xcom)
 
@@ -26,6 +27,7 @@ def spark_submit_plane(airflow_db, spark, tmp_path, monkeypatch):
     """As the control_plane fixture, with spark_default deploying through spark-submit."""
     from airflow.models import Connection, Pool, Variable
     from airflow.utils.session import create_session
+    share_spark_classes()       # for spark-submit's drivers
     (tmp_path / "jobs").mkdir()
     monkeypatch.setenv("SLUICE_JOBS_FOLDER", str(tmp_path / "jobs"))
     # _submit puts the environment's bin/ on PATH when spark-submit is not there: undo it after.

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from jvm_options import share_spark_classes
+
 ROOT = Path(__file__).resolve().parent.parent
 USER, PASSWORD = "admin", "sluice-test-password"
 
@@ -174,6 +176,7 @@ def airflow(tmp_path_factory):
     (jobs / "always_failing.py").write_text(FAILING_JOB)
     (jobs / "slow_counts.py").write_text(SLOW_JOB)
     (home / "passwords.json").write_text(json.dumps({USER: PASSWORD}))
+    share_spark_classes()       # the run tasks' drivers inherit SPARK_SUBMIT_OPTS
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update({

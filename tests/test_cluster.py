@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 
-from jvm_options import SHORT_LIVED_JVM
+from jvm_options import SHORT_LIVED_JVM, share_spark_classes
 from seed import ROOT, WORDCOUNT
 
 SPARK_HOME = os.path.dirname(__import__("pyspark").__file__)
@@ -46,6 +46,7 @@ def wait_for_port(port: int, timeout: float = 60) -> None:
 def spark_standalone(logs, environ=None):
     """A master and a one-core worker per WORKER_HOSTS address, each worker with its own work and
     local dirs; yields the master URL. ``environ``: the processes' environment (os.environ)."""
+    share_spark_classes()       # for the drivers (sluice run --master spark://...) run against it
     env = dict(os.environ if environ is None else environ, SPARK_HOME=SPARK_HOME, SPARK_LOCAL_IP="127.0.0.1",
                SPARK_LOG_DIR=str(logs), SPARK_WORKER_DIR=str(logs / "work"),
                # The master, the workers and the executors they start (which inherit a worker's

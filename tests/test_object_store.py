@@ -18,6 +18,7 @@ import pytest
 
 from checkpoint_harness import (
     JOB, LINES_PER_EPOCH, expected_running, expected_windows, kill_at, table_rows, write_input)
+from jvm_options import share_spark_classes
 from runtime.client import run_job
 from runtime.common.faults import POINTS
 from s3_server import moto_server
@@ -34,6 +35,7 @@ TEXTS = ["to be or not to be that is the question",
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     """The server, one bucket, and the AWS variables set for this process and every run it starts."""
+    share_spark_classes()       # the module's sluice runs start local drivers
     log = str(tmp_path_factory.mktemp("moto") / "requests.log")
     with moto_server(log) as server, pytest.MonkeyPatch.context() as mp:
         for key, value in server.env().items():
