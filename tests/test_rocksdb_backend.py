@@ -364,3 +364,58 @@ def test_an_epoch_that_wrote_in_bulk_leaves_its_store_merged(tmp_path, monkeypat
     b = open_store(tmp_path / "s")
     assert b.version == "v1" and len(set(b.keys("count"))) == 6000
     b.close()
+
+
+class _CountedGets:
+    """A store handle that counts gets (one key, or a list: a multi_get)."""
+
+    def __init__(self, db):
+        self.db, self.single, self.multi = db, 0, 0
+
+    def get(self, key, *args):
+        if isinstance(key, list):
+            self.multi += 1
+        else:
+            self.single += 1
+        return self.db.get(key, *args)
+
+    def __getattr__(self, name):
+        return getattr(self.db, name)
+
+
+def test_a_batch_reads_its_keys_state_at_once_and_never_a_stale_value(tmp_path):
+    """The first read of a state in a batch reads the entries of every key of the batch in one
+    multi_get; later reads see the batch's own writes, a flush in the middle of the batch, and a
+    key seen twice; a key outside the batch (a timer's) is read on its own."""
+    b = open_store(tmp_path / "s")
+    count = b.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
+    keys = [f"k{i}" for i in range(100)]
+    for k in keys[:50]:
+        b.set_current_key(k)
+        count.update(10)
+    b.flush()
+    b.db = db = _CountedGets(b.db)
+    batch = keys + keys[:10]
+    b.prepare_keys(batch)
+    seen = []
+    for i, k in enumerate(batch):
+        if i == 60:
+            b.flush()       # the write buffer filled up in the middle of the batch
+        b.set_current_key(k)
+        seen.append(count.value())
+        count.update((seen[-1] or 0) + 1)
+    assert seen == [10] * 50 + [None] * 50 + [11] * 10
+    assert db.multi == 2 and db.single == 0     # once at the start, once after the flush
+    b.set_current_key("outside")
+    assert count.value() is None and db.single == 1
+    b.set_current_key("k0")
+    assert count.value() == 12
+    b.db = db.db
+    b.version = "v1"
+    b.close()
+    b = open_store(tmp_path / "s")
+    count = b.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
+    for k, want in [("k0", 12), ("k9", 12), ("k10", 11), ("k49", 11), ("k50", 1), ("k99", 1)]:
+        b.set_current_key(k)
+        assert count.value() == want, k
+    b.close()

@@ -61,6 +61,7 @@ STATE_END = b"\x80\x00"         # key groups are below 32768
 _PICKLE = 5
 _KEY_CACHE = 1 << 16            # keys whose key group and encoding are kept (hot keys)
 _PREPARED_MIN = 32              # fewer new keys in a batch: hashed one by one (NumPy's fixed cost)
+_PREFETCH_MIN = 32              # fewer keys in a batch: read one by one
 _BATCH = 10_000                 # writes per WriteBatch in a restore
 # State writes wait in a dict until this many bytes (or a scan, a snapshot, the version, close):
 # a Python call into RocksDB costs more than the write, and a key written again in the epoch is
@@ -328,11 +329,16 @@ class _RocksState(StateBase):
     def _encode(self, value) -> bytes:
         return encode_value(value, self.codec)
 
+    def _batch_sid(self) -> Optional[bytes]:
+        """The state id under which a read may fetch the whole batch's keys at once (outside
+        windows: a window's namespace is not every key's)."""
+        return None if self._ns else self.sid
+
     def _get(self):
         """The current value; with a TTL, Flink's check on read (see the heap backend)."""
         b = self.backend
         k = self._k()
-        raw = b.get(k)
+        raw = b.get(k, self._batch_sid())
         if raw is None:
             return None
         value = self._decode(raw)
@@ -352,7 +358,7 @@ class _RocksState(StateBase):
         """The current value for a write that builds on it (reduce, aggregate): expired is absent."""
         b = self.backend
         k = self._k()
-        raw = b.get(k)
+        raw = b.get(k, self._batch_sid())
         if raw is None:
             return None
         if self.ttl is not None:
@@ -409,7 +415,7 @@ class RocksDBListState(_RocksState, api.ListState):
     def _append(self, encoded: bytes) -> None:
         b = self.backend
         k = self._k()
-        raw = b.get(k)
+        raw = b.get(k, self._batch_sid())
         if raw is None:
             new = b"\x02" + encoded
         elif raw[0] == 2:
@@ -682,6 +688,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self.current_key: Any = None
         self.kg, self.kenc = b"\x00\x00", encode_key(None)
         self._key_cache: dict = {}
+        self._batch: Optional[dict] = None          # the keys of the batch being processed
+        self._prefetched: dict = {}                 # entry key -> stored bytes, read for the batch
+        self._prefetched_sids: set = set()
         self._last_read: Optional[bytes] = None
         self._last_present = False
         self.db = self._open()
@@ -842,6 +851,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         """Remove every entry and timer (a rebuild from a checkpoint follows)."""
         self.pending.clear()
         self._pending_bytes = 0
+        self._forget_prefetched()
         self.db.delete_range(b"\x00", b"\xff")
         self.changed.clear()
         for queue in self.timer_queues.values():
@@ -861,10 +871,37 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         raw = self.pending.get(k, _ABSENT)
         return self.db.get(k) if raw is _ABSENT else raw
 
-    def get(self, k: bytes):
-        raw = self.read(k)
+    def get(self, k: bytes, batch_sid: Optional[bytes] = None):
+        """``read``, for the state's current value. With ``batch_sid`` (a state's id, in the void
+        namespace) the first read of the state in a batch reads the entries of every key of the
+        batch in one multi_get: a Python call into RocksDB per record cost more than the lookup."""
+        raw = self.pending.get(k, _ABSENT)
+        if raw is _ABSENT:
+            raw = self._prefetched.get(k, _ABSENT)
+            if raw is _ABSENT:
+                raw = (self._prefetch(k, batch_sid) if batch_sid is not None and self._batch is not None
+                       and batch_sid not in self._prefetched_sids else self.db.get(k))
         self._last_read, self._last_present = k, raw is not None
         return raw
+
+    def _prefetch(self, k: bytes, sid: bytes):
+        self._prefetched_sids.add(sid)
+        try:
+            in_batch = self.current_key in self._batch
+        except TypeError:
+            in_batch = False
+        if not in_batch:        # a timer's key after the batch
+            return self.db.get(k)
+        keys = [kg + sid + kenc for kg, kenc in map(self.key_prefix, self._batch)]
+        self._prefetched.update(zip(keys, self.db.get(keys)))
+        raw = self._prefetched.get(k, _ABSENT)     # absent: a key equal to one of the batch's
+        return self.db.get(k) if raw is _ABSENT else raw    # but encoded apart (1 and 1.0)
+
+    def _forget_prefetched(self) -> None:
+        """The store is written (pending writes flushed, or cleared): what was read for the batch
+        may be stale."""
+        self._prefetched.clear()
+        self._prefetched_sids.clear()
 
     def _buffer(self, k: bytes, value: Optional[bytes]) -> None:
         if self._versioned:
@@ -888,6 +925,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             else:
                 batch.put(k, value)
         self.db.write(batch)
+        self._forget_prefetched()
         self.pending.clear()
         self._written += self._pending_bytes
         self._pending_bytes = 0
@@ -955,12 +993,18 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     def prepare_keys(self, keys: list) -> None:
         """Key groups of the batch's new keys in one vectorised hash: one at a time, Java's hash
-        and murmur in Python cost as much as the store's get."""
+        and murmur in Python cost as much as the store's get. The batch's keys are kept for the
+        states' first reads (``get``)."""
+        self._forget_prefetched()
+        self._batch = None
         cache = self._key_cache
         try:
-            new = list(dict.fromkeys(k for k in keys if k not in cache))
-        except TypeError:       # an unhashable key: hashed one by one
+            batch = dict.fromkeys(keys)
+        except TypeError:       # an unhashable key: hashed and read one by one
             return
+        if len(batch) >= _PREFETCH_MIN:
+            self._batch = batch
+        new = [k for k in batch if k not in cache]
         if len(new) < _PREPARED_MIN:
             return
         if len(cache) + len(new) > _KEY_CACHE:
