@@ -124,3 +124,24 @@ def test_a_reused_python_worker_leaves_the_collector_little_to_scan(spark, tmp_p
     ran_tasks = [w for w in workers if w[1] > 0]
     assert ran_tasks, workers
     assert all(objects < 15_000 for _, _, objects in ran_tasks), workers
+
+
+def test_a_worker_keeps_no_garbage_of_earlier_runs_frozen(spark):
+    """Cycles that became garbage after a run's settling (an evicted job graph, a first task's
+    closure) are collected when the next run settles the worker."""
+    from runtime.execution import executor
+
+    def settle_twice(_):
+        import gc
+        import weakref
+
+        class Node:
+            pass
+        first = Node()
+        first.me = first        # a cycle: only the collector frees it
+        alive = weakref.ref(first)
+        executor._settle_worker_heap("run-a-of-this-test")
+        del first               # garbage now, but frozen
+        executor._settle_worker_heap("run-b-of-this-test")
+        return [alive() is None and gc.get_freeze_count() > 0]
+    assert spark.sparkContext.parallelize([0], 1).mapPartitions(settle_twice).collect() == [True]

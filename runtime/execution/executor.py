@@ -152,9 +152,11 @@ def _settle_worker_heap(run_id: str) -> None:
     A reused PySpark worker runs a full gc.collect() after every task, before it reads the next
     one: over the 60,000 objects of a worker's imports that took 30-60 ms, between the two stages
     of every epoch (most of the worker's CPU in a small epoch). Frozen objects are still freed by
-    reference counting; only cycles among them are kept, once per run."""
+    reference counting; cycles among them wait for the next run's settling, which unfreezes and
+    collects everything first, so a worker serving many runs keeps no garbage of earlier ones."""
     if run_id not in _SETTLED_RUNS:
         _SETTLED_RUNS.add(run_id)
+        gc.unfreeze()
         gc.collect()
         gc.freeze()
 
