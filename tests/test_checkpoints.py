@@ -131,6 +131,60 @@ def test_a_failed_retention_is_logged_and_the_next_one_finishes_it(spark, tmp_pa
         ["checkpoint_id=3", "checkpoint_id=4", "checkpoint_id=5"]
 
 
+def _slow_or_failing_record(monkeypatch, checkpoint_id, action):
+    """CheckpointStorage.record, with ``action()`` run before checkpoint ``checkpoint_id``'s
+    COMPLETED row is committed; returns the times each COMPLETED row was committed."""
+    record = CheckpointStorage.record
+    committed = {}
+
+    def patched(self, records, before_commit=None):
+        for r in records:
+            if r.status == COMPLETED and r.kind == "CHECKPOINT" and r.checkpoint_id == checkpoint_id:
+                action()
+        record(self, records, before_commit=before_commit)
+        committed.update({r.checkpoint_id: time.time() for r in records if r.status == COMPLETED})
+    monkeypatch.setattr(CheckpointStorage, "record", patched)
+    return committed
+
+
+def test_a_checkpoint_completes_while_the_next_epoch_runs(spark, tmp_path, monkeypatch):
+    """As in Flink, a checkpoint's commits (state, sinks, record) run in the background: the next
+    epoch starts before the checkpoint's record is committed, and every epoch still ends up in
+    its checkpoint, exactly once."""
+    events = write_input(tmp_path / "in", seed=23)
+    committed = _slow_or_failing_record(monkeypatch, 2, lambda: time.sleep(1.5))
+    result = run(tmp_path)
+    assert [e.checkpoint_id for e in result.epochs] == list(range(1, len(result.epochs) + 1))
+    second, third = result.epochs[1], result.epochs[2]
+    assert second.checkpoint_id == 2
+    assert third.started_at < committed[2] - 1.0, "the epoch after checkpoint 2 waited for its commit"
+    assert second.checkpoint_ms >= 1400
+    assert_exactly_once(tmp_path, events)
+
+
+def test_a_checkpoint_failing_in_the_background_fails_the_run_and_the_restart_is_exactly_once(
+        spark, tmp_path, monkeypatch):
+    """A completion that fails after the next epoch started fails that epoch: the failed checkpoint
+    is recorded FAILED, never restored, and the restart replays from the checkpoint before it (the
+    sink commit the failed checkpoint made is a no-op when its epoch is replayed)."""
+    from runtime.execution.executor import JobExecutionException
+    events = write_input(tmp_path / "in", seed=29)
+
+    def fail():
+        raise OSError("the record's disk is full")
+    _slow_or_failing_record(monkeypatch, 2, fail)
+    with pytest.raises(JobExecutionException, match=r"Checkpoint 2 failed: OSError: the record's disk is full "
+                                                    r"\(epoch 1 of job 'checkpointed counts'\)"):
+        run(tmp_path)
+    store = storage(tmp_path)
+    assert [r.checkpoint_id for r in store.completed()] == [1]
+    assert [r.checkpoint_id for r in store.history() if r.status == "FAILED"] == [2]
+    monkeypatch.undo()
+    result = run(tmp_path, restore_from="latest")
+    assert result.restored_from == 1 and result.epochs[0].epoch == 1
+    assert_exactly_once(tmp_path, events)
+
+
 def test_a_corrupt_state_file_falls_back_to_the_previous_checkpoint(spark, tmp_path, caplog):
     events = write_input(tmp_path / "in", seed=11)
     run(tmp_path, max_epochs=3)

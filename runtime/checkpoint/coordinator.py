@@ -9,6 +9,10 @@ checkpoint id, so a replay is a no-op), and commit the checkpoint record. Only t
 makes the checkpoint exist; a crash anywhere before it leaves the previous checkpoint as the
 restore point, and the replayed epoch, planned from the epoch log with the same checkpoint
 id, commits exactly what the crashed one would have.
+
+As in Flink, a checkpoint completes asynchronously: its commits run in the background while
+the next epoch runs (``complete_async``), and discarding what it subsumed after them. The next
+epoch, logged before it runs, is replayed like any other if the process dies first.
 """
 from __future__ import annotations
 
@@ -47,8 +51,8 @@ class CheckpointCoordinator:
         self.last_time = time.time()
         self.swept = False      # whether this run finished the discarding of earlier runs
         self.kept: dict = {}    # discarded checkpoints whose partitions retained chains still read
-        self._cleaner: Optional[ThreadPoolExecutor] = None
-        self._retention: Optional[Future] = None
+        # One background thread completes checkpoints and discards subsumed ones, in order.
+        self._background: Optional[ThreadPoolExecutor] = None
 
     def restored(self, record: CheckpointRecord) -> None:
         self.last_epoch = record.epoch
@@ -75,16 +79,33 @@ class CheckpointCoordinator:
 
     # ---- completing --------------------------------------------------------------------
 
+    def complete_async(self, checkpoint_id: int, epoch: int, started: float, state_files: list,
+                       enumerators: dict, watermarks: dict, sinks: list,
+                       chains: Optional[dict] = None) -> Future:
+        """``complete`` in the background, while the next epoch runs; the future gives its record
+        and the time its commits ended (or raises its failure). What it commits is taken now: the
+        sources' positions at this epoch's end, the staged sink output, the chains' files. The
+        interval counts from here."""
+        self.last_epoch, self.last_time = epoch, time.time()
+        positions = {vid: e.snapshot() for vid, e in enumerators.items()}
+
+        def completion():
+            record = self.complete(checkpoint_id, epoch, started, state_files, positions, watermarks, sinks, chains)
+            return record, time.time()
+        state_files = list(state_files)
+        return self._submit(completion)
+
     def complete(self, checkpoint_id: int, epoch: int, started: float, state_files: list,
-                 enumerators: dict, watermarks: dict, sinks: list,
+                 positions: dict, watermarks: dict, sinks: list,
                  chains: Optional[dict] = None) -> CheckpointRecord:
         """Commit state, then sinks, then the record; returns the completed record. ``sinks``:
         (committer, committables staged since the last checkpoint) of each sink that commits
         with checkpoints; each commits its committables with the checkpoint id as version.
-        ``state_files`` are the files to commit in this checkpoint's partitions; ``chains`` (an
+        ``state_files`` are the files to commit in this checkpoint's partitions; ``positions``
+        each source vertex's split positions (its enumerator's snapshot); ``chains`` (an
         operator id -> its files, absolute paths, in order) what the record lists for each
         operator: with incremental checkpoints, files of earlier checkpoints too."""
-        sources = self._write_source_state(checkpoint_id, enumerators)
+        sources = self._write_source_state(checkpoint_id, positions)
         fault_point("after-state-files", epoch)
         by_operator: dict[str, list] = {}
         for f in list(state_files) + sources:
@@ -122,42 +143,49 @@ class CheckpointCoordinator:
             duration_ms=int((now - started) * 1000),
             state_bytes=sum(f["size"] for fs in listed.values() for f in fs),
             state_rows=sum(f["rows"] for fs in listed.values() for f in fs),
-            source_offsets={state_table_name(self.job_graph.vertex(vid).head): e.snapshot()
-                            for vid, e in enumerators.items()},
+            source_offsets={state_table_name(self.job_graph.vertex(vid).head): p
+                            for vid, p in positions.items()},
             watermarks=watermarks, operators=operators, table_versions=versions,
             started_at=started, completed_at=now)
         self.storage.record([record], before_commit=lambda: fault_point("during-checkpoint-record", epoch))
-        self.last_epoch, self.last_time = epoch, now
         self._retain_later(epoch)
         return record
+
+    def _submit(self, fn, *args) -> Future:
+        if self._background is None:
+            self._background = ThreadPoolExecutor(1, thread_name_prefix="sluice-checkpoint")
+        return self._background.submit(fn, *args)
 
     def _retain_later(self, epoch: int) -> None:
         """Discard what the new checkpoint subsumed in the background, while the next epoch runs
         (Flink's CheckpointsCleaner): retention is not part of a checkpoint, and its commits took
-        a third of a small epoch's checkpoint time."""
-        self.await_retention()
-        if self._cleaner is None:
-            self._cleaner = ThreadPoolExecutor(1, thread_name_prefix="sluice-retention")
-        self._retention = self._cleaner.submit(self._retain, epoch)
+        a third of a small epoch's checkpoint time. Queued behind the completion that calls it,
+        on the same thread, so retentions run one after the other."""
+        self._submit(self._retain_or_log, epoch)
+
+    def _retain_or_log(self, epoch: int) -> None:
+        """A failed discarding is logged, not raised: the checkpoint is complete, and the next
+        retention (or the next run's) discards what this one did not."""
+        try:
+            self._retain(epoch)
+        except Exception as e:
+            self.swept = False      # the next retention sweeps every DISCARDED checkpoint again
+            log.warning("%s: discarding subsumed checkpoints failed (the next retention finishes it): "
+                        "%s: %s", self.job_graph.job_name, type(e).__name__, e)
 
     def await_retention(self) -> None:
-        """Wait for the discarding in progress. A failure is logged, not raised: the checkpoint is
-        complete, and the next retention (or the next run's) discards what this one did not."""
-        retention, self._retention = self._retention, None
-        if retention is not None:
-            try:
-                retention.result()
-            except Exception as e:
-                self.swept = False      # the next retention sweeps every DISCARDED checkpoint again
-                log.warning("%s: discarding subsumed checkpoints failed (the next retention finishes it): "
-                            "%s: %s", self.job_graph.job_name, type(e).__name__, e)
+        """Wait for the background work queued so far: completions, then their discarding (a
+        failed completion is its future's to raise)."""
+        # Twice: a completion running at the first barrier queues its retention behind it.
+        for _ in range(2 if self._background is not None else 0):
+            self._background.submit(lambda: None).result()
 
     def close(self) -> None:
-        """The run ends: its retention finishes first."""
+        """The run ends: its completions and retention finish first."""
         self.await_retention()
-        if self._cleaner is not None:
-            self._cleaner.shutdown()
-            self._cleaner = None
+        if self._background is not None:
+            self._background.shutdown()
+            self._background = None
 
     def fail(self, checkpoint_id: int, epoch: int, started: float, reason: str) -> None:
         """Record a failed checkpoint; it is never restored from."""
@@ -165,12 +193,12 @@ class CheckpointCoordinator:
                                               duration_ms=int((time.time() - started) * 1000), failure=reason,
                                               started_at=started, completed_at=time.time())])
 
-    def _write_source_state(self, checkpoint_id: int, enumerators: dict) -> list:
+    def _write_source_state(self, checkpoint_id: int, positions_by_vertex: dict) -> list:
         """The sources' split positions as list state (SourceReaderState) of the source operator."""
         files = []
-        for vid, enumerator in enumerators.items():
+        for vid, snapshot in positions_by_vertex.items():
             head = self.job_graph.vertex(vid).head
-            positions = sorted(enumerator.snapshot().items())
+            positions = sorted(snapshot.items())
             table = snapshot_to_table({"operator_state": {SOURCE_STATE: (SPLIT, positions)}}, -1, head.operator_name)
             if table is not None:
                 directory = self.storage.checkpoint_dir(checkpoint_id).format(table=state_table_name(head))

@@ -80,14 +80,16 @@ class EpochSummary:
     records_in: int
     records_out: int
     watermark: int
-    duration_ms: float
+    duration_ms: float                  # from its start until its checkpoint is handed to the completer
     late_records_dropped: int = 0
     checkpoint_id: Optional[int] = None
-    checkpoint_ms: float = 0.0          # committing the checkpoint (state, sinks, record)
+    checkpoint_ms: float = 0.0          # completing the checkpoint (state, sinks, record), in the background
     state_bytes_written: int = 0        # snapshot files written by the tasks (increments or whole)
     local_stores: int = 0               # subtasks' local stores (state.backend.type: rocksdb) ...
     local_store_hits: int = 0           # ... of which were at the expected version, not rebuilt
     metrics: dict = field(default_factory=dict)     # user metrics by scope (runtime.metrics.aggregation)
+    started_at: float = 0.0             # wall clock (s): epochs overlap their checkpoints, so the
+                                        # time between two starts is what an epoch costs
 
     @property
     def local_store_hit_rate(self) -> Optional[float]:
@@ -101,6 +103,17 @@ class EpochSummary:
         return (f"[{job_name}] epoch {self.epoch}: {self.records_in} records in, {self.records_out} out, "
                 f"watermark {wm}, {self.duration_ms:.0f} ms{cp}{local}")
 
+
+
+@dataclass
+class _InFlightCheckpoint:
+    """A checkpoint completing in the background while the next epoch runs."""
+    summary: EpochSummary
+    checkpoint_id: int
+    epoch: int
+    started: float
+    handed_at: float
+    future: object
 
 @dataclass
 class JobExecutionResult:
@@ -254,6 +267,7 @@ class JobRunner:
         self.first_epoch = 0
         self.watermark = MIN_WATERMARK
         self.committers: dict = {}          # sink node id -> its Committer, for the run
+        self.in_flight: Optional[_InFlightCheckpoint] = None   # the last epoch's checkpoint, completing
         self.pending: dict = {}             # sink node id -> committables waiting for a checkpoint
         self.restored_from = None
         self.metrics = RunMetrics()         # user metrics: not checkpointed, they start with the run
@@ -367,6 +381,7 @@ class JobRunner:
         replay the logged epochs after it (their sink commits are no-ops). False when the files
         are no checkpoint's of this job (a savepoint's, a scratch snapshot's): the failure stands.
         A checkpoint restored by its id is never swapped for another: that fails."""
+        self._settle_checkpoint(failing=True)
         self.coordinator.await_retention()      # it chooses among the checkpoints retention keeps
         from runtime.checkpoint.restore import (
             NoUsableCheckpointException, choose, damaged_checkpoints, invalidate, print_warning)
@@ -428,15 +443,15 @@ class JobRunner:
                     epoch = self.first_epoch
                     continue
                 result.epochs.append(summary)
-                self.storage.log_metrics(self.run_id, summary.epoch, summary.checkpoint_id, asdict(summary))
-                if not self.options.quiet:
-                    log.info("%s", summary.progress_line(self.job_graph.job_name))
+                if self.in_flight is None or self.in_flight.summary is not summary:
+                    self._report(summary)       # else once its checkpoint completed
                 epoch += 1
                 if end_of_input or self._last_epoch(epoch - 1) or self.stop.is_set():
                     break
                 pause = self.options.epoch_interval_ms / 1000 - (time.time() - epoch_started)
                 if pause > 0 and not self.replay and self._paced:
                     time.sleep(pause)
+            self._settle_checkpoint()
             self._transition_all(ExecutionState.FINISHED if end_of_input else ExecutionState.CANCELING)
             if not end_of_input:
                 self._transition_all(ExecutionState.CANCELED)
@@ -448,6 +463,7 @@ class JobRunner:
             status = "CANCELED"
             raise
         except Exception as e:
+            self._settle_checkpoint(failing=True)
             if cancel_requested():      # canceled while running: what failed is the cancel's doing
                 self._transition_all(ExecutionState.CANCELING)
                 self._transition_all(ExecutionState.CANCELED)
@@ -629,6 +645,9 @@ class JobRunner:
                                         {p: what for a in failed for p, what in a.damaged_files.items()})
         if self.execution_graph.all_execution_vertices[0].execution_state == ExecutionState.DEPLOYING:
             self._transition_all(ExecutionState.RUNNING)     # the first epoch done, after a fallback too
+        # The last epoch's checkpoint completed while this epoch ran: its files are committed
+        # before the chains move on (or it failed, and so does this epoch).
+        self._settle_checkpoint()
         order = {v.id: i for i, v in enumerate(self.job_graph.vertices)}
         for a in sorted(acks, key=lambda a: (order[a.job_vertex_id], a.subtask_index)):
             for node_id, committable in a.committables.items():
@@ -648,28 +667,19 @@ class JobRunner:
         self.task_watermarks = {(a.job_vertex_id, a.subtask_index): a.task_watermarks for a in acks}
         state_files = [f for a in acks for f in a.state_files]
         superseded = self.states.after_epoch(state_files, tdds[next(iter(tdds))].incremental)
-        checkpoint = None
-        commit_started = time.time()
+        completion = None
         if checkpoint_id is not None:
             watermarks = checkpointed([(a.job_vertex_id, a.subtask_index, a.task_watermarks, a.watermark) for a in acks],
                                       {v.id: v.head.operator_id for v in self.job_graph.vertices})
-            try:
-                # The checkpoint starts when the tasks' snapshots do (their barrier is the epoch's end).
-                snapshot_started = commit_started - max((a.snapshot_ms for a in acks), default=0) / 1000
-                checkpoint = self.coordinator.complete(checkpoint_id, epoch, snapshot_started,
-                                                       self.states.to_commit(checkpoint_id), self.enumerators,
-                                                       watermarks, self._staged(), chains=self.states.listing())
-                self.states.committed(checkpoint_id)
-            except Exception as e:
-                self.coordinator.fail(checkpoint_id, epoch, started, f"{type(e).__name__}: {e}")
-                raise JobExecutionException(
-                    f"Checkpoint {checkpoint_id} failed: {type(e).__name__}: {e} (epoch {epoch} of job "
-                    f"'{self.job_graph.job_name}')") from e
+            # The checkpoint starts when the tasks' snapshots do (their barrier is the epoch's end).
+            snapshot_started = time.time() - max((a.snapshot_ms for a in acks), default=0) / 1000
+            completion = self.coordinator.complete_async(
+                checkpoint_id, epoch, snapshot_started, self.states.to_commit(checkpoint_id), self.enumerators,
+                watermarks, self._staged(), chains=self.states.listing())
         elif not self.coordinator.enabled:
             # Without checkpoints each epoch commits its sinks' staged output on its own (per run).
             for committer, committables in self._staged():
                 committer.commit(committables, epoch + 1)
-        commit_ended = time.time()
         self._hand_over(tdds[next(iter(tdds))].next_state_version, superseded)
         sources = [a for a in acks if a.job_vertex_id in self.enumerators]
         metrics = self.metrics.epoch([(a.job_vertex_id, a.subtask_index, a.metrics) for a in acks],
@@ -681,13 +691,42 @@ class JobRunner:
             watermark=self.watermark,
             duration_ms=(time.time() - started) * 1000,
             late_records_dropped=sum(a.late_records_dropped for a in acks),
-            checkpoint_id=checkpoint.checkpoint_id if checkpoint else None,
-            checkpoint_ms=(commit_ended - commit_started) * 1000 if checkpoint else 0.0,
             state_bytes_written=sum(f.size for f in state_files),
             local_stores=sum(a.store_hits + a.store_misses for a in acks),
             local_store_hits=sum(a.store_hits for a in acks),
-            metrics=metrics)
+            metrics=metrics, started_at=started)
+        if completion is not None:
+            self.in_flight = _InFlightCheckpoint(summary, checkpoint_id, epoch, started, time.time(), completion)
         return summary, end_of_input
+
+    def _settle_checkpoint(self, failing: bool = False) -> None:
+        """Wait for the checkpoint completing in the background and take its outcome: its files
+        are committed, its epoch is reported. A failed completion fails the epoch that waited
+        for it (the run falls back to the checkpoint before, as a crash would), or, when the run
+        is failing already, is recorded and logged."""
+        pending, self.in_flight = self.in_flight, None
+        if pending is None:
+            return
+        try:
+            record, ended = pending.future.result()
+        except Exception as e:
+            self.coordinator.fail(pending.checkpoint_id, pending.epoch, pending.started, f"{type(e).__name__}: {e}")
+            message = (f"Checkpoint {pending.checkpoint_id} failed: {type(e).__name__}: {e} (epoch "
+                       f"{pending.epoch} of job '{self.job_graph.job_name}')")
+            if failing:
+                log.error("%s", message)
+                return
+            raise JobExecutionException(message) from e
+        self.states.committed(pending.checkpoint_id)
+        pending.summary.checkpoint_id = record.checkpoint_id
+        pending.summary.checkpoint_ms = (ended - pending.handed_at) * 1000
+        self._report(pending.summary)
+
+    def _report(self, summary: EpochSummary) -> None:
+        """An epoch's metrics row (committed with the next commit of the epoch log) and progress line."""
+        self.storage.log_metrics(self.run_id, summary.epoch, summary.checkpoint_id, asdict(summary))
+        if not self.options.quiet:
+            log.info("%s", summary.progress_line(self.job_graph.job_name))
 
     def _hand_over(self, version: Optional[str], superseded: list[str]) -> None:
         """The next epoch's subtasks use their local stores if they are at ``version``, else
