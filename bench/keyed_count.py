@@ -80,6 +80,15 @@ def run_job(spark, graph, parallelism, warehouse, epochs, records_per_split, ver
     return runner, result, timing.get("restore_ms")
 
 
+def epoch_costs(epochs):
+    """What each epoch costs, in ms (EpochSummary objects, or their dicts): a checkpoint completes
+    while the next epoch runs, so an epoch costs the time from its start to the next one's (its
+    wait for the previous checkpoint included); the last one, its own time plus its checkpoint's."""
+    get = (lambda e, k: e[k]) if epochs and isinstance(epochs[0], dict) else getattr
+    gaps = [(get(b, "started_at") - get(a, "started_at")) * 1000 for a, b in zip(epochs, epochs[1:])]
+    return gaps + [get(epochs[-1], "duration_ms") + get(epochs[-1], "checkpoint_ms")] if epochs else []
+
+
 def parse_sizes(text):
     """--sizes: numbers of keys, comma-separated, with k and m suffixes ("10k,1m")."""
     sizes = []

@@ -223,14 +223,6 @@ def _epoch_dict(e):
             "local_stores": e.local_stores, "local_store_hits": e.local_store_hits}
 
 
-def sluice_epoch_costs(epochs):
-    """What each epoch costs: a checkpoint completes while the next epoch runs, so an epoch's cost
-    is the time from its start to the next one's (its waiting for the previous checkpoint
-    included); the last one's, its own time plus its checkpoint's completion."""
-    gaps = [(b["started_at"] - a["started_at"]) * 1000 for a, b in zip(epochs, epochs[1:])]
-    return gaps + [epochs[-1]["duration_ms"] + epochs[-1]["checkpoint_ms"]] if epochs else []
-
-
 def role_sluice(spec):
     sys.path.insert(0, REPO)
     from runtime.execution.spark import get_spark_session
@@ -490,7 +482,7 @@ def summarise(name, m):
     else:
         small = m["epochs"][1:]
         s["build_ms"] = m["epochs"][0]["duration_ms"]
-        s["epochs_ms"] = sluice_epoch_costs(small)
+        s["epochs_ms"] = keyed_count.epoch_costs(small)
         s["commit_ms"] = _median([e["checkpoint_ms"] for e in small])
         written = [e["state_bytes_written"] for e in small]
         s["bytes_median"], s["bytes_mean"] = _median(written), _mean(written)

@@ -274,6 +274,27 @@ def test_a_second_run_of_a_running_job_is_refused(spark, tmp_path):
     assert result.epochs[-1].watermark > 0
 
 
+def test_a_run_taken_over_mid_run_commits_nothing_of_the_epoch_it_could_not_log(spark, tmp_path, monkeypatch):
+    """An epoch's plan is committed while its tasks run; a run whose log commit loses to another
+    writer (fenced: the job was taken over) fails before that epoch's output or checkpoint is
+    committed: the sinks hold the two epochs before it, exactly."""
+    from runtime.storage.delta_files import append, arrow_table
+    from runtime.checkpoint.storage import EPOCH_LOG_SCHEMA
+    write_input(tmp_path / "in", seed=31)
+    log_epoch = CheckpointStorage.log_epoch
+
+    def taken_over_at_epoch_2(self, run_id, epoch, *args):
+        if epoch == 2:      # another run claims the job first: this commit loses the version
+            append(self.epoch_log_path, arrow_table(EPOCH_LOG_SCHEMA, [
+                {"run_id": "other-run", "kind": "run", "status": "RUNNING"}]))
+        return log_epoch(self, run_id, epoch, *args)
+    monkeypatch.setattr(CheckpointStorage, "log_epoch", taken_over_at_epoch_2)
+    with pytest.raises(JobAlreadyRunningException):
+        run(tmp_path)
+    assert [r.checkpoint_id for r in storage(tmp_path).completed()] == [1, 2]
+    assert table_rows(tmp_path / "running") == expected_running(_first_lines(tmp_path / "in", 2 * LINES_PER_EPOCH))
+
+
 def test_a_run_on_another_host_holds_the_job_until_its_lease_expires(spark, tmp_path):
     import socket
     write_input(tmp_path / "in", seed=29)

@@ -20,6 +20,7 @@ import socket
 import threading
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -128,6 +129,8 @@ class CheckpointStorage:
         self.checkpoints_path = join(job_dir, "checkpoints")
         self._epoch_log = None      # the DeltaTable this run appends to (fencing, see claim())
         self._pending_rows: list = []   # epoch log rows waiting for the next commit (metrics)
+        self._log_lock = threading.Lock()   # the epoch log is written while the epoch runs (log_epoch_async)
+        self._log_writer: Optional[ThreadPoolExecutor] = None
         self._checkpoints = AppendOnlyTable(self.checkpoints_path)     # read at every checkpoint
         self._tables = DeltaTables(CHECKPOINTED_TABLE_PROPERTIES)     # the checkpoints and state tables
         self._lock = threading.RLock()
@@ -265,12 +268,22 @@ class CheckpointStorage:
                     "end_of_input": end_of_input, "splits": json.dumps(readable, default=str),
                     "plan": pickle.dumps(plan, protocol=5)}])
 
+    def log_epoch_async(self, *args) -> Future:
+        """``log_epoch`` on a thread of its own, while the epoch's tasks run: the write-ahead
+        record must be committed before anything the epoch produced is (its sinks' output, its
+        checkpoint), not before its tasks start. Its future raises what the commit raised (a run
+        that was taken over is fenced off here)."""
+        if self._log_writer is None:
+            self._log_writer = ThreadPoolExecutor(1, thread_name_prefix="sluice-epoch-log")
+        return self._log_writer.submit(self.log_epoch, *args)
+
     def log_metrics(self, run_id: str, epoch: int, checkpoint_id: Optional[int], metrics: dict) -> None:
         """What the epoch measured, once it ran (its plan was logged before): EpochSummary's fields.
         Logged with the next row this run logs (the next epoch's plan, or the run's end), not in a
         commit of its own: a commit per epoch less, and metrics are not needed for a restore."""
-        self._pending_rows.append({"run_id": run_id, "kind": "metrics", "epoch": epoch,
-                                   "checkpoint_id": checkpoint_id, "metrics": json.dumps(metrics, default=str)})
+        with self._log_lock:
+            self._pending_rows.append({"run_id": run_id, "kind": "metrics", "epoch": epoch,
+                                       "checkpoint_id": checkpoint_id, "metrics": json.dumps(metrics, default=str)})
 
     def epoch_metrics(self, run_id: Optional[str] = None) -> list[dict]:
         """The logged metrics of a run's epochs (by default the latest run that logged any), oldest first."""
@@ -283,6 +296,9 @@ class CheckpointStorage:
         return [{"run_id": r["run_id"], **json.loads(r["metrics"])} for r in rows if r["run_id"] == run_id]
 
     def release(self, run_id: str, status: str) -> None:
+        if self._log_writer is not None:
+            self._log_writer.shutdown()     # an epoch's log being written goes first
+            self._log_writer = None
         if self._epoch_log is not None:
             try:
                 self._log([{"run_id": run_id, "kind": "run", "status": status}])
@@ -340,17 +356,18 @@ class CheckpointStorage:
 
     def _log(self, rows: list[dict]) -> None:
         from deltalake import CommitProperties, write_deltalake
-        rows, self._pending_rows = self._pending_rows + rows, []
         host, pid = socket.gethostname(), os.getpid()
-        table = arrow_table(EPOCH_LOG_SCHEMA, [{**r, "host": host, "pid": pid, "logged_at": int(time.time() * 1e6)}
-                                          for r in rows])
-        try:
-            write_deltalake(self._epoch_log, table, mode="append",
-                            commit_properties=CommitProperties(max_commit_retries=0))
-        except Exception as e:
-            if type(e).__name__ == "CommitFailedError":     # another writer took the version
-                raise _Fenced(str(e)) from e
-            raise
+        with self._log_lock:
+            rows, self._pending_rows = self._pending_rows + rows, []
+            table = arrow_table(EPOCH_LOG_SCHEMA, [{**r, "host": host, "pid": pid, "logged_at": int(time.time() * 1e6)}
+                                                   for r in rows])
+            try:
+                write_deltalake(self._epoch_log, table, mode="append",
+                                commit_properties=CommitProperties(max_commit_retries=0))
+            except Exception as e:
+                if type(e).__name__ == "CommitFailedError":     # another writer took the version
+                    raise _Fenced(str(e)) from e
+                raise
 
 
 class _Fenced(JobAlreadyRunningException):

@@ -525,8 +525,9 @@ class JobRunner:
             log.error("[%s] attempt %s failed: %s", self.job_graph.job_name, self.options.attempt, error)
             (log.warning if decision.restart else log.error)("[%s] %s", self.job_graph.job_name, decision.describe())
 
-    def _plan(self, epoch: int) -> tuple[dict, bool, Optional[int]]:
-        """The epoch's deployment descriptors, logged first; replays take the logged plan."""
+    def _plan(self, epoch: int) -> tuple[dict, bool, Optional[int], object]:
+        """The epoch's deployment descriptors and the future of its write-ahead record (committed
+        while the tasks run); replays take the logged plan."""
         uids = {vid: self.job_graph.vertex(vid).head.operator_id for vid in self.enumerators}
         if self.replay:
             logged = self.replay.pop(0)
@@ -553,8 +554,8 @@ class JobRunner:
                              else None)
         # The write-ahead record of the epoch: what it reads, at which processing time.
         flat = {uids[vid]: [r for s in sorted(plan) for r in plan[s]] for vid, plan in source_plans.items()}
-        self.storage.log_epoch(self.run_id, epoch, checkpoint_id, processing_time, self.watermark,
-                               end_of_input, flat)
+        logged = self.storage.log_epoch_async(self.run_id, epoch, checkpoint_id, processing_time,
+                                              self.watermark, end_of_input, flat)
         if checkpoint_id is not None:
             snapshot_dir = self.storage.checkpoint_dir(checkpoint_id)
         elif self.coordinator.enabled and not end_of_input:
@@ -584,12 +585,12 @@ class JobRunner:
                     metric_counts=self.metrics.counts_of(v.id, s),
                     source_reader=reader_class(v.head.operator.source) if v.id in self.enumerators else None,
                     sink_writers={n.id: writer_class(n.operator.sink) for n in v.operators if n.kind == "sink"})
-        return tdds, end_of_input, checkpoint_id
+        return tdds, end_of_input, checkpoint_id, logged
 
     def _run_epoch(self, epoch: int, broadcast, result: JobExecutionResult):
         from pyspark import StorageLevel
         started = time.time()
-        tdds, end_of_input, checkpoint_id = self._plan(epoch)
+        tdds, end_of_input, checkpoint_id, logged = self._plan(epoch)
         sc = self.sc
         # Acknowledgements of vertices that feed a shuffle travel in an accumulator, so their data
         # rows are never read twice; terminal vertices return theirs as the job's result.
@@ -619,6 +620,7 @@ class JobRunner:
             for r in rdds.values():
                 if r.is_cached:
                     r.unpersist(blocking=False)
+        logged.result()     # the epoch's plan is committed before anything it produced is
         # A recomputed task (a retry, a cache miss) acknowledges twice, with the same content,
         # unless one of the computations failed: then the epoch failed.
         raw = {}
