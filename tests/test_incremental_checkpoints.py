@@ -33,6 +33,23 @@ def test_a_full_snapshot_comes_after_n_increments_or_when_they_outgrow_the_state
     assert chain.wants_full(IncrementalPolicy(enabled=False))
 
 
+def test_by_default_the_ratio_decides_and_the_count_only_bounds_the_files():
+    """A full snapshot reads the whole state in its task (18 s at 10,000,000 keys): by default it
+    comes when the increments outgrow half the last full one, which bounds a restore's reads at
+    1.5 times the state, or after 100 increments, which bounds its files."""
+    policy = IncrementalPolicy.from_config({"state.backend.type": "rocksdb"})
+    assert policy == IncrementalPolicy(True, full_every=100, full_ratio=0.5)
+    chain = StateChain().then([f(1, 0, 1_000_000)], full=True)
+    for checkpoint in range(2, 101):       # 99 increments of 5 KB: 49.5 % of the full snapshot
+        chain = chain.then([f(checkpoint, 0, 5_000, True)], False)
+    assert not chain.wants_full(policy)
+    assert chain.then([f(101, 0, 5_000, True)], False).wants_full(policy)      # the 100th
+    ratio = StateChain().then([f(1, 0, 1_000_000)], full=True)
+    for checkpoint in range(2, 52):        # 50 increments of 10,001 bytes: just over half
+        ratio = ratio.then([f(checkpoint, 0, 10_001, True)], False)
+    assert ratio.wants_full(policy) and len(ratio.increments) == 50
+
+
 def test_the_policy_reads_flinks_switch_and_refuses_nonsense():
     assert not IncrementalPolicy.from_config({}).enabled                            # the heap's default
     assert IncrementalPolicy.from_config({"state.backend.type": "rocksdb"}).enabled   # with local stores
