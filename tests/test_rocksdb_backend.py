@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from runtime.common import Configuration, Types
+from runtime.common import Configuration, Time, Types
 from runtime.datastream import KeyedProcessFunction, RuntimeContext
-from runtime.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
+from runtime.datastream.state import ListStateDescriptor, MapStateDescriptor, StateTtlConfig, ValueStateDescriptor
 from runtime.datastream.window import TimeWindow
 from runtime.state.backend import STATE_BACKEND, TOMBSTONE, state_backend_type
 from runtime.state.key_groups import KeyGroupRange, assign_to_key_group
@@ -419,3 +419,57 @@ def test_a_batch_reads_its_keys_state_at_once_and_never_a_stale_value(tmp_path):
         b.set_current_key(k)
         assert count.value() == want, k
     b.close()
+
+
+def test_a_full_snapshot_decoded_column_wise_is_the_row_wise_one(tmp_path):
+    """A store's full snapshot decodes each state's entries of a chunk as columns when they all
+    are in the void namespace with text keys and values stored in the state's codec, and row by
+    row otherwise; the table is the same either way, and restores the same state."""
+    from runtime.state.backend import KeyedColumns
+    from runtime.state.snapshot import snapshot_to_table, table_to_snapshot
+    b = open_store(tmp_path / "s")
+    descriptors = {"count": Types.LONG(), "ratio": Types.DOUBLE(), "name": Types.STRING(), "small": Types.INT()}
+    states = {n: b.get_partitioned_state(ValueStateDescriptor(n, t)) for n, t in descriptors.items()}
+    untyped = b.get_partitioned_state(ValueStateDescriptor("any"))
+    windowed = b.get_partitioned_state(ValueStateDescriptor("windowed", Types.LONG()))
+    listed = b.get_partitioned_state(ListStateDescriptor("seen", Types.LONG()))
+    expiring = ValueStateDescriptor("fresh", Types.LONG())      # its entry times: an engine state
+    expiring.enable_time_to_live(StateTtlConfig.new_builder(Time.hours(1)).build())
+    fresh = b.get_partitioned_state(expiring)
+    for i in range(3_000):
+        key = f"ключ{i}" if i % 500 else 7 * i       # text, and an int key every 500
+        b.set_current_key(key)
+        states["count"].update(i)
+        states["ratio"].update(i / 7)
+        states["name"].update(f"név {i}")
+        states["small"].update(-i)
+        untyped.update({"i": i})
+        windowed.set_current_namespace(TimeWindow(0, 10))
+        windowed.update(i)
+        listed.add(i)
+        fresh.update(i)
+    types = {n: s.descriptor.type_info for n, s in b.states.items()}
+    blocks = list(b.snapshot().column_chunks(1_000))
+    as_columns = {n for n, block in blocks if isinstance(block, KeyedColumns)}
+    # The four typed states' chunks of text keys only; row by row, their chunks with an int key,
+    # and the untyped, windowed and list states.
+    assert as_columns == {"count", "ratio", "name", "small", "fresh", "_ttl/fresh"}
+    assert any(n == "count" and not isinstance(block, KeyedColumns) for n, block in blocks)
+
+    fast = snapshot_to_table({"keyed": b.snapshot(), "types": types}, 0, "op")
+    slow = snapshot_to_table({"keyed": iter(b.snapshot()), "types": types}, 0, "op")     # rows only
+    order = [(c, "ascending") for c in ("state_name", "key_group", "key", "key_bytes")]
+    assert fast.schema == slow.schema
+    assert fast.sort_by(order).equals(slow.sort_by(order))
+    assert fast.num_rows == 9 * 3_000
+    b.close()
+    # Restored into another store, the state snapshots to the same table again.
+    other = open_store(tmp_path / "t")
+    for name, state in states.items():
+        other.get_partitioned_state(state.descriptor)
+    for state in (untyped, windowed, listed, fresh):
+        other.get_partitioned_state(state.descriptor)
+    other.restore(table_to_snapshot([fast])["keyed"])
+    again = snapshot_to_table({"keyed": other.snapshot(), "types": types}, 0, "op")
+    assert again.sort_by(order).equals(fast.sort_by(order))
+    other.close()

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 VOID_NAMESPACE = None
@@ -82,6 +83,17 @@ class _Tombstone:
 
 
 TOMBSTONE = _Tombstone()
+
+
+@dataclass(frozen=True)
+class KeyedColumns:
+    """One state's entries of a snapshot chunk as columns, when they are all in the void
+    namespace with string keys: what a backend's scan gives ``column_chunks`` callers instead
+    of a Python row per entry. ``values`` as the state's codec stored them (int64, string...)."""
+
+    key_groups: Any        # pyarrow int32 array
+    keys: Any              # pyarrow string array
+    values: Any            # pyarrow array
 
 
 def wall_clock_ms() -> int:

@@ -35,17 +35,22 @@ checkpoint in Delta is the durable copy), and any later write removes it again.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import pickle
 import shutil
 import struct
 from typing import Any, Callable, Iterable, Iterator, Optional
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from runtime.common.typeinfo import Types
 from runtime.datastream import state as api
 from runtime.datastream.window import GlobalWindow, TimeWindow
 from runtime.state.backend import (
-    TOMBSTONE, TTL_PREFIX, VOID_NAMESPACE, AggregatingStateOps, KeyedStateBackend, MapStateReads,
+    TOMBSTONE, TTL_PREFIX, VOID_NAMESPACE, AggregatingStateOps, KeyedColumns, KeyedStateBackend, MapStateReads,
     ReducingStateOps, StateBase, TimerQueue, Untracked, ValueStateOps, iter_rows, refuse_per_entry_ttl,
     wall_clock_ms)
 from runtime.state.key_groups import KeyGroupRange, assign_key_groups, assign_to_key_group
@@ -212,10 +217,13 @@ def _ts(timestamp: int) -> bytes:
 # ---- values --------------------------------------------------------------------------------
 
 class _Codec:
-    """A declared type's encoding: ``encode`` gives None for a value that does not fit it."""
+    """A declared type's encoding: ``encode`` gives None for a value that does not fit it.
+    ``column``: how a scan decodes a column of them at once (a NumPy dtype of a fixed-width
+    value, "utf8" for text), None: one by one."""
 
-    def __init__(self, encode: Callable, decode: Callable):
+    def __init__(self, encode: Callable, decode: Callable, column: Optional[str] = None):
         self.encode, self.decode = encode, decode     # decode(buf, start, end)
+        self.column = column
 
 
 def _int_codec(fmt: str) -> _Codec:
@@ -224,7 +232,10 @@ def _int_codec(fmt: str) -> _Codec:
 
     def encode(v):
         return s.pack(v) if type(v) is int and lo <= v < hi else None
-    return _Codec(encode, lambda buf, a, b: s.unpack_from(buf, a)[0])
+    return _Codec(encode, lambda buf, a, b: s.unpack_from(buf, a)[0], _NUMPY_INTS[fmt])
+
+
+_NUMPY_INTS = {">q": ">i8", ">i": ">i4", ">h": ">i2", ">b": ">i1"}
 
 
 _D = struct.Struct(">d")
@@ -234,11 +245,11 @@ _CODECS = {
     Types.SHORT(): _int_codec(">h"),
     Types.BYTE(): _int_codec(">b"),
     Types.DOUBLE(): _Codec(lambda v: _D.pack(v) if type(v) is float else None,
-                           lambda buf, a, b: _D.unpack_from(buf, a)[0]),
+                           lambda buf, a, b: _D.unpack_from(buf, a)[0], ">f8"),
     Types.FLOAT(): _Codec(lambda v: _D.pack(v) if type(v) is float else None,
                           lambda buf, a, b: _D.unpack_from(buf, a)[0]),
     Types.STRING(): _Codec(lambda v: v.encode("utf-8", "surrogatepass") if type(v) is str else None,
-                           lambda buf, a, b: buf[a:b].decode("utf-8", "surrogatepass")),
+                           lambda buf, a, b: buf[a:b].decode("utf-8", "surrogatepass"), "utf8"),
     Types.BOOLEAN(): _Codec(lambda v: (b"\x01" if v else b"\x00") if type(v) is bool else None,
                             lambda buf, a, b: buf[a] == 1),
 }
@@ -1094,10 +1105,50 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         for k, raw in self._entries(lower, upper):
             yield self._row(k, raw)
 
-    def snapshot(self) -> Iterator[tuple]:
-        """Rows (key_group, state_name, namespace, key, value) of every entry, read in key order."""
+    def snapshot(self) -> "_StoreScan":
+        """Rows (key_group, state_name, namespace, key, value) of every entry, read in key order;
+        also as column chunks (``_StoreScan.column_chunks``)."""
         self._drop_expired()
-        return self.entries()
+        return _StoreScan(self)
+
+    def _raw_chunks(self, size: int) -> Iterator[tuple[list, list]]:
+        """(keys, values) of every keyed entry in key order, ``size`` at a time, as stored."""
+        self.flush()
+        options = self._rd.ReadOptions()
+        options.fill_cache(False)
+        options.set_iterate_upper_bound(STATE_END)
+        items = self.db.items(from_key=b"\x00\x00", read_opt=options)
+        try:
+            while chunk := list(itertools.islice(items, size)):
+                yield [k for k, _ in chunk], [v for _, v in chunk]
+        finally:
+            del items
+
+    def _decode_columns(self, keys: list, values: list) -> Iterator[tuple]:
+        """A raw chunk as (state name, KeyedColumns) for each state whose entries are all in the
+        void namespace with text keys and values its codec decodes as a column, else (state
+        name, rows). A state's entries keep their key order."""
+        n = len(keys)
+        ka = pa.array(keys, pa.binary())
+        lengths = pc.binary_length(ka).to_numpy()
+        if lengths.min() < 9:       # shorter than key group, state id, tag and a text's length
+            by_state: dict = {}
+            for row in map(self._row, keys, values):
+                by_state.setdefault(row[1], []).append(row)
+            yield from by_state.items()
+            return
+        head = np.frombuffer(pc.binary_slice(ka, 0, 9).cast(pa.binary(9)).buffers()[1], np.uint8).reshape(n, 9)
+        sids = head[:, 2].astype(np.int32) << 8 | head[:, 3]
+        text_length = head[:, 5:9].copy().view(">u4").ravel()
+        plain = (head[:, 4] == 1) & (lengths == 9 + text_length)     # a text key, the void namespace
+        for sid in np.unique(sids):
+            where = np.nonzero(sids == sid)[0]
+            name, codec = self._names[int(sid).to_bytes(2, "big")]
+            columns = None
+            if codec is not None and codec.column and plain[where].all():
+                columns = _columns_of(ka.take(where), pa.array([values[i] for i in where], pa.binary()),
+                                      head[where], codec.column)
+            yield name, ([self._row(keys[i], values[i]) for i in where] if columns is None else columns)
 
     def changes(self) -> Iterator[tuple]:
         self._drop_expired()
@@ -1175,6 +1226,54 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         queue = self.timer_queues[name] = RocksDBTimerQueue(self, name[:1].encode())
         queue.changed = {} if self.tracking else Untracked()
         return queue
+
+
+class _StoreScan:
+    """A store's full snapshot: iterated, rows (key_group, state_name, namespace, key, value) in
+    key order; ``column_chunks`` gives the same entries a chunk at a time, decoded column-wise
+    where a state's codec allows (entry by entry in Python, a 5,000,000-key subtask's full
+    snapshot took about 18 s)."""
+
+    def __init__(self, backend: RocksDBKeyedStateBackend):
+        self.backend = backend
+
+    def __iter__(self) -> Iterator[tuple]:
+        return self.backend.entries()
+
+    def column_chunks(self, size: int) -> Iterator[tuple]:
+        for keys, values in self.backend._raw_chunks(size):
+            yield from self.backend._decode_columns(keys, values)
+
+
+def _columns_of(keys: pa.Array, values: pa.Array, head, column: str) -> Optional[KeyedColumns]:
+    """Text keys (with their encoding's 9-byte head) and typed values as columns; None when a
+    value is not stored in its codec (pickled: it did not fit the declared type) or a key is not
+    valid UTF-8."""
+    m = len(values)
+    tags = pc.binary_slice(values, 0, 1)
+    if not pc.all(pc.equal(tags, pa.scalar(b"\x00", pa.binary()))).as_py():
+        return None
+    try:
+        texts = _tail(keys, 9).cast(pa.string())
+        if column == "utf8":
+            decoded = _tail(values, 1).cast(pa.string())
+        else:
+            width = np.dtype(column).itemsize
+            if not pc.all(pc.equal(pc.binary_length(values), width + 1)).as_py():
+                return None
+            offsets = np.frombuffer(values.buffers()[1], np.int32, count=m + 1, offset=4 * values.offset)
+            data = np.frombuffer(values.buffers()[2], np.uint8, count=m * (width + 1), offset=int(offsets[0]))
+            decoded = pa.array(data.reshape(m, width + 1)[:, 1:].copy().view(column).ravel()
+                               .astype(np.dtype(column).newbyteorder("=")))
+    except pa.ArrowInvalid:     # text that is not UTF-8 (a lone surrogate): decoded one by one
+        return None
+    key_groups = pa.array(head[:, 0].astype(np.int32) << 8 | head[:, 1], pa.int32())
+    return KeyedColumns(key_groups, texts, decoded)
+
+
+def _tail(array: pa.Array, start: int) -> pa.Array:
+    """Each binary value from byte ``start`` on (pyarrow 23's binary_slice fails without a stop)."""
+    return pc.binary_slice(array, start, max(start, pc.max(pc.binary_length(array)).as_py() or 0))
 
 
 def _range_tuple(key_group_range) -> Optional[tuple]:

@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 from runtime.common.typeinfo import PickledBytesTypeInfo, TypeInformation, arrow_to_records, records_to_arrow
 from runtime.datastream.window import GlobalWindow, TimeWindow
-from runtime.state.backend import TOMBSTONE
+from runtime.state.backend import TOMBSTONE, KeyedColumns
 from runtime.storage.delta_files import file_stats
 from runtime.storage.filesystems import filesystem, join, write_bytes
 
@@ -240,6 +240,37 @@ def _chunks(rows: Iterable, size: int) -> Iterable[list]:
         yield chunk
 
 
+def _keyed_blocks(keyed) -> Iterator[tuple]:
+    """(state name, its rows or KeyedColumns) of each chunk of ``SNAPSHOT_CHUNK`` entries; a
+    backend's scan with ``column_chunks`` decodes its chunks itself."""
+    if hasattr(keyed, "column_chunks"):
+        yield from keyed.column_chunks(SNAPSHOT_CHUNK)
+        return
+    for chunk in _chunks(keyed, SNAPSHOT_CHUNK):
+        by_state: dict[str, list] = {}
+        for row in chunk:
+            by_state.setdefault(row[1], []).append(row)
+        del chunk
+        yield from by_state.items()
+
+
+def _rows_of(block, name: str) -> list:
+    if not isinstance(block, KeyedColumns):
+        return block
+    n = len(block.keys)
+    return list(zip(block.key_groups.to_pylist(), [name] * n, [None] * n, block.keys.to_pylist(),
+                    block.values.to_pylist()))
+
+
+def _columns_part(block: KeyedColumns, name: str, type_info, subtask: int, operator: str) -> pa.Table:
+    """A state's entries given as columns: typed as ``_keyed_part`` types its rows' values."""
+    n = len(block.keys)
+    typed_as = _encode_typed([block.values[0].as_py()], type_info, name, operator).type
+    return _part(n, subtask, name, {
+        "key_group": block.key_groups, "namespace": pa.nulls(n, pa.string()), "key": block.keys,
+        "key_bytes": pa.nulls(n, pa.binary()), value_column(name): block.values.cast(typed_as)})
+
+
 def snapshot_to_table(snapshot: dict, subtask: int, operator: str) -> Optional[pa.Table]:
     """An operator's snapshot (``TaskOperator.snapshot()``) as rows of its state table.
 
@@ -249,16 +280,14 @@ def snapshot_to_table(snapshot: dict, subtask: int, operator: str) -> Optional[p
     types: dict = snapshot.get("types", {})
     used_types: dict = {}
     parts: list[pa.Table] = []
-    for chunk in _chunks(snapshot.get("keyed", ()), SNAPSHOT_CHUNK):
-        by_state: dict[str, list] = {}
-        for row in chunk:
-            by_state.setdefault(row[1], []).append(row)
-        del chunk
-        for name, rows in by_state.items():
-            part = _keyed_part(rows, name, types.get(name), subtask, operator)
-            parts.extend(part)
-            if any(value_column(name) in p.column_names for p in part):
-                used_types[name] = types[name]
+    for name, block in _keyed_blocks(snapshot.get("keyed", ())):
+        if isinstance(block, KeyedColumns) and _declared(types.get(name)):
+            part = [_columns_part(block, name, types[name], subtask, operator)]
+        else:       # rows, or an engine state the operator declares no type for (stored pickled)
+            part = _keyed_part(_rows_of(block, name), name, types.get(name), subtask, operator)
+        parts.extend(part)
+        if any(value_column(name) in p.column_names for p in part):
+            used_types[name] = types[name]
     # Timer rows: (key_group, domain, timestamp, key, namespace), and in an increment a sixth
     # field, TOMBSTONE for a removed timer.
     for chunk in _chunks(snapshot.get("timers", ()), SNAPSHOT_CHUNK):
