@@ -712,10 +712,14 @@ class JobRunner:
         try:
             record, ended = pending.future.result()
         except Exception as e:
-            self.coordinator.fail(pending.checkpoint_id, pending.epoch, pending.started, f"{type(e).__name__}: {e}")
             message = (f"Checkpoint {pending.checkpoint_id} failed: {type(e).__name__}: {e} (epoch "
                        f"{pending.epoch} of job '{self.job_graph.job_name}')")
-            if failing:
+            try:
+                self.coordinator.fail(pending.checkpoint_id, pending.epoch, pending.started, f"{type(e).__name__}: {e}")
+            except Exception as recording:
+                if not failing:
+                    raise JobExecutionException(f"{message}; recording it failed too: {recording}") from e
+            if failing:     # the run's own failure is the one to report
                 log.error("%s", message)
                 return
             raise JobExecutionException(message) from e
