@@ -489,7 +489,7 @@ def summarise(name, m):
         stores = sum(e["local_stores"] for e in small)
         s["hit_rate"] = sum(e["local_store_hits"] for e in small) / stores if stores else None
         first = m["restored_epochs"][0] if m.get("restored_epochs") else None
-        s["restore_epoch_ms"] = first["duration_ms"] + first["checkpoint_ms"] if first else None
+        s["restore_epoch_ms"] = keyed_count.epoch_costs([first])[0] if first else None
         s["restore_driver_ms"] = m.get("restore_driver_ms")
         s["restore_hits"] = f"{first['local_store_hits']}/{first['local_stores']}" if first else "-"
         s["spark_read_ms"] = m.get("spark_read_ms")

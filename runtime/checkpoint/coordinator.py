@@ -88,11 +88,11 @@ class CheckpointCoordinator:
         interval counts from here."""
         self.last_epoch, self.last_time = epoch, time.time()
         positions = {vid: e.snapshot() for vid, e in enumerators.items()}
+        state_files = list(state_files)
 
         def completion():
             record = self.complete(checkpoint_id, epoch, started, state_files, positions, watermarks, sinks, chains)
             return record, time.time()
-        state_files = list(state_files)
         return self._submit(completion)
 
     def complete(self, checkpoint_id: int, epoch: int, started: float, state_files: list,

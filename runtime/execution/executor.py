@@ -104,16 +104,14 @@ class EpochSummary:
                 f"watermark {wm}, {self.duration_ms:.0f} ms{cp}{local}")
 
 
-
 @dataclass
 class _InFlightCheckpoint:
-    """A checkpoint completing in the background while the next epoch runs."""
+    """A checkpoint completing in the background while the next epoch runs (its epoch's summary)."""
     summary: EpochSummary
     checkpoint_id: int
-    epoch: int
-    started: float
     handed_at: float
     future: object
+
 
 @dataclass
 class JobExecutionResult:
@@ -698,7 +696,7 @@ class JobRunner:
             local_store_hits=sum(a.store_hits for a in acks),
             metrics=metrics, started_at=started)
         if completion is not None:
-            self.in_flight = _InFlightCheckpoint(summary, checkpoint_id, epoch, started, time.time(), completion)
+            self.in_flight = _InFlightCheckpoint(summary, checkpoint_id, time.time(), completion)
         return summary, end_of_input
 
     def _settle_checkpoint(self, failing: bool = False) -> None:
@@ -709,16 +707,17 @@ class JobRunner:
         pending, self.in_flight = self.in_flight, None
         if pending is None:
             return
+        epoch = pending.summary.epoch
         try:
             record, ended = pending.future.result()
         except Exception as e:
-            message = (f"Checkpoint {pending.checkpoint_id} failed: {type(e).__name__}: {e} (epoch "
-                       f"{pending.epoch} of job '{self.job_graph.job_name}')")
+            cause = f"{type(e).__name__}: {e}"
+            message = (f"Checkpoint {pending.checkpoint_id} failed: {cause} (epoch {epoch} of job "
+                       f"'{self.job_graph.job_name}')")
             try:
-                self.coordinator.fail(pending.checkpoint_id, pending.epoch, pending.started, f"{type(e).__name__}: {e}")
+                self.coordinator.fail(pending.checkpoint_id, epoch, pending.summary.started_at, cause)
             except Exception as recording:
-                if not failing:
-                    raise JobExecutionException(f"{message}; recording it failed too: {recording}") from e
+                message += f"; recording it failed too: {recording}"
             if failing:     # the run's own failure is the one to report
                 log.error("%s", message)
                 return

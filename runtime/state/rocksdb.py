@@ -1125,9 +1125,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             del items
 
     def _decode_columns(self, keys: list, values: list) -> Iterator[tuple]:
-        """A raw chunk as (state name, KeyedColumns) for each state whose entries are all in the
-        void namespace with text keys and values its codec decodes as a column, else (state
-        name, rows). A state's entries keep their key order."""
+        """A raw chunk as (state name, KeyedColumns) for each state of a descriptor (the states a
+        snapshot types) whose entries are all in the void namespace with text keys and values its
+        codec decodes as a column, else (state name, rows). A state's entries keep their key order."""
         n = len(keys)
         ka = pa.array(keys, pa.binary())
         lengths = pc.binary_length(ka).to_numpy()
@@ -1138,6 +1138,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             yield from by_state.items()
             return
         head = np.frombuffer(pc.binary_slice(ka, 0, 9).cast(pa.binary(9)).buffers()[1], np.uint8).reshape(n, 9)
+        key_groups = head[:, 0].astype(np.int32) << 8 | head[:, 1]
         sids = head[:, 2].astype(np.int32) << 8 | head[:, 3]
         text_length = head[:, 5:9].copy().view(">u4").ravel()
         plain = (head[:, 4] == 1) & (lengths == 9 + text_length)     # a text key, the void namespace
@@ -1145,9 +1146,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             where = np.nonzero(sids == sid)[0]
             name, codec = self._names[int(sid).to_bytes(2, "big")]
             columns = None
-            if codec is not None and codec.column and plain[where].all():
+            if name in self.states and codec is not None and codec.column and plain[where].all():
                 columns = _columns_of(ka.take(where), pa.array([values[i] for i in where], pa.binary()),
-                                      head[where], codec.column)
+                                      key_groups[where], codec.column)
             yield name, ([self._row(keys[i], values[i]) for i in where] if columns is None else columns)
 
     def changes(self) -> Iterator[tuple]:
@@ -1245,8 +1246,8 @@ class _StoreScan:
             yield from self.backend._decode_columns(keys, values)
 
 
-def _columns_of(keys: pa.Array, values: pa.Array, head, column: str) -> Optional[KeyedColumns]:
-    """Text keys (with their encoding's 9-byte head) and typed values as columns; None when a
+def _columns_of(keys: pa.Array, values: pa.Array, key_groups, column: str) -> Optional[KeyedColumns]:
+    """Text keys (their encoding: a 9-byte head) and typed values as columns; None when a
     value is not stored in its codec (pickled: it did not fit the declared type) or a key is not
     valid UTF-8."""
     m = len(values)
@@ -1267,8 +1268,7 @@ def _columns_of(keys: pa.Array, values: pa.Array, head, column: str) -> Optional
                                .astype(np.dtype(column).newbyteorder("=")))
     except pa.ArrowInvalid:     # text that is not UTF-8 (a lone surrogate): decoded one by one
         return None
-    key_groups = pa.array(head[:, 0].astype(np.int32) << 8 | head[:, 1], pa.int32())
-    return KeyedColumns(key_groups, texts, decoded)
+    return KeyedColumns(pa.array(key_groups, pa.int32()), texts, decoded)
 
 
 def _tail(array: pa.Array, start: int) -> pa.Array:

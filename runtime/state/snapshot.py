@@ -254,14 +254,6 @@ def _keyed_blocks(keyed) -> Iterator[tuple]:
         yield from by_state.items()
 
 
-def _rows_of(block, name: str) -> list:
-    if not isinstance(block, KeyedColumns):
-        return block
-    n = len(block.keys)
-    return list(zip(block.key_groups.to_pylist(), [name] * n, [None] * n, block.keys.to_pylist(),
-                    block.values.to_pylist()))
-
-
 def _columns_part(block: KeyedColumns, name: str, type_info, subtask: int, operator: str) -> pa.Table:
     """A state's entries given as columns: typed as ``_keyed_part`` types its rows' values."""
     n = len(block.keys)
@@ -281,10 +273,10 @@ def snapshot_to_table(snapshot: dict, subtask: int, operator: str) -> Optional[p
     used_types: dict = {}
     parts: list[pa.Table] = []
     for name, block in _keyed_blocks(snapshot.get("keyed", ())):
-        if isinstance(block, KeyedColumns) and _declared(types.get(name)):
+        if isinstance(block, KeyedColumns):
             part = [_columns_part(block, name, types[name], subtask, operator)]
-        else:       # rows, or an engine state the operator declares no type for (stored pickled)
-            part = _keyed_part(_rows_of(block, name), name, types.get(name), subtask, operator)
+        else:
+            part = _keyed_part(block, name, types.get(name), subtask, operator)
         parts.extend(part)
         if any(value_column(name) in p.column_names for p in part):
             used_types[name] = types[name]
