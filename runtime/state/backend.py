@@ -31,6 +31,7 @@ until it is written back, as in Flink.
 """
 from __future__ import annotations
 
+import itertools
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -234,6 +235,21 @@ def refuse_per_entry_ttl(operator_name: str, descriptor) -> None:
         f"{operator_name}: state '{descriptor.name}' ({type(descriptor).__name__}) has a TTL; "
         f"per-entry TTL of ListState and MapState is not supported yet. Use a TTL on a ValueState, "
         f"ReducingState or AggregatingState, or expire entries with a timer.")
+
+
+def chunked(items: Iterable, size: int) -> Iterator[list]:
+    """``items`` as lists of ``size`` (the last one shorter)."""
+    it = iter(items)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
+
+
+def rows_by_state(rows: Iterable[tuple]) -> dict[str, list]:
+    """Rows (key_group, state_name, namespace, key, value) grouped by state, in their order."""
+    by_state: dict = {}
+    for row in rows:
+        by_state.setdefault(row[1], []).append(row)
+    return by_state
 
 
 def iter_rows(rows) -> Iterator[tuple]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import itertools
 import pickle
 import re
 import uuid
@@ -34,7 +33,7 @@ import pyarrow.parquet as pq
 
 from runtime.common.typeinfo import PickledBytesTypeInfo, TypeInformation, arrow_to_records, records_to_arrow
 from runtime.datastream.window import GlobalWindow, TimeWindow
-from runtime.state.backend import TOMBSTONE, KeyedColumns
+from runtime.state.backend import TOMBSTONE, KeyedColumns, chunked, rows_by_state
 from runtime.storage.delta_files import file_stats
 from runtime.storage.filesystems import filesystem, join, write_bytes
 
@@ -234,22 +233,14 @@ def _keyed_part(rows: list, name: str, type_info, subtask: int, operator: str) -
     return parts
 
 
-def _chunks(rows: Iterable, size: int) -> Iterable[list]:
-    it = iter(rows)
-    while chunk := list(itertools.islice(it, size)):
-        yield chunk
-
-
 def _keyed_blocks(keyed) -> Iterator[tuple]:
     """(state name, its rows or KeyedColumns) of each chunk of ``SNAPSHOT_CHUNK`` entries; a
     backend's scan with ``column_chunks`` decodes its chunks itself."""
     if hasattr(keyed, "column_chunks"):
         yield from keyed.column_chunks(SNAPSHOT_CHUNK)
         return
-    for chunk in _chunks(keyed, SNAPSHOT_CHUNK):
-        by_state: dict[str, list] = {}
-        for row in chunk:
-            by_state.setdefault(row[1], []).append(row)
+    for chunk in chunked(keyed, SNAPSHOT_CHUNK):
+        by_state = rows_by_state(chunk)
         del chunk
         yield from by_state.items()
 
@@ -282,7 +273,7 @@ def snapshot_to_table(snapshot: dict, subtask: int, operator: str) -> Optional[p
             used_types[name] = types[name]
     # Timer rows: (key_group, domain, timestamp, key, namespace), and in an increment a sixth
     # field, TOMBSTONE for a removed timer.
-    for chunk in _chunks(snapshot.get("timers", ()), SNAPSHOT_CHUNK):
+    for chunk in chunked(snapshot.get("timers", ()), SNAPSHOT_CHUNK):
         by_domain: dict[tuple, list] = {}
         for row in chunk:
             by_domain.setdefault((row[1], len(row) > 5 and row[5] is TOMBSTONE), []).append(row[:5])
