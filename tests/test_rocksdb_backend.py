@@ -163,6 +163,17 @@ def test_version_metadata_and_reopening(tmp_path):
     other.close()
 
 
+def test_a_store_opened_every_epoch_keeps_a_few_info_logs(tmp_path):
+    """RocksDB starts a new info LOG at every open; a store opened by every epoch's task keeps
+    the last few (Flink's state.backend.rocksdb.log.file-num: 4), not 1,000."""
+    path = tmp_path / "s"
+    for epoch in range(12):
+        b = open_store(path)
+        b.version = epoch
+        b.close()
+    assert len([f for f in os.listdir(path) if f.startswith("LOG")]) <= 5    # LOG and 4 old ones
+
+
 def test_a_store_is_reopened_by_another_process(tmp_path):
     path = tmp_path / "s"
     b = open_store(path)

@@ -736,6 +736,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         options = rd.Options(raw_mode=True)
         options.create_if_missing(True)
         options.set_paranoid_checks(True)
+        # RocksDB starts a new info LOG at every open and keeps 1,000 old ones by default: a
+        # store opened every epoch piled them up. Flink's defaults (state.backend.rocksdb.log.*).
+        options.set_keep_log_file_num(4)
+        options.set_max_log_file_size(25 << 20)
         # Reads map the store's files and read uncompressed blocks in place: a task's store is
         # often cold in its process (PySpark gives a subtask's task to either worker), and mapped
         # files are shared through the page cache, where a block cache is per process and a
