@@ -331,3 +331,29 @@ def test_timers_in_the_backends_queues(make, kind):
     part = InternalTimerService(make(kind, key_group_range=KeyGroupRange(0, 63), name="part"))
     part.restore(snapshot, KeyGroupRange(0, 63))
     assert sorted(part.snapshot(128), key=repr) == [r for r in snapshot if r[0] <= 63]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_key_that_utf8_cannot_encode_is_checkpointed_exactly(make, kind):
+    """A str key with a lone surrogate (bytes decoded with surrogateescape, as os.fsdecode does)
+    is a valid key: its snapshot keeps it exactly (pickled, with its repr as the readable key)
+    and restores it, next to text keys that stay text."""
+    from runtime.state.snapshot import snapshot_to_table, table_to_snapshot
+    odd = b"caf\xe9".decode("utf-8", "surrogateescape")
+    b = make(kind, name="a")
+    count = b.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
+    keys = [odd, "café", "plain"] + [f"k{i}" for i in range(100)]
+    for i, key in enumerate(keys):
+        b.set_current_key(key)
+        count.update(i)
+    table = snapshot_to_table({"keyed": b.snapshot(), "types": {"count": Types.LONG()}}, 0, "op")
+    by_key = dict(zip(table.column("key").to_pylist(), table.column("key_bytes").to_pylist()))
+    assert by_key["café"] is None and by_key["plain"] is None
+    assert by_key[repr(odd)] is not None
+    restored = make(kind, name="b")
+    restored.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
+    restored.restore(table_to_snapshot([table])["keyed"])
+    assert rows(restored) == rows(b)
+    again = restored.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
+    restored.set_current_key(odd)
+    assert again.value() == 0

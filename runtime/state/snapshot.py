@@ -122,13 +122,27 @@ def _namespaces(values: list) -> pa.Array:
 
 
 def _keys(keys: list) -> tuple[pa.Array, pa.Array]:
+    """The key column (text), and the exact key pickled where text cannot hold it: a key that
+    is not a str, or a str with a lone surrogate (bytes decoded with surrogateescape), which
+    UTF-8 cannot encode."""
     try:
         return pa.array(keys, pa.string()), pa.nulls(len(keys), pa.binary())
-    except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError):
+    except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError, UnicodeEncodeError):
         pass
-    readable = [k if type(k) is str else (None if k is None else repr(k)[:200]) for k in keys]
-    exact = [None if type(k) is str or k is None else pickle.dumps(k, protocol=5) for k in keys]
+    text = [k is None or _is_text(k) for k in keys]
+    readable = [k if t else repr(k)[:200] for k, t in zip(keys, text)]
+    exact = [None if t else pickle.dumps(k, protocol=5) for k, t in zip(keys, text)]
     return pa.array(readable, pa.string()), pa.array(exact, pa.binary())
+
+
+def _is_text(key) -> bool:
+    if type(key) is not str:
+        return False
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _pylist(column) -> list:
