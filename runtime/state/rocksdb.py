@@ -67,7 +67,7 @@ _KEY_CACHE = 1 << 16            # keys whose key group and encoding are kept (ho
 _PREPARED_MIN = 32              # fewer new keys in a batch: hashed one by one (NumPy's fixed cost)
 _PREFETCH_MIN = 32              # fewer keys in a batch: read one by one
 _BATCH = 10_000                 # writes per WriteBatch in a restore
-_ROWS_CHUNK = 10_000            # entries read at a time for rows of an increment
+_ROWS_CHUNK = 10_000            # entries read at a time for rows of a snapshot or an increment
 # State writes wait in a dict until this many bytes (or a scan, a snapshot, the version, close):
 # a Python call into RocksDB costs more than the write, and a key written again in the epoch is
 # written once. Flink's RocksDBWriteBatchWrapper batches the same way (for restores).
@@ -1103,11 +1103,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         for k, raw in self._entries(lower, upper):
             yield self._row(k, raw)
 
-    def snapshot(self) -> "_StoreScan":
-        """Rows (key_group, state_name, namespace, key, value) of every entry, read in key order;
-        also as column chunks (``_StoreScan.column_chunks``)."""
+    def snapshot(self) -> "_Entries":
+        """Every entry, read in key order: rows (key_group, state_name, namespace, key, value),
+        or column chunks (``_Entries.column_chunks``)."""
         self._drop_expired()
-        return _StoreScan(self)
+        return _Entries(self, self._raw_chunks)
 
     def _raw_chunks(self, size: int) -> Iterator[tuple[list, list]]:
         """(keys, values) of every keyed entry in key order, ``size`` at a time, as stored."""
@@ -1146,11 +1146,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
                                       key_groups[where], codec.column)
             yield name, ([self._row(keys[i], values[i]) for i in where] if columns is None else columns)
 
-    def changes(self) -> "_Increment":
-        """The entries changed since the last checkpoint (a deleted one as a TOMBSTONE row); also
-        as column chunks (``_Increment.column_chunks``)."""
+    def changes(self) -> "_Entries":
+        """The entries changed since the last checkpoint (a deleted one's value a TOMBSTONE), as
+        ``snapshot`` gives every entry."""
         self._drop_expired()
-        return _Increment(self)
+        return _Entries(self, self._changed_chunks)
 
     def _changed_chunks(self, size: int) -> Iterator[tuple[list, list]]:
         """(keys, values) of the changed entries in key order, ``size`` at a time, as stored now
@@ -1239,43 +1239,31 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         return queue
 
 
-class _StoreScan:
-    """A store's full snapshot: iterated, rows (key_group, state_name, namespace, key, value) in
-    key order; ``column_chunks`` gives the same entries a chunk at a time, decoded column-wise
-    where a state's codec allows (entry by entry in Python, a 5,000,000-key subtask's full
-    snapshot took about 18 s)."""
+class _Entries:
+    """A store's entries read a chunk of raw (key, value) pairs at a time (``raw_chunks(size)``,
+    a None value: deleted since the last checkpoint): every entry (a full snapshot) or the changed
+    ones (an increment). Iterated, rows; ``column_chunks`` decodes each state's entries of a chunk
+    at once where its codec allows, deletions as TOMBSTONE rows (entry by entry in Python, a
+    5,000,000-key subtask's full snapshot took about 18 s, an increment of 5,000 keys about 20 ms
+    of a small epoch's task)."""
 
-    def __init__(self, backend: RocksDBKeyedStateBackend):
+    def __init__(self, backend: RocksDBKeyedStateBackend, raw_chunks: Callable[[int], Iterator[tuple]]):
         self.backend = backend
+        self.raw_chunks = raw_chunks
 
     def __iter__(self) -> Iterator[tuple]:
-        return self.backend.entries()
-
-    def column_chunks(self, size: int) -> Iterator[tuple]:
-        for keys, values in self.backend._raw_chunks(size):
-            yield from self.backend._decode_columns(keys, values)
-
-
-class _Increment:
-    """A store's changes since the last checkpoint: iterated, rows (a deleted entry's value a
-    TOMBSTONE); ``column_chunks`` decodes the entries that are there as a full snapshot's scan
-    does (row by row, an increment of 5,000 keys took about 20 ms of a small epoch's task)."""
-
-    def __init__(self, backend: RocksDBKeyedStateBackend):
-        self.backend = backend
-
-    def __iter__(self) -> Iterator[tuple]:
-        for keys, values in self.backend._changed_chunks(_ROWS_CHUNK):
+        for keys, values in self.raw_chunks(_ROWS_CHUNK):
             yield from map(self.backend._row, keys, values)
 
     def column_chunks(self, size: int) -> Iterator[tuple]:
         backend = self.backend
-        for keys, values in backend._changed_chunks(size):
+        for keys, values in self.raw_chunks(size):
             there = [i for i, raw in enumerate(values) if raw is not None]
             if len(there) < len(keys):
                 yield from rows_by_state(backend._row(k, None) for k, raw in zip(keys, values) if raw is None).items()
-            if there:
-                yield from backend._decode_columns([keys[i] for i in there], [values[i] for i in there])
+                keys, values = [keys[i] for i in there], [values[i] for i in there]
+            if keys:
+                yield from backend._decode_columns(keys, values)
 
 
 def _columns_of(keys: pa.Array, values: pa.Array, key_groups, column: str) -> Optional[KeyedColumns]:
