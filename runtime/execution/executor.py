@@ -31,6 +31,7 @@ from runtime.connectors import committer_class, create_enumerator, reader_class,
 from runtime.connectors.base import CommitterContext, EnumeratorContext
 from runtime.execution.history import FAILED, RUNNING, ExecutionHistory, ExecutionRecord
 from runtime.execution.locality import StateLocality
+from runtime.execution.python_rdds import PythonRDDs
 from runtime.execution.options import ExecutionOptions
 from runtime.execution.spark import cancel_requested
 from runtime.graph.execution_graph import ExecutionGraph, build_execution_graph
@@ -186,12 +187,18 @@ def _task_function(run_id: str, broadcast, tdds: dict, job_parameters: dict, ack
     return run
 
 
-def _payload(row):
-    return row[1]
+def _payloads(index, rows):
+    return (row[1] for row in rows)
 
 
-def _on_edge(data_set: str):
-    return lambda row: row[1][0] == data_set
+class _OnEdge:
+    """The rows of a vertex's output that travel on one edge (its data set)."""
+
+    def __init__(self, data_set: str) -> None:
+        self.data_set = data_set
+
+    def __call__(self, index, rows):
+        return (row for row in rows if row[1][0] == self.data_set)
 
 
 # ---- the driver ------------------------------------------------------------------------
@@ -256,7 +263,8 @@ class JobRunner:
         # mode every task runs on the one executor, and the anchors would only cost py4j calls.
         local_stores = (state_backend_type(dict(stream_graph.settings.configuration)) == ROCKSDB
                         and not self.sc.master.startswith("local"))
-        self.locality = StateLocality(self.sc, [
+        self.rdds = PythonRDDs(self.sc)
+        self.locality = StateLocality(self.rdds, [
             v.id for v in self.job_graph.vertices
             if local_stores and not v.is_input_vertex and v.is_keyed])
         self.restored: dict = {}            # (vertex id, subtask) -> RestoredState for the next epoch
@@ -586,38 +594,37 @@ class JobRunner:
         return tdds, end_of_input, checkpoint_id, logged
 
     def _run_epoch(self, epoch: int, broadcast, result: JobExecutionResult):
-        from pyspark import StorageLevel
         started = time.time()
         tdds, end_of_input, checkpoint_id, logged = self._plan(epoch)
-        sc = self.sc
+        sc, py = self.sc, self.rdds
         # Acknowledgements of vertices that feed a shuffle travel in an accumulator, so their data
         # rows are never read twice; terminal vertices return theirs as the job's result.
         acks_accumulator = sc.accumulator([], _AckAccumulatorParam())
-        rdds, terminal = {}, []
+        stages, terminal, cached = {}, [], []
         for v in self.job_graph.vertices:
             outputs = self.job_graph.outputs_of(v.id)
             task = _task_function(self.run_id, broadcast, {s: tdds[(v.id, s)] for s in range(v.parallelism)},
                                   self.job_parameters, acks_accumulator if outputs else None)
             if v.is_input_vertex:
-                rdd = sc.parallelize(range(v.parallelism), v.parallelism).mapPartitionsWithIndex(task)
+                stage = py.source(v.parallelism)
             else:
-                parts = [rdds[je.source_vertex].filter(_on_edge(je.data_set))
-                         for je in self.job_graph.inputs_of(v.id)]
-                inputs = parts[0] if len(parts) == 1 else sc.union(parts)
-                rdd = self.locality.shuffled(v.id, v.parallelism, inputs).mapPartitionsWithIndex(task)
+                parts = [stages[je.source_vertex].then(_OnEdge(je.data_set)) for je in self.job_graph.inputs_of(v.id)]
+                shuffled = self.locality.anchored(v.id, v.parallelism, py.partition_by(parts, v.parallelism))
+                stage = py.rows(shuffled)
+            stage = stage.then(task)
             if len(outputs) > 1:
                 # Several consumers: without caching each shuffle would run the vertex again.
-                rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)
+                cached.append(py.persist(py.materialize(stage)))
+                stage = py.rows(cached[-1])
             if not outputs:
-                terminal.append(rdd)
-            rdds[v.id] = rdd
+                terminal.append(stage.then(_payloads))
+            stages[v.id] = stage
         sc.setJobGroup(f"sluice-{self.run_id}-{epoch}", f"{self.job_graph.job_name} epoch {epoch}")
         try:
-            collected = (terminal[0] if len(terminal) == 1 else sc.union(terminal)).map(_payload).collect()
+            collected = py.collect(terminal)
         finally:
-            for r in rdds.values():
-                if r.is_cached:
-                    r.unpersist(blocking=False)
+            for rdd in cached:
+                rdd.unpersist(False)
         logged.result()     # the epoch's plan is committed before anything it produced is
         # A recomputed task (a retry, a cache miss) acknowledges twice, with the same content,
         # unless one of the computations failed: then the epoch failed.

@@ -20,36 +20,30 @@ names a folder every executor of the host shares.
 """
 from __future__ import annotations
 
-
-def channel(c):
-    """The partition function of every shuffle into a vertex: rows are keyed by their channel,
-    the target subtask. Spark's PythonPartitioner equals another only for the same function
-    object (by id), and the union needs equal partitioners: this one, for the whole process."""
-    return c
+from runtime.execution.python_rdds import PythonRDDs
 
 
 class StateLocality:
     """The anchors of one job run's vertices whose subtasks keep local stores."""
 
-    def __init__(self, sc, vertex_ids) -> None:
-        self.sc = sc
+    def __init__(self, rdds: PythonRDDs, vertex_ids) -> None:
+        self.rdds = rdds
         self.vertex_ids = frozenset(vertex_ids)
-        self.anchors: dict = {}
+        self.anchors: dict = {}         # vertex id -> (parallelism, anchor RDD)
 
-    def shuffled(self, vertex_id, parallelism: int, inputs):
-        """``inputs`` shuffled to the vertex's subtasks, each partition preferring where its
-        subtask's local store is (for vertices without local stores, just the shuffle)."""
-        shuffled = inputs.partitionBy(parallelism, channel)
+    def anchored(self, vertex_id, parallelism: int, shuffled):
+        """The vertex's ``shuffled`` input (partitioned by ``PythonRDDs.partition_by``), each
+        partition preferring where its subtask's local store is (for vertices without local
+        stores, just the input)."""
         if vertex_id not in self.vertex_ids:
             return shuffled
-        from pyspark import StorageLevel
-        anchor = self.anchors.get(vertex_id)
-        if anchor is None or anchor.getNumPartitions() != parallelism:
-            anchor = self.sc.parallelize([], parallelism).partitionBy(parallelism, channel)
-            self.anchors[vertex_id] = anchor.persist(StorageLevel.MEMORY_AND_DISK)
-        return self.sc.union([shuffled, anchor])
+        kept = self.anchors.get(vertex_id)
+        if kept is None or kept[0] != parallelism:
+            anchor = self.rdds.partition_by(self.rdds.source(parallelism), parallelism)
+            kept = self.anchors[vertex_id] = (parallelism, self.rdds.persist(anchor))
+        return self.rdds.union([shuffled, kept[1]])
 
     def release(self) -> None:
-        for anchor in self.anchors.values():
-            anchor.unpersist(blocking=False)
+        for _, anchor in self.anchors.values():
+            anchor.unpersist(False)
         self.anchors.clear()

@@ -1,0 +1,194 @@
+"""An epoch's Spark RDDs of Python functions, built with a handful of py4j calls.
+
+PySpark's RDD API builds each PythonRDD with about 17 round trips to the JVM (the environment
+map, include list and broadcast list converted again for every function, classes looked up by
+reflection, the broadcast threshold and barrier flag asked each time), and an epoch builds
+several: 40-odd round trips of ~0.5 ms, a tenth of a small epoch. A ``PythonRDDs`` keeps these
+Java objects for its SparkContext's life and makes the same RDDs as PySpark's
+``mapPartitionsWithIndex`` / ``partitionBy`` / ``union`` / ``persist`` / ``collect`` (a
+``SimplePythonFunction`` in a ``PythonRDD``; a ``PairwiseRDD`` partitioned by a
+``PythonPartitioner``) with one or two calls each.
+
+It rests on what PySpark's own ``RDD._jrdd`` and ``_prepare_for_python_RDD`` use
+(``sc._jvm``, ``sc._javaAccumulator``, ``sc._pickled_broadcast_vars``, ``sc._python_includes``),
+held to the pinned pyspark by the test suite, which runs every job through it.
+
+A ``Stage`` is a Python function over a JVM RDD's rows not built yet, so that functions chain in
+one Python worker pass (as PySpark pipelines them); ``materialize`` makes it a JVM RDD.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from pyspark.serializers import (AutoBatchedSerializer, BatchedSerializer, CloudPickleSerializer,
+                                 CPickleSerializer, NoOpSerializer, pack_long)
+
+# Rows travel as pickled lists: written in batches sized by PySpark's AutoBatchedSerializer,
+# read (from a PythonRDD or a shuffle's batches) one list at a time.
+_ROWS_OUT = AutoBatchedSerializer(CPickleSerializer())
+_ROWS_IN = BatchedSerializer(CPickleSerializer())
+SHUFFLE_BATCH = 1024        # rows per pickled batch a shuffle writes (PySpark's default batch)
+
+
+def channel(c):
+    """The partition function of every shuffle: rows are keyed by their channel, the target
+    subtask. Spark's PythonPartitioner equals another only for the same function id, and
+    ``union`` needs equal partitioners (see execution/locality.py): one function per process."""
+    return c
+
+
+class _Chain:
+    """``second`` over the rows ``first`` yields, in the same pass (PySpark's pipelining)."""
+
+    def __init__(self, first: Callable, second: Callable) -> None:
+        self.first, self.second = first, second
+
+    def __call__(self, index: int, rows: Iterator):
+        return self.second(index, self.first(index, rows))
+
+
+def _no_input(index: int, rows: Iterator) -> Iterator:
+    # The input of a source stage (an empty parallelized partition) is read to its end: a Python
+    # worker that leaves input unread is not given back to Spark's pool but replaced.
+    for _ in rows:
+        pass
+    return iter(())
+
+
+class _ShuffleKeys:
+    """Rows ``(channel, value)`` as a PairwiseRDD reads them: the target partition packed as a
+    long, then a pickled batch of that partition's rows (PySpark's ``add_shuffle_key``)."""
+
+    def __init__(self, parallelism: int) -> None:
+        self.parallelism = parallelism
+
+    def __call__(self, index: int, rows: Iterator) -> Iterator[bytes]:
+        dumps = CPickleSerializer().dumps
+        buckets: dict = {}
+        for row in rows:
+            p = row[0] % self.parallelism
+            bucket = buckets.setdefault(p, [])
+            bucket.append(row)
+            if len(bucket) >= SHUFFLE_BATCH:
+                yield pack_long(p)
+                yield dumps(bucket)
+                buckets[p] = []
+        for p, bucket in buckets.items():
+            if bucket:
+                yield pack_long(p)
+                yield dumps(bucket)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """``func(partition index, rows)`` over the rows of the JVM RDD ``parent`` (read with
+    ``deserializer``), not built yet."""
+    parent: object
+    func: Callable
+    deserializer: object = _ROWS_IN
+
+    def then(self, func: Callable) -> "Stage":
+        return Stage(self.parent, _Chain(self.func, func), self.deserializer)
+
+
+class PythonRDDs:
+    """Builds one SparkContext's RDDs of Python functions (not thread-safe: one builder per
+    thread that builds)."""
+
+    def __init__(self, sc) -> None:
+        self.sc = sc
+        jvm = sc._jvm
+        self._jvm = jvm
+        self._python_rdd = jvm.org.apache.spark.api.python.PythonRDD
+        self._function = jvm.org.apache.spark.api.python.SimplePythonFunction
+        self._pairwise = jvm.org.apache.spark.api.python.PairwiseRDD
+        self._env = jvm.java.util.HashMap()
+        for k, v in sc.environment.items():
+            self._env.put(k, v)
+        self._includes = jvm.java.util.ArrayList()
+        for path in sc._python_includes:
+            self._includes.add(path)
+        self._threshold = jvm.org.apache.spark.api.python.PythonUtils.getBroadcastThreshold(sc._jsc)
+        self._broadcast_lists: dict = {}
+        self._partitioners: dict = {}
+        self._empty: dict = {}
+        self._pickler = CloudPickleSerializer()
+        # spark.python.profile: the per-RDD profiles PySpark's show_profiles() prints.
+        self._profiling = (sc.profiler_collector is not None
+                           and sc.getConf().get("spark.python.profile", "false") == "true")
+
+    def source(self, parallelism: int) -> Stage:
+        """A stage of ``parallelism`` partitions without input rows."""
+        empty = self._empty.get(parallelism)
+        if empty is None:
+            empty = self._empty[parallelism] = self.sc.parallelize([], parallelism)._jrdd.rdd()
+        return Stage(empty, _no_input)
+
+    def rows(self, rdd) -> Stage:
+        """A stage over the rows of a JVM RDD made here (pickled batches)."""
+        return Stage(rdd, _pass)
+
+    def materialize(self, stage: Stage, serializer=_ROWS_OUT):
+        """The stage as a JVM RDD (a PythonRDD) whose rows ``serializer`` writes."""
+        profiler = self.sc.profiler_collector.new_profiler(self.sc) if self._profiling else None
+        function = self._python_function((stage.func, profiler, stage.deserializer, serializer))
+        rdd = self._python_rdd(stage.parent, function, False, False)
+        if profiler is not None:
+            self.sc.profiler_collector.add_profiler(rdd.id(), profiler)
+        return rdd
+
+    def partition_by(self, stages, parallelism: int):
+        """The rows ``(channel, value)`` of the stage (or stages) shuffled into ``parallelism``
+        partitions, partition i holding channel i's rows (PySpark's ``partitionBy`` with
+        ``channel``), in one shuffle."""
+        keys = _ShuffleKeys(parallelism)
+        keyed = self.union([self.materialize(s.then(keys), NoOpSerializer())
+                            for s in (stages if isinstance(stages, list) else [stages])])
+        partitioner = self._partitioners.get(parallelism)
+        if partitioner is None:
+            partitioner = self._partitioners[parallelism] = \
+                self._jvm.org.apache.spark.api.python.PythonPartitioner(parallelism, id(channel))
+        pairs = self._pairwise(keyed).asJavaPairRDD().partitionBy(partitioner)
+        return self._python_rdd.valueOfPair(pairs).rdd()
+
+    def union(self, rdds: list):
+        """One RDD of the rows of all (with equal partitioners, partition i of each together:
+        Spark's PartitionerAwareUnionRDD)."""
+        union = rdds[0]
+        for rdd in rdds[1:]:
+            union = union.union(rdd)
+        return union
+
+    def persist(self, rdd):
+        rdd.persist(self._jvm.org.apache.spark.storage.StorageLevel.MEMORY_AND_DISK())
+        return rdd
+
+    def collect(self, stages: list) -> list:
+        """The rows of the stages, in one Spark job."""
+        from pyspark import RDD
+        rdds = [self.materialize(s) for s in stages]
+        return RDD(self.union(rdds).toJavaRDD(), self.sc, _ROWS_OUT).collect()
+
+    def _python_function(self, command: tuple):
+        sc = self.sc
+        pickled = self._pickler.dumps(command)
+        if len(pickled) > self._threshold:
+            # As PySpark does: a large command travels as a broadcast (freed with the RDD).
+            pickled = self._pickler.dumps(sc.broadcast(pickled))
+        used = tuple(sc._pickled_broadcast_vars)        # the broadcasts the command refers to
+        sc._pickled_broadcast_vars.clear()
+        key = tuple(id(b) for b in used)
+        if key not in self._broadcast_lists:
+            if len(self._broadcast_lists) > 64:         # a long-lived context's earlier runs
+                self._broadcast_lists.clear()
+            java_list = self._jvm.java.util.ArrayList()
+            for b in used:
+                java_list.add(b._jbroadcast)
+            self._broadcast_lists[key] = (java_list, used)     # ``used`` keeps the ids unique
+        return self._function(bytearray(pickled), self._env, self._includes, sc.pythonExec,
+                              sc.pythonVer, self._broadcast_lists[key][0], sc._javaAccumulator)
+
+
+def _pass(index: int, rows: Iterator) -> Iterator:
+    return rows
