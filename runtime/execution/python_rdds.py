@@ -103,6 +103,7 @@ class PythonRDDs:
         self._python_rdd = jvm.org.apache.spark.api.python.PythonRDD
         self._function = jvm.org.apache.spark.api.python.SimplePythonFunction
         self._pairwise = jvm.org.apache.spark.api.python.PairwiseRDD
+        self._value_of_pair = self._python_rdd.valueOfPair
         self._env = jvm.java.util.HashMap()
         for k, v in sc.environment.items():
             self._env.put(k, v)
@@ -150,7 +151,7 @@ class PythonRDDs:
             partitioner = self._partitioners[parallelism] = \
                 self._jvm.org.apache.spark.api.python.PythonPartitioner(parallelism, id(channel))
         pairs = self._pairwise(keyed).asJavaPairRDD().partitionBy(partitioner)
-        return self._python_rdd.valueOfPair(pairs).rdd()
+        return self._value_of_pair(pairs).rdd()
 
     def union(self, rdds: list):
         """One RDD of the rows of all (with equal partitioners, partition i of each together:
