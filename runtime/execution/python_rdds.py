@@ -173,12 +173,14 @@ class PythonRDDs:
 
     def _python_function(self, command: tuple):
         sc = self.sc
-        pickled = self._pickler.dumps(command)
-        if len(pickled) > self._threshold:
-            # As PySpark does: a large command travels as a broadcast (freed with the RDD).
-            pickled = self._pickler.dumps(sc.broadcast(pickled))
-        used = tuple(sc._pickled_broadcast_vars)        # the broadcasts the command refers to
-        sc._pickled_broadcast_vars.clear()
+        try:
+            pickled = self._pickler.dumps(command)
+            if len(pickled) > self._threshold:
+                # As PySpark does: a large command travels as a broadcast (freed with the RDD).
+                pickled = self._pickler.dumps(sc.broadcast(pickled))
+            used = tuple(sc._pickled_broadcast_vars)    # the broadcasts the command refers to
+        finally:
+            sc._pickled_broadcast_vars.clear()          # a failed pickling leaves none behind
         key = tuple(id(b) for b in used)
         if key not in self._broadcast_lists:
             if len(self._broadcast_lists) > 64:         # a long-lived context's earlier runs
