@@ -96,3 +96,14 @@ def test_a_large_function_travels_as_a_broadcast(spark, size):
         yield index, len(ballast)
     got = py.collect([py.source(2).then(rows)])
     assert sorted(got) == [(0, len(ballast)), (1, len(ballast))]
+
+
+def test_a_module_the_program_ships_by_value_stays_registered_after_a_job(spark, tmp_path):
+    """A job ships the program's own modules by value for its pickling and then stops: a module
+    the program registered itself (this one, above) stays registered, as these tests need."""
+    from runtime.common import Types
+    from runtime_env import job_env
+    env = job_env(tmp_path, 1)
+    assert sorted(env.from_collection([3, 1, 2], type_info=Types.INT()).map(lambda x: x * 2).execute_and_collect("shipped")) \
+        == [2, 4, 6]
+    assert __name__ in cloudpickle.list_registry_pickle_by_value()

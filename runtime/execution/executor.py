@@ -824,7 +824,11 @@ def dumps_by_value(obj) -> bytes:
     # Ship the job's own classes and functions by value, as PyFlink ships the job's files.
     from pyspark import cloudpickle
     registered = []
+    # Modules the program registered itself stay registered after the job's pickling.
+    already = cloudpickle.list_registry_pickle_by_value()
     for module in _user_modules():
+        if module.__name__ in already:
+            continue
         try:
             cloudpickle.register_pickle_by_value(module)
             registered.append(module)
