@@ -100,7 +100,7 @@ def test_simple_string_encoder_writes_javas_to_string_of_declared_records(spark,
 def _listing(folder, out):
     """A map that writes what ``folder`` holds when it sees the first record of an epoch."""
     def record(line):
-        if line in ("line-010", "line-020"):
+        if line in ("line-010", "line-020", "line-030"):
             names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
             with open(os.path.join(out, line + ".json"), "w") as f:
                 json.dump(names, f)
@@ -110,8 +110,10 @@ def _listing(folder, out):
 
 def test_in_progress_files_stay_hidden_until_the_checkpoint_that_covers_them(spark, tmp_path):
     """Checkpoints after epochs 1, 3, 5: while epoch 1 runs nothing is visible (epoch 0's parts
-    are in progress or rolled but not committed); while epoch 2 runs, the parts rolled by the end of
-    epoch 1 are visible and the part still in progress is a hidden segment."""
+    are in progress or rolled but not committed). The checkpoint after epoch 1 completes in the
+    background while epoch 2 runs (as Flink's notifyCheckpointComplete comes when it comes): then
+    at most the parts rolled by the end of epoch 1 are visible. Epoch 3 starts after it completed:
+    exactly those parts are visible, and the parts rolled or written since are hidden segments."""
     lines = [f"line-{i:03d}" for i in range(40)]
     out = tmp_path / "out"
     env = job_env(tmp_path, epoch__max_records_per_split=10)
@@ -120,14 +122,20 @@ def test_in_progress_files_stay_hidden_until_the_checkpoint_that_covers_them(spa
      .map(_listing(str(out), str(tmp_path)), output_type=Types.STRING())
      .sink_to(row_sink(out)))
     env.execute("hidden files")
-    during_epoch_1 = json.loads((tmp_path / "line-010.json").read_text())
-    during_epoch_2 = json.loads((tmp_path / "line-020.json").read_text())
-    assert during_epoch_1 and all(re.fullmatch(rf"\.pre-{UUID}-\d\.txt\.inprogress\.{UUID}", n) for n in during_epoch_1)
-    parts = chunks_by_size(lines[:20], 50)     # [0-5], [6-11], [12-17] rolled; [18, 19] in progress
-    shown = [n for n in during_epoch_2 if not n.startswith(".")]
-    assert [int(n.rsplit("-", 1)[1][:-4]) for n in shown] == list(range(len(parts) - 1))
-    assert [n for n in during_epoch_2 if n.startswith(".")] and \
-        all(".inprogress." in n and f"-{len(parts) - 1}.txt" in n for n in during_epoch_2 if n.startswith("."))
+    during = {e: json.loads((tmp_path / f"line-0{e}0.json").read_text()) for e in (1, 2, 3)}
+    assert during[1] and all(re.fullmatch(rf"\.pre-{UUID}-\d\.txt\.inprogress\.{UUID}", n) for n in during[1])
+    committed = list(range(len(chunks_by_size(lines[:20], 50)) - 1))  # [0-5], [6-11], [12-17]; [18, 19] in progress
+
+    def shown_parts(names):
+        return [int(n.rsplit("-", 1)[1][:-4]) for n in names if not n.startswith(".")]
+
+    def hidden_names(names):
+        return [n for n in names if n.startswith(".")]
+    assert set(shown_parts(during[2])) <= set(committed)
+    assert hidden_names(during[2]) and all(".inprogress." in n for n in hidden_names(during[2]))
+    assert shown_parts(during[3]) == committed
+    assert hidden_names(during[3]) and all(
+        ".inprogress." in n and int(re.search(r"-(\d+)\.txt", n).group(1)) >= len(committed) for n in hidden_names(during[3]))
     assert sorted(line for n in visible(out) for line in (out / n).read_text().splitlines()) == lines
 
 
