@@ -25,7 +25,7 @@ def _received(index, rows):
 
 
 def _two_stages(py, count=2 * SHUFFLE_BATCH + 5):
-    shuffled = py.partition_by(py.source(2).then(_numbers(count)), 3)
+    shuffled = py.partition_by([py.source(2).then(_numbers(count))], 3)
     return py.collect([py.rows(shuffled).then(_received)])
 
 
@@ -70,7 +70,7 @@ def test_a_source_stage_gives_its_python_workers_back(spark):
 def test_an_epoch_is_built_with_a_few_jvm_round_trips(spark, monkeypatch):
     from py4j import clientserver
     py = PythonRDDs(spark.sparkContext)
-    py.materialize(py.rows(py.partition_by(py.source(2).then(_numbers(3)), 2)).then(_received))
+    py.materialize(py.rows(py.partition_by([py.source(2).then(_numbers(3))], 2)).then(_received))
     calls = []
     send = clientserver.ClientServerConnection.send_command
     me = threading.get_ident()
@@ -80,7 +80,7 @@ def test_an_epoch_is_built_with_a_few_jvm_round_trips(spark, monkeypatch):
             calls.append(command.split("\n")[:3])
         return send(self, command)
     monkeypatch.setattr(clientserver.ClientServerConnection, "send_command", counted)
-    py.materialize(py.rows(py.partition_by(py.source(2).then(_numbers(3)), 2)).then(_received))
+    py.materialize(py.rows(py.partition_by([py.source(2).then(_numbers(3))], 2)).then(_received))
     # Two functions and PythonRDDs, the pairwise RDD, its partitioning and values: PySpark's
     # API took 30-odd for the same.
     assert len(calls) <= 10, calls

@@ -39,7 +39,7 @@ class StateLocality:
             return shuffled
         kept = self.anchors.get(vertex_id)
         if kept is None or kept[0] != parallelism:
-            anchor = self.rdds.partition_by(self.rdds.source(parallelism), parallelism)
+            anchor = self.rdds.partition_by([self.rdds.source(parallelism)], parallelism)
             kept = self.anchors[vertex_id] = (parallelism, self.rdds.persist(anchor))
         return self.rdds.union([shuffled, kept[1]])
 

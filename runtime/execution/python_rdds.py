@@ -4,7 +4,7 @@ PySpark's RDD API builds each PythonRDD with about 17 round trips to the JVM (th
 map, include list and broadcast list converted again for every function, classes looked up by
 reflection, the broadcast threshold and barrier flag asked each time), and an epoch builds
 several: 40-odd round trips of ~0.5 ms, a tenth of a small epoch. A ``PythonRDDs`` keeps these
-Java objects for its SparkContext's life and makes the same RDDs as PySpark's
+Java objects for the job run that made it and makes the same RDDs as PySpark's
 ``mapPartitionsWithIndex`` / ``partitionBy`` / ``union`` / ``persist`` / ``collect`` (a
 ``SimplePythonFunction`` in a ``PythonRDD``; a ``PairwiseRDD`` partitioned by a
 ``PythonPartitioner``) with one or two calls each.
@@ -33,8 +33,9 @@ SHUFFLE_BATCH = 1024        # rows per pickled batch a shuffle writes (PySpark's
 
 def channel(c):
     """The partition function of every shuffle: rows are keyed by their channel, the target
-    subtask. Spark's PythonPartitioner equals another only for the same function id, and
-    ``union`` needs equal partitioners (see execution/locality.py): one function per process."""
+    subtask (``_ShuffleKeys`` applies it inline). Its id names the shuffle's PythonPartitioner,
+    which equals another only for the same id, and ``union`` needs equal partitioners (see
+    execution/locality.py): one function per process."""
     return c
 
 
@@ -139,13 +140,12 @@ class PythonRDDs:
             self.sc.profiler_collector.add_profiler(rdd.id(), profiler)
         return rdd
 
-    def partition_by(self, stages, parallelism: int):
-        """The rows ``(channel, value)`` of the stage (or stages) shuffled into ``parallelism``
-        partitions, partition i holding channel i's rows (PySpark's ``partitionBy`` with
-        ``channel``), in one shuffle."""
+    def partition_by(self, stages: list, parallelism: int):
+        """The rows ``(channel, value)`` of the stages shuffled into ``parallelism`` partitions,
+        partition i holding channel i's rows (PySpark's ``partitionBy`` with ``channel``), in one
+        shuffle."""
         keys = _ShuffleKeys(parallelism)
-        keyed = self.union([self.materialize(s.then(keys), NoOpSerializer())
-                            for s in (stages if isinstance(stages, list) else [stages])])
+        keyed = self.union([self.materialize(s.then(keys), NoOpSerializer()) for s in stages])
         partitioner = self._partitioners.get(parallelism)
         if partitioner is None:
             partitioner = self._partitioners[parallelism] = \
@@ -183,7 +183,7 @@ class PythonRDDs:
             sc._pickled_broadcast_vars.clear()          # a failed pickling leaves none behind
         key = tuple(id(b) for b in used)
         if key not in self._broadcast_lists:
-            if len(self._broadcast_lists) > 64:         # a long-lived context's earlier runs
+            if len(self._broadcast_lists) > 64:         # a command sent as a broadcast: new each time
                 self._broadcast_lists.clear()
             java_list = self._jvm.java.util.ArrayList()
             for b in used:
