@@ -182,6 +182,25 @@ print(json.dumps(out))
 """
 
 
+def test_a_store_error_is_read_by_its_code_not_by_digits_in_a_key_or_request_id(monkeypatch):
+    """Error texts in the forms Arrow's S3 filesystem and delta-rs give; the first as a CI run got
+    it from moto: a missing bucket's error named a preflight key whose random hex held "403", and
+    was read as refused credentials."""
+    from runtime.storage.filesystems import diagnose
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:55855")
+    missing = ("When initiating multiple part upload for key 'warehouse/.sluice-preflight-9694c89d6e6544faa32a"
+               "49880a740390' in bucket 'no-such-bucket': AWS Error NO_SUCH_BUCKET during CreateMultipartUpload "
+               "operation: The specified bucket does not exist (Request ID: Q7OBGoJODbY5RcmvSiwimp82JWEzfsyv39L)")
+    assert diagnose("s3", "s3://no-such-bucket/warehouse", "sluice.warehouse", missing) == (
+        "the bucket 'no-such-bucket' does not exist at http://127.0.0.1:55855: create it, or fix the bucket "
+        "in sluice.warehouse")
+    refused = ("When getting information for key 'warehouse' in bucket 'b': AWS Error ACCESS_DENIED during "
+               "HeadObject operation: No response body. (HTTP status 403)")
+    for text in (refused, "Generic S3 error: response error, status: 403 Forbidden"):
+        assert diagnose("s3", "s3://b/warehouse", "sluice.warehouse", text).startswith(
+            "the credentials were refused by http://127.0.0.1:55855: set AWS_ACCESS_KEY_ID")
+
+
 @pytest.mark.parametrize("problem", ["no bucket", "wrong credentials", "unreachable endpoint", "no input bucket",
                                      "no output bucket"])
 def test_a_store_that_cannot_be_reached_fails_before_the_first_epoch(s3, tmp_path, problem):

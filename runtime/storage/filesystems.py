@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import uuid
 from urllib.parse import unquote, urlparse
 
@@ -227,23 +228,28 @@ def _check(location: str, setting: str, failure: str, probe) -> None:
     try:
         probe()
     except (OSError, ValueError) as e:
-        raise StorageException(f"{location} {failure}: {_diagnose(scheme, location, setting, str(e))}\n"
+        raise StorageException(f"{location} {failure}: {diagnose(scheme, location, setting, str(e))}\n"
                                f"  ({type(e).__name__}: {str(e).strip()[:500]})") from None
 
 
-def _diagnose(scheme: str, location: str, setting: str, error: str) -> str:
+_FORBIDDEN = re.compile(r"access denied|access_denied|invalid_?access_?key|signature|forbidden|credentials|\b403\b")
+
+
+def diagnose(scheme: str, location: str, setting: str, error: str) -> str:
+    """What a store's error text says is wrong with ``location``, and the fix."""
     text = error.lower()
     if scheme not in ("s3", "s3a"):
         return f"check {_store_settings(scheme)} and {setting}"
     bucket = urlparse(location).netloc
     endpoint = os.environ.get("AWS_ENDPOINT_URL") or "the AWS default endpoint"
-    if any(w in text for w in ("access denied", "access_denied", "invalid_access_key", "invalidaccesskeyid",
-                               "signature", "forbidden", "credentials", "403")):
-        return (f"the credentials were refused by {endpoint}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
-                f"(and AWS_SESSION_TOKEN for temporary ones) to a key with access to '{bucket}'")
+    # The server's error code before a status: an object key or a request id in the text may
+    # hold any digits (a preflight key with "...a740390..." read as HTTP 403).
     if any(w in text for w in ("no_such_bucket", "nosuchbucket", "bucket does not exist")):
         return (f"the bucket '{bucket}' does not exist at {endpoint}: create it, or fix the bucket in "
                 f"{setting}")
+    if _FORBIDDEN.search(text):
+        return (f"the credentials were refused by {endpoint}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+                f"(and AWS_SESSION_TOKEN for temporary ones) to a key with access to '{bucket}'")
     if any(w in text for w in ("curlcode", "connect", "timed out", "timeout", "resolve", "network")):
         return f"the endpoint {endpoint} cannot be reached: fix AWS_ENDPOINT_URL (and AWS_REGION)"
     return f"check {_store_settings(scheme)}"
