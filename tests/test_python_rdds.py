@@ -57,6 +57,38 @@ def test_several_inputs_are_shuffled_together_and_several_outputs_cached(spark):
     assert sorted(twice) == sorted(once + once)
 
 
+def _worker(index, rows):
+    import os
+    return [(index, os.getpid(), sum(1 for _ in rows))]
+
+
+def _to_one_channel(index, rows):
+    return [(0, row) for row in _worker(index, rows)]
+
+
+def _values(index, rows):
+    return [value for _, value in rows]
+
+
+def test_a_pinned_stage_runs_each_partition_in_a_worker_of_its_own_every_time(spark):
+    """Partition i of a pinned stage runs in the Python worker pool of slot i, so one worker
+    sees partition i epoch after epoch (where PySpark gives a task the first idle worker), and
+    its function is told its partition, also when it feeds a shuffle or is collected with
+    another stage."""
+    py = PythonRDDs(spark.sparkContext)
+    rounds = []
+    for _ in range(4):
+        pinned = py.rows(py.partition_by([py.source(2).then(_numbers(30))], 3), pinned=3)
+        again = py.partition_by([pinned.then(_to_one_channel)], 1)
+        rows = py.collect([py.rows(again).then(_values), pinned.then(_worker)])
+        assert sorted((i, n) for i, _, n in rows) == [(i, 20) for i in range(3) for _ in range(2)]
+        workers = {i: {pid for j, pid, _ in rows if j == i} for i in range(3)}
+        assert all(len(pids) == 1 for pids in workers.values()), workers     # both times in one worker
+        rounds.append(workers)
+    assert all(r == rounds[0] for r in rounds), rounds      # the same worker for a partition each time
+    assert len(set.union(*rounds[0].values())) == 3         # and a worker of its own
+
+
 def test_a_source_stage_gives_its_python_workers_back(spark):
     """A worker that leaves its (empty) input unread is not reused by Spark but replaced by a
     new process: then every stage of every epoch forked workers."""

@@ -259,14 +259,14 @@ class JobRunner:
         # Fails with Flink's NoResourceAvailableException when the cluster has too few slots.
         required = sum(slots_required_per_group(self.execution_graph).values())
         self.slot_plan = compute_slot_plan(self.execution_graph, task_managers(self.spark, required))
-        # Subtasks with keyed state in local stores (rocksdb) run where their stores are; in local
-        # mode every task runs on the one executor, and the anchors would only cost py4j calls.
-        local_stores = (state_backend_type(dict(stream_graph.settings.configuration)) == ROCKSDB
-                        and not self.sc.master.startswith("local"))
+        # Subtasks with keyed state in local stores (rocksdb) each run in a Python worker of their
+        # own, which keeps the store open, on the executor where their stores are; in local mode
+        # every task runs on the one executor, and the anchors would only cost py4j calls.
+        self.local_stores = frozenset(
+            v.id for v in self.job_graph.vertices if not v.is_input_vertex and v.is_keyed
+            and state_backend_type(dict(stream_graph.settings.configuration)) == ROCKSDB)
         self.rdds = PythonRDDs(self.sc)
-        self.locality = StateLocality(self.rdds, [
-            v.id for v in self.job_graph.vertices
-            if local_stores and not v.is_input_vertex and v.is_keyed])
+        self.locality = StateLocality(self.rdds, () if self.sc.master.startswith("local") else self.local_stores)
         self.restored: dict = {}            # (vertex id, subtask) -> RestoredState for the next epoch
         self.task_watermarks: dict = {}     # (vertex id, subtask) -> TaskWatermarks for the next epoch
         self.replay: list = []              # logged plans of epochs after the restored checkpoint
@@ -610,7 +610,7 @@ class JobRunner:
             else:
                 parts = [stages[je.source_vertex].then(_OnEdge(je.data_set)) for je in self.job_graph.inputs_of(v.id)]
                 shuffled = self.locality.anchored(v.id, v.parallelism, py.partition_by(parts, v.parallelism))
-                stage = py.rows(shuffled)
+                stage = py.rows(shuffled, pinned=v.parallelism if v.id in self.local_stores else 0)
             stage = stage.then(task)
             if len(outputs) > 1:
                 # Several consumers: without caching each shuffle would run the vertex again.

@@ -15,9 +15,17 @@ held to the pinned pyspark by the test suite, which runs every job through it.
 
 A ``Stage`` is a Python function over a JVM RDD's rows not built yet, so that functions chain in
 one Python worker pass (as PySpark pipelines them); ``materialize`` makes it a JVM RDD.
+
+A *pinned* stage runs each of its partitions in a Python worker pool of its own: Spark keeps a
+pool of workers per environment, so partition i's function carries ``SLUICE_SLOT=i`` in its
+environment, over partition i of the input alone (a ``PartitionPruningRDD``), and the stage is
+their union. A reused worker then sees the same subtask every epoch, and keeps its local state
+store open between tasks (runtime.state.kept_stores); PySpark otherwise gives a task the first
+idle worker.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -29,6 +37,7 @@ from pyspark.serializers import (AutoBatchedSerializer, BatchedSerializer, Cloud
 _ROWS_OUT = AutoBatchedSerializer(CPickleSerializer())
 _ROWS_IN = BatchedSerializer(CPickleSerializer())
 SHUFFLE_BATCH = 1024        # rows per pickled batch a shuffle writes (PySpark's default batch)
+SLOT = "SLUICE_SLOT"        # a pinned stage's partition index, in its Python workers' environment
 
 
 def channel(c):
@@ -47,6 +56,17 @@ class _Chain:
 
     def __call__(self, index: int, rows: Iterator):
         return self.second(index, self.first(index, rows))
+
+
+class _Pinned:
+    """``func`` of a pinned stage: partition i runs over an RDD of that partition alone (index
+    0), in the worker pool whose environment says ``SLUICE_SLOT=i``."""
+
+    def __init__(self, func: Callable) -> None:
+        self.func = func
+
+    def __call__(self, index: int, rows: Iterator):
+        return self.func(int(os.environ[SLOT]), rows)
 
 
 def _no_input(index: int, rows: Iterator) -> Iterator:
@@ -88,9 +108,10 @@ class Stage:
     parent: object
     func: Callable
     deserializer: object = _ROWS_IN
+    pinned: int = 0         # > 0: the parent's partitions, each run in a worker pool of its own
 
     def then(self, func: Callable) -> "Stage":
-        return Stage(self.parent, _Chain(self.func, func), self.deserializer)
+        return Stage(self.parent, _Chain(self.func, func), self.deserializer, self.pinned)
 
 
 class PythonRDDs:
@@ -102,8 +123,9 @@ class PythonRDDs:
         jvm = sc._jvm
         self._jvm = jvm
         self._python_rdd = jvm.org.apache.spark.api.python.PythonRDD
-        self._function = jvm.org.apache.spark.api.python.SimplePythonFunction
+        self._python_function = jvm.org.apache.spark.api.python.SimplePythonFunction
         self._pairwise = jvm.org.apache.spark.api.python.PairwiseRDD
+        self._partition_pruning = jvm.org.apache.spark.rdd.PartitionPruningRDD
         self._value_of_pair = self._python_rdd.valueOfPair
         self._env = jvm.java.util.HashMap()
         for k, v in sc.environment.items():
@@ -115,6 +137,7 @@ class PythonRDDs:
         self._broadcast_lists: dict = {}
         self._partitioners: dict = {}
         self._empty: dict = {}
+        self._slots: dict = {}          # partition index -> (its environment, the set of it alone)
         self._pickler = CloudPickleSerializer()
         # spark.python.profile: the per-RDD profiles PySpark's show_profiles() prints.
         self._profiling = (sc.profiler_collector is not None
@@ -127,15 +150,22 @@ class PythonRDDs:
             empty = self._empty[parallelism] = self.sc.parallelize([], parallelism)._jrdd.rdd()
         return Stage(empty, _no_input)
 
-    def rows(self, rdd) -> Stage:
-        """A stage over the rows of a JVM RDD made here (pickled batches)."""
-        return Stage(rdd, _pass)
+    def rows(self, rdd, pinned: int = 0) -> Stage:
+        """A stage over the rows of a JVM RDD made here (pickled batches); ``pinned``: its
+        number of partitions, each to run in a Python worker pool of its own."""
+        return Stage(rdd, _pass, pinned=pinned)
 
     def materialize(self, stage: Stage, serializer=_ROWS_OUT):
-        """The stage as a JVM RDD (a PythonRDD) whose rows ``serializer`` writes."""
+        """The stage as a JVM RDD (a PythonRDD, or for a pinned stage the union of one per
+        partition) whose rows ``serializer`` writes."""
         profiler = self.sc.profiler_collector.new_profiler(self.sc) if self._profiling else None
-        function = self._python_function((stage.func, profiler, stage.deserializer, serializer))
-        rdd = self._python_rdd(stage.parent, function, False, False)
+        func = _Pinned(stage.func) if stage.pinned else stage.func
+        command = self._command((func, profiler, stage.deserializer, serializer))
+        if stage.pinned:
+            rdd = self.union([self._python_rdd(self._pruning(stage.parent, i), self._function(command, self._slot(i)[0]),
+                                               False, False) for i in range(stage.pinned)])
+        else:
+            rdd = self._python_rdd(stage.parent, self._function(command, self._env), False, False)
         if profiler is not None:
             self.sc.profiler_collector.add_profiler(rdd.id(), profiler)
         return rdd
@@ -171,7 +201,23 @@ class PythonRDDs:
         rdds = [self.materialize(s) for s in stages]
         return RDD(self.union(rdds).toJavaRDD(), self.sc, _ROWS_OUT).collect()
 
-    def _python_function(self, command: tuple):
+    def _slot(self, index: int) -> tuple:
+        slot = self._slots.get(index)
+        if slot is None:
+            env = self._jvm.java.util.HashMap(self._env)
+            env.put(SLOT, str(index))
+            only = self._jvm.java.util.HashSet()
+            only.add(index)
+            # A Scala Set is an Int => Boolean: the partition filter of a PartitionPruningRDD.
+            slot = self._slots[index] = (env, self._jvm.scala.jdk.javaapi.CollectionConverters.asScala(only))
+        return slot
+
+    def _pruning(self, rdd, index: int):
+        """Partition ``index`` of ``rdd`` alone (its preferred locations too)."""
+        return self._partition_pruning.create(rdd, self._slot(index)[1])
+
+    def _command(self, command: tuple) -> tuple:
+        """The pickled command and the Java list of the broadcasts it refers to."""
         sc = self.sc
         try:
             pickled = self._pickler.dumps(command)
@@ -189,8 +235,13 @@ class PythonRDDs:
             for b in used:
                 java_list.add(b._jbroadcast)
             self._broadcast_lists[key] = (java_list, used)     # ``used`` keeps the ids unique
-        return self._function(bytearray(pickled), self._env, self._includes, sc.pythonExec,
-                              sc.pythonVer, self._broadcast_lists[key][0], sc._javaAccumulator)
+        return bytearray(pickled), self._broadcast_lists[key][0]
+
+    def _function(self, command: tuple, env):
+        pickled, broadcasts = command
+        sc = self.sc
+        return self._python_function(pickled, env, self._includes, sc.pythonExec, sc.pythonVer, broadcasts,
+                                     sc._javaAccumulator)
 
 
 def _pass(index: int, rows: Iterator) -> Iterator:

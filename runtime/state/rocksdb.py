@@ -1,7 +1,9 @@
 """Keyed state in an embedded RocksDB store (Flink's EmbeddedRocksDBStateBackend), on ``rocksdict``.
 
 The store is a directory the caller chooses (a subtask's local directory, kept across epochs);
-``close()`` releases RocksDB's lock so that another process can open it next epoch.
+``close()`` releases RocksDB's lock so that another process can open it. A reused PySpark
+worker keeps its store open between tasks instead (``dispose``, ``open``:
+runtime.state.kept_stores).
 
 Key layout, after Flink's (one key space; Flink uses a column family per state):
 
@@ -30,15 +32,18 @@ value is re-encoded typed when it is next written.
 The version: ``backend.version`` is what the store was at when it was opened (None when it
 was never set, or the store holds another key-group range or max parallelism). Opening a
 store removes its version from disk, so a store whose writer died mid-epoch says nothing;
-setting ``version`` writes it and flushes the store (the write-ahead log is off: the epoch's
-checkpoint in Delta is the durable copy), and any later write removes it again.
+setting ``version`` writes it and flushes the store in the background (the write-ahead log is
+off: the epoch's checkpoint in Delta is the durable copy), and any later write removes it again.
+A store kept open is checked the same way, against the version in its memory.
 """
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import shutil
 import struct
+import time
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 import numpy as np
@@ -52,6 +57,7 @@ from runtime.state.backend import (
     TOMBSTONE, TTL_PREFIX, VOID_NAMESPACE, AggregatingStateOps, KeyedColumns, KeyedStateBackend, MapStateReads,
     ReducingStateOps, StateBase, TimerQueue, Untracked, ValueStateOps, chunked, iter_rows, refuse_per_entry_ttl,
     rows_by_state, wall_clock_ms)
+from runtime.state import kept_stores
 from runtime.state.key_groups import KeyGroupRange, assign_key_groups, assign_to_key_group
 
 __all__ = ["RocksDBKeyedStateBackend", "RocksDBTimerQueue", "StateStoreException",
@@ -74,6 +80,8 @@ _ROWS_CHUNK = 10_000            # entries read at a time for rows of a snapshot 
 _WRITE_BUFFER = 32 << 20
 _COMPACT_AFTER = 16 << 20       # bytes an epoch writes before its store is compacted at its end
 _ABSENT = object()
+log = logging.getLogger(__name__)
+RELEASE_WAIT_S = 2.0            # how long an open waits for another process to release the store
 _POP_BATCH = 256
 # One block cache per process, shared by every store it opens (Flink shares one among a slot's
 # RocksDB instances: state.backend.rocksdb.memory.managed). A Python worker outlives its tasks,
@@ -683,33 +691,57 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
 
     def __init__(self, operator_name: str, key_group_range: KeyGroupRange, max_parallelism: int,
                  path: str, clock: Optional[Callable[[], int]] = None, temporary: bool = False):
-        self.operator_name = operator_name
-        self.key_group_range = key_group_range
-        self.max_parallelism = max_parallelism
         self.path = os.path.abspath(path)
         self.temporary = temporary
         self.local = not temporary
-        self.now = clock or wall_clock_ms
-        self.states: dict[str, _RocksState] = {}
-        self.timer_queues: dict[str, RocksDBTimerQueue] = {}
-        self.changed: dict[bytes, bool] = {}       # state entry key -> present at the last checkpoint
-        self.pending: dict[bytes, Optional[bytes]] = {}    # writes not yet in the store (None: a delete)
-        self._pending_bytes = 0
         self._written = 0               # bytes written into the store since it was opened
-        self.current_key: Any = None
-        self.kg, self.kenc = b"\x00\x00", encode_key(None)
         self._key_cache: dict = {}
-        self._batch: Optional[dict] = None          # the keys of the batch being processed
-        self._prefetched: dict = {}                 # entry key -> stored bytes, read for the batch
-        self._prefetched_sids: set = set()
-        self._last_read: Optional[bytes] = None
-        self._last_present = False
         self.db = self._open()
         self._meta = self._read_meta()
         self._sids: dict[str, tuple] = {}          # name -> (sid bytes, codec)
         self._names: dict[bytes, tuple] = {}       # sid bytes -> (name, codec)
         for name, (sid, type_info) in self._meta["states"].items():
             self._index_state(name, sid, type_info)
+        self._begin(operator_name, key_group_range, max_parallelism, clock)
+
+    @classmethod
+    def open(cls, operator_name: str, key_group_range: KeyGroupRange, max_parallelism: int, path: str,
+             clock: Optional[Callable[[], int]] = None) -> "RocksDBKeyedStateBackend":
+        """The local store at ``path`` for a task: the one this process kept open since its last
+        task there (runtime.state.kept_stores), else opened."""
+        kept = kept_stores.take(os.path.abspath(path))
+        if kept is not None:
+            if kept._same_directory():
+                kept._begin(operator_name, key_group_range, max_parallelism, clock)
+                return kept
+            # Its folder was removed or replaced since: never trusted, and its files are gone.
+            log.warning("%s: RocksDB state store %s was removed while this process kept it open; "
+                        "opening it anew (the task rebuilds it from the checkpoint)", operator_name, kept.path)
+            try:
+                kept.close()
+            except Exception:       # RocksDB cannot finish its files in a folder that is gone
+                kept.db = None
+        return cls(operator_name, key_group_range, max_parallelism, path, clock=clock)
+
+    def _begin(self, operator_name: str, key_group_range: KeyGroupRange, max_parallelism: int,
+               clock: Optional[Callable[[], int]]) -> None:
+        """Ready the open store for a task."""
+        self.operator_name = operator_name
+        self.key_group_range = key_group_range
+        self.max_parallelism = max_parallelism
+        self.now = clock or wall_clock_ms
+        self.states: dict[str, _RocksState] = {}
+        self.timer_queues: dict[str, RocksDBTimerQueue] = {}
+        self.changed: dict[bytes, bool] = {}       # state entry key -> present at the last checkpoint
+        self.pending: dict[bytes, Optional[bytes]] = {}    # writes not yet in the store (None: a delete)
+        self._pending_bytes = 0
+        self.current_key: Any = None
+        self.kg, self.kenc = b"\x00\x00", encode_key(None)
+        self._batch: Optional[dict] = None          # the keys of the batch being processed
+        self._prefetched: dict = {}                 # entry key -> stored bytes, read for the batch
+        self._prefetched_sids: set = set()
+        self._last_read: Optional[bytes] = None
+        self._last_present = False
         stored_range = self._meta.get("key_group_range")
         self._opened_version = self._meta.get("version") if (
             stored_range == _range_tuple(key_group_range)
@@ -743,9 +775,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         # An open reads its files' footers on 16 new threads by default: for a store of a few
         # files, starting them cost more than the reads (an open of 500,000 keys: 14.4 -> 8.9 ms).
         options.set_max_file_opening_threads(1)
-        # Reads map the store's files and read uncompressed blocks in place: a task's store is
-        # often cold in its process (PySpark gives a subtask's task to either worker), and mapped
-        # files are shared through the page cache, where a block cache is per process and a
+        # Reads map the store's files and read uncompressed blocks in place: a store is cold in
+        # its process after a rebuild or a move to another worker, and mapped files are shared
+        # through the page cache, where a block cache is per process and a
         # compressed block is decompressed into it at every first read. 5,000 gets from a fresh
         # process, 5,000,000 keys: 57 ms compressed and cached, 28 ms mapped. The price is about
         # three times the disk space of a compressed store. Index and filter blocks stay with
@@ -761,20 +793,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         # and only rarely rewrites the whole state: leveled compaction rewrote it every few epochs,
         # and a store closed after each task cut those compactions short, so their files piled up.
         options.set_compaction_style(rd.DBCompactionStyle.universal())
-        try:
-            db = rd.Rdict(self.path, options)
-        except Exception as e:
-            text = str(e)
-            low = text.lower()
-            if "lock" in low:
-                raise StateStoreInUseException(self.path, f"is in use by another process or backend "
-                                                          f"(close() the one that has it): {text}") from e
-            if "no space" in low or "permission denied" in low or "read-only" in low:
-                raise StateStoreException(self.path, f"cannot be written ({text}): choose a writable local "
-                                                     f"directory with free space for the task's state "
-                                                     f"(state.backend.rocksdb.localdir)") from e
-            raise CorruptStateStoreException(self.path, f"cannot be opened, it is damaged: {text}. Remove the "
-                                                        f"directory and rebuild it from the checkpoint") from e
+        db = self._locked_open(rd, options)
+        self._lock_inode = _inode(os.path.join(self.path, "LOCK"))
         # Scans read the whole state (a snapshot, the keys of a state, expired entries): they do
         # not push the blocks the epoch's gets need out of the shared cache.
         self._scan_options = rd.ReadOptions()
@@ -784,6 +804,42 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         db.set_write_options(write)
         self._rd = rd
         return db
+
+    def _locked_open(self, rd, options):
+        """The store opened; when another process keeps it open between its tasks, that one is
+        asked to close it (it does at once, unless a task of its own is using it)."""
+        deadline = None
+        try:
+            while True:
+                try:
+                    return rd.Rdict(self.path, options)
+                except Exception as e:
+                    text = str(e)
+                    low = text.lower()
+                    if "lock" not in low:
+                        raise self._open_failure(text, low) from e
+                    if deadline is None and kept_stores.request_release(self.path):
+                        deadline = time.monotonic() + RELEASE_WAIT_S
+                    if deadline is None or time.monotonic() > deadline:
+                        raise StateStoreInUseException(
+                            self.path, f"is in use by another process or backend (close() the one that "
+                                       f"has it): {text}") from e
+                    time.sleep(0.002)
+        finally:
+            if deadline is not None:
+                kept_stores.withdraw_request(self.path)
+
+    def _open_failure(self, text: str, low: str) -> StateStoreException:
+        if "no space" in low or "permission denied" in low or "read-only" in low:
+            return StateStoreException(self.path, f"cannot be written ({text}): choose a writable local "
+                                                  f"directory with free space for the task's state "
+                                                  f"(state.backend.rocksdb.localdir)")
+        return CorruptStateStoreException(self.path, f"cannot be opened, it is damaged: {text}. Remove the "
+                                                     f"directory and rebuild it from the checkpoint")
+
+    def _same_directory(self) -> bool:
+        """Whether the store's directory is still the one it opened (not removed or replaced)."""
+        return _inode(os.path.join(self.path, "LOCK")) == self._lock_inode
 
     def _read_meta(self) -> dict:
         try:
@@ -813,7 +869,10 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def _write_meta(self, flush: bool = False) -> None:
         self.db.put(META_KEY, pickle.dumps(self._meta, protocol=_PICKLE))
         if flush:
-            self.db.flush(True)
+            # In the background: a store kept open is at its version in memory, and a close waits
+            # for the flush. A process that dies before it ends leaves the store at an earlier
+            # version on disk (memtables reach disk whole and in order), which is not trusted.
+            self.db.flush(False)
 
     @property
     def version(self):
@@ -825,9 +884,9 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         self.flush()        # the version says the store holds everything written before it
         if self._written >= _COMPACT_AFTER:
             # A bulk epoch (a build, a rebuild) leaves runs that overlap over the whole key range.
-            # A store is open only while its task runs: RocksDB starts merging them at every open
-            # and the close cuts the merge short, so each small epoch after it paid for a merge
-            # that never ends (its gets at half the CPU). Merged once, here, they stay merged.
+            # Merged in the background, they would cost the next epochs' gets half the CPU (and a
+            # store closed after its task cut that merge short at every open). Merged once, here,
+            # they stay merged.
             self.db.compact_range(None, None)
             self._written = 0
         self._meta["version"] = value
@@ -845,16 +904,31 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         db = getattr(self, "db", None)
         if db is None:
             return
+        kept_stores.discard(self)
         self.flush()
         self.db = None
+        self._detach()
+        db.close()
+        del db
+
+    def _detach(self) -> None:
         for queue in self.timer_queues.values():
             queue.backend = None
         self.timer_queues = {}
         self.states = {}
-        db.close()
-        del db
 
     def dispose(self) -> None:
+        """The task is done with the store: a reused PySpark worker keeps it open at the version
+        the task set, for its next task on it (runtime.state.kept_stores); otherwise it is closed
+        (and a temporary one removed)."""
+        if self.db is not None and self._versioned and not self.temporary and kept_stores.keeps_stores():
+            self.flush()
+            self._detach()
+            self._batch = None
+            self._forget_prefetched()
+            self._key_cache.clear()
+            kept_stores.keep(self)
+            return
         self.close()
         if self.temporary:
             shutil.rmtree(self.path, ignore_errors=True)
@@ -1297,6 +1371,13 @@ def _columns_of(keys: pa.Array, values: pa.Array, key_groups, column: str) -> Op
 def _tail(array: pa.Array, start: int) -> pa.Array:
     """Each binary value from byte ``start`` on (pyarrow 23's binary_slice fails without a stop)."""
     return pc.binary_slice(array, start, max(start, pc.max(pc.binary_length(array)).as_py() or 0))
+
+
+def _inode(path: str) -> Optional[int]:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
 
 
 def _range_tuple(key_group_range) -> Optional[tuple]:

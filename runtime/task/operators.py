@@ -153,25 +153,29 @@ def create_keyed_state_backend(node, ctx: TaskContext, clock) -> KeyedStateBacke
         from runtime.state.rocksdb import (
             CorruptStateStoreException, RocksDBKeyedStateBackend, StateStoreInUseException)
 
-        def store(path: str, temporary: bool) -> RocksDBKeyedStateBackend:
+        def temporary() -> RocksDBKeyedStateBackend:
             return RocksDBKeyedStateBackend(node.operator_name, ctx.key_group_range, ctx.max_parallelism,
-                                            path, clock=clock, temporary=temporary)
+                                            tempfile.mkdtemp(prefix="sluice-state-"), clock=clock, temporary=True)
+
+        def local(path: str) -> RocksDBKeyedStateBackend:
+            return RocksDBKeyedStateBackend.open(node.operator_name, ctx.key_group_range, ctx.max_parallelism,
+                                                 path, clock=clock)
 
         if not ctx.state_dir:
-            return store(tempfile.mkdtemp(prefix="sluice-state-"), True)
+            return temporary()
         path = os.path.join(ctx.state_dir, node.operator_id)
         try:
-            return store(path, False)
+            return local(path)
         except CorruptStateStoreException as e:
             # Never trusted: removed, and rebuilt from the checkpoint's files (a miss).
             log.warning("%s %s: %s; rebuilding it from the checkpoint", node.operator_name, ctx.subtask_label, e)
             RocksDBKeyedStateBackend.destroy(path)
-            return store(path, False)
+            return local(path)
         except StateStoreInUseException as e:
             # Another attempt of this subtask holds it (a speculative or orphaned task): this one
             # rebuilds into a store of its own, removed when it ends.
             log.warning("%s %s: %s; using a temporary store", node.operator_name, ctx.subtask_label, e)
-            return store(tempfile.mkdtemp(prefix="sluice-state-"), True)
+            return temporary()
     return HeapKeyedStateBackend(node.operator_name, ctx.key_group_range, ctx.max_parallelism, clock=clock)
 
 
