@@ -162,8 +162,7 @@ class PythonRDDs:
         func = _Pinned(stage.func) if stage.pinned else stage.func
         command = self._command((func, profiler, stage.deserializer, serializer))
         if stage.pinned:
-            rdd = self.union([self._python_rdd(self._pruning(stage.parent, i), self._function(command, self._slot(i)[0]),
-                                               False, False) for i in range(stage.pinned)])
+            rdd = self.union([self._slot_rdd(stage.parent, command, i) for i in range(stage.pinned)])
         else:
             rdd = self._python_rdd(stage.parent, self._function(command, self._env), False, False)
         if profiler is not None:
@@ -212,9 +211,12 @@ class PythonRDDs:
             slot = self._slots[index] = (env, self._jvm.scala.jdk.javaapi.CollectionConverters.asScala(only))
         return slot
 
-    def _pruning(self, rdd, index: int):
-        """Partition ``index`` of ``rdd`` alone (its preferred locations too)."""
-        return self._partition_pruning.create(rdd, self._slot(index)[1])
+    def _slot_rdd(self, parent, command: tuple, index: int):
+        """The command over partition ``index`` of ``parent`` alone (a PartitionPruningRDD, which
+        keeps the partition's preferred locations), in slot ``index``'s pool of workers."""
+        env, only = self._slot(index)
+        return self._python_rdd(self._partition_pruning.create(parent, only), self._function(command, env),
+                                False, False)
 
     def _command(self, command: tuple) -> tuple:
         """The pickled command and the Java list of the broadcasts it refers to."""

@@ -27,8 +27,8 @@ import signal
 import threading
 from typing import Optional, Protocol
 
-__all__ = ["KEPT_BY", "MAX_KEPT", "RELEASE_REQUEST", "close_all", "discard", "keep", "keeps_stores",
-           "kept_paths", "request_release", "take", "withdraw_request"]
+__all__ = ["KEPT_BY", "MAX_KEPT", "RELEASE_REQUEST", "discard", "keep", "keeps_stores", "request_release",
+           "take", "withdraw_request"]
 
 KEPT_BY = "SLUICE-KEPT-BY"              # the pid of the process that keeps the store open
 RELEASE_REQUEST = "SLUICE-RELEASE"      # another process asks the keeper to close it
@@ -88,16 +88,6 @@ def discard(store: KeptStore) -> None:
     if _kept.get(store.path) is store:
         del _kept[store.path]
     _advertised.pop(store.path, None)
-
-
-def kept_paths() -> list:
-    return list(_kept)
-
-
-def close_all() -> None:
-    """Close every store this process keeps (a test's clean-up, a tool that is done)."""
-    while _kept:
-        _kept.pop(next(iter(_kept))).close()
 
 
 def request_release(path: str) -> bool:
