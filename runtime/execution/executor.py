@@ -262,9 +262,9 @@ class JobRunner:
         # Subtasks with keyed state in local stores (rocksdb) each run in a Python worker of their
         # own, which keeps the store open, on the executor where their stores are; in local mode
         # every task runs on the one executor, and the anchors would only cost py4j calls.
-        self.local_stores = frozenset(
-            v.id for v in self.job_graph.vertices if not v.is_input_vertex and v.is_keyed
-            and state_backend_type(dict(stream_graph.settings.configuration)) == ROCKSDB)
+        rocksdb = state_backend_type(dict(stream_graph.settings.configuration)) == ROCKSDB
+        self.local_stores = frozenset(v.id for v in self.job_graph.vertices
+                                      if rocksdb and not v.is_input_vertex and v.is_keyed)
         self.rdds = PythonRDDs(self.sc)
         self.locality = StateLocality(self.rdds, () if self.sc.master.startswith("local") else self.local_stores)
         self.restored: dict = {}            # (vertex id, subtask) -> RestoredState for the next epoch
