@@ -405,12 +405,27 @@ class TaskOperator:
             self.fail(e, None)
         return out
 
-    def flat_map(self, f: Callable, values: list, timestamps: list) -> None:
+    def each_keyed(self, f: Callable, values: list, input_index: int = 0, drain: bool = False) -> list:
+        """``each``, with each record's key current in the keyed backend while ``f`` runs: PyFlink
+        runs a map, flat_map or filter of a keyed stream (and a CoMap/CoFlatMap of two keyed
+        streams) as a keyed process function, so its state is per key. ``drain``: what ``f``
+        yields is drained while its key is current (a generator runs lazily)."""
+        if self.backend is None or self.key_selectors[max(input_index - 1, 0)] is None:
+            return self.each(f, values)
+        set_current_key = self.backend.set_current_key
+
+        def keyed(value, key):
+            set_current_key(key)
+            result = f(value)
+            return list(result) if drain and result is not None else result
+        return self.each(keyed, values, self.keys_of(values, input_index))
+
+    def flat_map(self, f: Callable, values: list, timestamps: list, input_index: int = 0) -> None:
         """Emit what ``f`` gives for each record (a list, a generator, or None for nothing),
         with the record's timestamp. ``f`` is called once per record (``each``); what it gives
         is drained here, and a failure while draining names its record: the results iterator
         has handed out exactly up to that record."""
-        results = self.each(f, values)
+        results = self.each_keyed(f, values, input_index, drain=True)
         out: list = []
         pending = iter(results)
         try:
@@ -444,7 +459,8 @@ class SourceOperator(TaskOperator):
 
 class StreamMap(TaskOperator):
     def process_batch(self, values, timestamps, input_index):
-        self.output.collect(self.each(fn.method_of(self.spec.function, "map"), values), timestamps)
+        self.output.collect(self.each_keyed(fn.method_of(self.spec.function, "map"), values, input_index),
+                            timestamps)
 
 
 def extreme(pick, timestamps: list):
@@ -465,7 +481,7 @@ def _no_timestamps(timestamps: list) -> bool:
 
 class StreamFlatMap(TaskOperator):
     def process_batch(self, values, timestamps, input_index):
-        self.flat_map(fn.method_of(self.spec.function, "flat_map"), values, timestamps)
+        self.flat_map(fn.method_of(self.spec.function, "flat_map"), values, timestamps, input_index)
 
 
 _is_not_none = partial(is_not, None)
@@ -473,7 +489,7 @@ _is_not_none = partial(is_not, None)
 
 class StreamFilter(TaskOperator):
     def process_batch(self, values, timestamps, input_index):
-        keep = self.each(fn.method_of(self.spec.function, "filter"), values)
+        keep = self.each_keyed(fn.method_of(self.spec.function, "filter"), values, input_index)
         self.output.collect(list(compress(values, keep)), list(compress(timestamps, keep)))
 
 
@@ -569,13 +585,13 @@ class CoProcessOperator(_ProcessBase):
 class CoStreamMap(TaskOperator):
     def process_batch(self, values, timestamps, input_index):
         f = self.spec.function.map1 if input_index == 1 else self.spec.function.map2
-        self.output.collect(self.each(f, values), timestamps)
+        self.output.collect(self.each_keyed(f, values, input_index), timestamps)
 
 
 class CoStreamFlatMap(TaskOperator):
     def process_batch(self, values, timestamps, input_index):
         f = self.spec.function.flat_map1 if input_index == 1 else self.spec.function.flat_map2
-        self.flat_map(f, values, timestamps)
+        self.flat_map(f, values, timestamps, input_index)
 
 
 def with_field(record, position, value):
