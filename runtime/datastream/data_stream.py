@@ -8,9 +8,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
 
 from runtime.common.time import to_millis
+from runtime.common.typeinfo import TypeInformation, Types
 from runtime.common.watermark_strategy import WatermarkStrategy
 from runtime.datastream import functions as fn
 from runtime.datastream import partitioner as part
+from runtime.datastream.key_selector import KeyByKeySelector
 from runtime.datastream.connectors.base import Sink
 from runtime.datastream.connectors.delta import DeltaSink
 from runtime.datastream.connectors.file_system import FileSink
@@ -340,11 +342,16 @@ class DataStream:
             ds.key_by(lambda r: r[0])       # a function (or KeySelector)
             ds.key_by("word")               # a field, by name or index, of the declared type
         """
+        if key_type is not None and not isinstance(key_type, TypeInformation):
+            raise TypeError(f"key_by(): key_type must be a TypeInformation such as Types.STRING(), "
+                            f"got {key_type!r}")
         if isinstance(key_selector, (int, str)) and not isinstance(key_selector, bool):
             resolve_field(self._t.output_type, key_selector, f"key_by({key_selector!r})")
-            selector = FieldKeySelector(key_selector)
+            selector = FieldKeySelector(key_selector)      # hashed as the field's Java value
         else:
-            selector = fn.as_function(key_selector, fn.KeySelector, "key_by")
+            # As PyFlink: keyed by the key as key_type, or by its pickled bytes (key_selector.py).
+            selector = KeyByKeySelector(fn.as_function(key_selector, fn.KeySelector, "key_by"),
+                                        key_type if key_type is not None else Types.PICKLED_BYTE_ARRAY())
         t = self._env._add(PartitionTransformation(
             id=self._env._new_id(), name="Partition", output_type=self._t.output_type,
             input=self._t, partitioner=part.KeyGroupStreamPartitioner(key_selector=selector)))

@@ -160,6 +160,7 @@ class KeyedStateBackend(ABC):
 
     operator_name: str
     max_parallelism: int
+    key_type: Any = None       # how keys hash into key groups (runtime.state.key_groups)
     key_group_range: Any
     states: dict               # state name -> its state object (``.descriptor``)
     current_key: Any = None

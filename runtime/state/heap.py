@@ -315,7 +315,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
                 continue
             entries = list(table.items())
             # Hashing every key to its group is the bulk of a snapshot: vectorised, once per state.
-            key_groups = assign_key_groups([key for (key, _), _ in entries], self.max_parallelism).tolist()
+            key_groups = assign_key_groups([key for (key, _), _ in entries], self.max_parallelism,
+                                           self.key_type).tolist()
             for key_group, ((key, ns), value) in zip(key_groups, entries):
                 yield key_group, name, ns, key, value
 
@@ -334,7 +335,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
                     entries.append((slot, TOMBSTONE))
             if not entries:
                 continue
-            key_groups = assign_key_groups([key for (key, _), _ in entries], self.max_parallelism).tolist()
+            key_groups = assign_key_groups([key for (key, _), _ in entries], self.max_parallelism,
+                                           self.key_type).tolist()
             for key_group, ((key, ns), value) in zip(key_groups, entries):
                 yield key_group, name, ns, key, value
 

@@ -38,11 +38,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import pickle
 import struct
 
 import numpy as np
 
-__all__ = ["java_hash_code", "murmur_hash", "to_int32"]
+from runtime.common import typeinfo as ti
+from runtime.datastream.key_selector import ListKey, plain_key
+
+__all__ = ["java_hash_code", "key_by_hash", "murmur_hash", "pickled_key", "to_int32", "typed_hash_code"]
 
 _MASK32 = 0xFFFFFFFF
 _INT32_MIN = -(1 << 31)
@@ -53,6 +57,8 @@ _CANONICAL_NAN_BITS = 0x7FF8000000000000
 _EPOCH_UTC = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _DOUBLE = struct.Struct(">d")
 _LONG = struct.Struct(">Q")
+_FLOAT = struct.Struct(">f")
+_INT = struct.Struct(">I")
 
 
 def to_int32(value: int) -> int:
@@ -196,6 +202,96 @@ def java_hash_code(value) -> int:
         "str/int/float/bool/bytes/tuple/Row keys (or date/datetime/Decimal), "
         "or a key selector returning one"
     )
+
+
+# ---------------------------------------------------------------------------- key_by keys
+#
+# PyFlink 2.3 (pyflink/datastream/data_stream.py key_by) keys a stream by
+# ``Row.of(key)``, the key being the Java value of ``key_type``, or without one
+# the key's pickled bytes (``Types.PICKLED_BYTE_ARRAY()``: cloudpickle.dumps,
+# protocol 5, which for data is ``pickle.dumps(key, 5)``), through
+# org.apache.flink.streaming.api.functions.python.KeyByKeySelector. The key
+# group comes from that Row's hashCode: RowUtils.deepHashCodeRow, i.e.
+# ``31 * kind + deepHashCodeInternal(fields)``, kind INSERT being 0.
+
+
+def pickled_key(key) -> bytes:
+    """The bytes PyFlink hashes for a key of ``key_by`` without a ``key_type``."""
+    return pickle.dumps(plain_key(key) if isinstance(key, ListKey) else key, 5)
+
+
+def _poly(hashes, h: int = 1) -> int:
+    for x in hashes:
+        h = (31 * h + x) & _MASK32
+    return to_int32(h)
+
+
+def _float_hash(value: float) -> int:
+    # Float.floatToIntBits: NaN canonical.
+    return 0x7FC00000 if value != value else to_int32(_INT.unpack(_FLOAT.pack(value))[0])
+
+
+_BASIC_HASHES = {     # by the type's name (BasicTypeInfo's str)
+    "String": lambda v: _string_hash(v) if isinstance(v, str) else _type_error(v, "a str"),
+    "Boolean": lambda v: 1231 if v else 1237,
+    "Byte": lambda v: to_int32(int(v)),
+    "Short": lambda v: to_int32(int(v)),
+    "Integer": lambda v: to_int32(int(v)),
+    "Long": lambda v: _long_hash(int(v)),
+    "Float": lambda v: _float_hash(float(v)),
+    "Double": lambda v: _double_hash(float(v)),
+    "Char": lambda v: ord(v),
+    "BigInteger": lambda v: _big_integer_hash(int(v)),
+    "BigDecimal": lambda v: _decimal_hash(decimal.Decimal(v)),
+}
+
+
+def _type_error(value, expected: str):
+    raise TypeError(f"key_by: the key {value!r} is not {expected}, as its key_type says: "
+                    f"return such keys from the key selector, or change key_type")
+
+
+def typed_hash_code(value, key_type) -> int:
+    """Java ``hashCode()`` of ``value`` held as the Java value of ``key_type``."""
+    if value is None:
+        return 0
+    if isinstance(key_type, ti.BasicTypeInfo) and str(key_type) in _BASIC_HASHES:
+        return _BASIC_HASHES[str(key_type)](value)
+    if isinstance(key_type, ti.TupleTypeInfo):
+        # Flink's TupleN.hashCode: 31 * result + f_i.hashCode(), from 0.
+        return _poly(map(typed_hash_code, value, key_type.get_field_types()), 0)
+    if isinstance(key_type, ti.RowTypeInfo):
+        return _poly(map(_deep_hash_code, value, key_type.get_field_types()))
+    if isinstance(key_type, ti.PickledBytesTypeInfo):
+        return java_hash_code(value)   # only reached for the bytes a pickled key already is
+    if isinstance(key_type, (ti.DateTypeInfo, ti.TimeTypeInfo, ti.TimestampTypeInfo, ti.LocalTimeTypeInfo,
+                             ti.InstantTypeInfo)):
+        return java_hash_code(value)
+    raise TypeError(f"key_by: key_type {key_type} is not supported for keys: use a basic type, "
+                    f"Types.TUPLE, Types.ROW or no key_type (the key is then pickled, as in PyFlink)")
+
+
+def _deep_hash_code(value, key_type) -> int:
+    """Flink's RowUtils.deepHashCodeInternal of ``value`` held as the Java value of ``key_type``."""
+    if value is None:
+        return 0
+    if isinstance(key_type, ti.PickledBytesTypeInfo):
+        return to_int32(31 + _bytes_hash(pickled_key(value)))
+    if isinstance(key_type, ti.PrimitiveArrayTypeInfo):
+        # Arrays.hashCode(prim[]) inside Arrays.deepHashCode(new Object[]{value}).
+        element = key_type.get_element_type()
+        units = value if not isinstance(value, (bytes, bytearray)) else [b - 256 if b > 127 else b for b in value]
+        return to_int32(31 + _poly(typed_hash_code(v, element) for v in units))
+    if isinstance(key_type, (ti.BasicArrayTypeInfo, ti.ObjectArrayTypeInfo)):
+        element = key_type.get_element_type()
+        return _poly(_deep_hash_code(v, element) for v in value)
+    return to_int32(31 + typed_hash_code(value, key_type))
+
+
+def key_by_hash(key, key_type) -> int:
+    """The hashCode of the key PyFlink's ``key_by(selector, key_type)`` routes ``key`` by:
+    ``Row.of(key)``, ``key`` held as ``key_type`` (``PICKLED_BYTE_ARRAY``: its pickled bytes)."""
+    return to_int32(31 + _deep_hash_code(key, key_type))
 
 
 def murmur_hash(code: int) -> int:

@@ -5,6 +5,13 @@ key group to operator ``keyGroup * parallelism / maxParallelism``. Both must
 agree with Java Flink exactly, so hashing goes through
 :func:`runtime.state.java_hash.java_hash_code`.
 
+``key_type`` says which Java value a key is: ``None`` for the key's own Java
+value (a field key, as Java Flink hashes ``keyBy`` on a field); else the key
+``key_by(selector, key_type)`` makes, PyFlink's ``Row.of(key)`` of the key as
+``key_type``, ``Types.PICKLED_BYTE_ARRAY()`` when none was given
+(:func:`runtime.state.java_hash.key_by_hash`). :func:`key_type_of` reads it
+from a key selector.
+
 The vectorised functions take pyarrow arrays (or chunked arrays), numpy
 arrays or plain sequences and return ``int32`` numpy arrays equal, element by
 element, to the scalar functions. Integer columns follow the scalar rule per
@@ -21,7 +28,8 @@ from typing import ClassVar, Iterator
 import numpy as np
 import pyarrow as pa
 
-from runtime.state.java_hash import java_hash_code, murmur_hash
+from runtime.common.typeinfo import PickledBytesTypeInfo
+from runtime.state.java_hash import java_hash_code, key_by_hash, murmur_hash, pickled_key
 
 __all__ = [
     "DEFAULT_LOWER_BOUND_MAX_PARALLELISM",
@@ -37,6 +45,8 @@ __all__ = [
     "compute_key_group_range_for_operator_index",
     "compute_operator_index_for_key_group",
     "java_hash_codes",
+    "key_hash_code",
+    "key_type_of",
     "murmur_hash_array",
 ]
 
@@ -152,16 +162,27 @@ def compute_operator_index_for_key_group(max_parallelism: int, parallelism: int,
     return key_group * parallelism // max_parallelism
 
 
-def assign_to_key_group(key, max_parallelism: int) -> int:
+def key_type_of(key_selector):
+    """The ``key_type`` a key selector's keys are hashed as: what ``key_by`` gave it (PyFlink's
+    ``PICKLED_BYTE_ARRAY`` when nothing), ``None`` for a field key (hashed as it is)."""
+    return getattr(key_selector, "key_type", None)
+
+
+def key_hash_code(key, key_type=None) -> int:
+    """The Java hashCode Flink computes the key group of ``key`` from (see the module doc)."""
+    return java_hash_code(key) if key_type is None else key_by_hash(key, key_type)
+
+
+def assign_to_key_group(key, max_parallelism: int, key_type=None) -> int:
     """Key group of ``key``; ``None`` raises ``ValueError`` as in Flink."""
     if key is None:
         raise ValueError(_NULL_KEY_MESSAGE)
-    return murmur_hash(java_hash_code(key)) % max_parallelism
+    return murmur_hash(key_hash_code(key, key_type)) % max_parallelism
 
 
-def assign_key_to_parallel_operator(key, max_parallelism: int, parallelism: int) -> int:
+def assign_key_to_parallel_operator(key, max_parallelism: int, parallelism: int, key_type=None) -> int:
     """Index of the parallel operator instance that owns ``key``."""
-    return assign_to_key_group(key, max_parallelism) * parallelism // max_parallelism
+    return assign_to_key_group(key, max_parallelism, key_type) * parallelism // max_parallelism
 
 
 def compute_key_group_range_for_operator_index(
@@ -438,6 +459,25 @@ def _hash_values(values) -> tuple[np.ndarray, int]:
     return _hash_values(values.tolist())
 
 
+def _key_by_hashes(values, key_type) -> tuple[np.ndarray, int]:
+    """:func:`key_by_hash` of each value, and how many are null. Pickled keys are pickled one
+    by one, their bytes hashed vectorised; Row.of(x) adds 31 + 31 to x's hash for a scalar x."""
+    if not isinstance(values, list):
+        values = values.to_pylist() if isinstance(values, (pa.Array, pa.ChunkedArray)) else list(values)
+    nulls = sum(v is None for v in values)
+    if isinstance(key_type, PickledBytesTypeInfo) and not nulls:
+        hashes = _binary_hashes(pa.array(list(map(pickled_key, values)), pa.binary()))
+    elif str(key_type) == "String" and values and all(type(v) is str for v in values):
+        hashes = _hash_values(values)[0]
+    else:
+        return np.fromiter((key_by_hash(v, key_type) for v in values), dtype=np.int32, count=len(values)), nulls
+    return (hashes.view(np.uint32) + np.uint32(62)).view(np.int32), nulls
+
+
+def _key_hashes(values, key_type) -> tuple[np.ndarray, int]:
+    return _hash_values(values) if key_type is None else _key_by_hashes(values, key_type)
+
+
 def java_hash_codes(values) -> np.ndarray:
     """Element-wise :func:`java_hash_code` as an ``int32`` array (nulls hash to 0).
 
@@ -449,10 +489,10 @@ def java_hash_codes(values) -> np.ndarray:
     return _hash_values(values)[0]
 
 
-def assign_key_groups(values, max_parallelism: int) -> np.ndarray:
+def assign_key_groups(values, max_parallelism: int, key_type=None) -> np.ndarray:
     """Element-wise :func:`assign_to_key_group` as an ``int32`` array."""
     _check_max_parallelism(max_parallelism)
-    hashes, null_count = _hash_values(values)
+    hashes, null_count = _key_hashes(values, key_type)
     if null_count:
         raise ValueError(f"{_NULL_KEY_MESSAGE} ({null_count} of {len(hashes)} keys are null)")
     key_groups = murmur_hash_array(hashes)
@@ -463,10 +503,10 @@ def assign_key_groups(values, max_parallelism: int) -> np.ndarray:
     return key_groups
 
 
-def assign_operator_indexes(values, max_parallelism: int, parallelism: int) -> np.ndarray:
+def assign_operator_indexes(values, max_parallelism: int, parallelism: int, key_type=None) -> np.ndarray:
     """Element-wise :func:`assign_key_to_parallel_operator` as an ``int32`` array."""
     check_parallelism_preconditions(parallelism, max_parallelism)
-    indexes = assign_key_groups(values, max_parallelism)
+    indexes = assign_key_groups(values, max_parallelism, key_type)
     # key_group * parallelism < 2**30, so int32 cannot overflow.
     indexes *= parallelism
     indexes //= max_parallelism

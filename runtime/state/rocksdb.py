@@ -1056,7 +1056,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         except TypeError:       # unhashable: not cached
             cached = None
         if cached is None:
-            kg = assign_to_key_group(key, self.max_parallelism).to_bytes(2, "big")
+            kg = assign_to_key_group(key, self.max_parallelism, self.key_type).to_bytes(2, "big")
             cached = (kg, encode_key(key))
             if len(self._key_cache) >= _KEY_CACHE:
                 self._key_cache.clear()
@@ -1095,7 +1095,7 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
             return
         if len(cache) + len(new) > _KEY_CACHE:
             cache.clear()
-        for key, kg in zip(new, assign_key_groups(new, self.max_parallelism).tolist()):
+        for key, kg in zip(new, assign_key_groups(new, self.max_parallelism, self.key_type).tolist()):
             cache[key] = (kg.to_bytes(2, "big"), encode_key(key))
 
     def _index_state(self, name: str, sid: int, type_info) -> None:

@@ -22,6 +22,7 @@ from runtime.metrics.registry import TaskMetrics
 from runtime.state.snapshot import ROLLING_AGGREGATE
 from runtime.state.backend import DEFAULT_STATE_BACKEND, ROCKSDB, VOID_NAMESPACE, KeyedStateBackend
 from runtime.state.heap import HeapKeyedStateBackend
+from runtime.state.key_groups import key_type_of
 from runtime.task.sink_writer import WriterInitContext
 from runtime.task.timer_service import InternalTimerService
 
@@ -264,6 +265,7 @@ class TaskOperator:
         self.key_selectors = node.state_key_selectors
         if node.is_keyed:
             self.backend = create_keyed_state_backend(node, ctx, clock=lambda: self.ctx.processing_time)
+            self.backend.key_type = key_type_of(node.state_key_selectors[0])    # as key_by hashes keys
             self.timers = InternalTimerService(self.backend)
         self.records_in = 0
         self.records_out = 0

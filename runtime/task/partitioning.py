@@ -1,7 +1,7 @@
 """Channel selection (Flink's ChannelSelector): which consumer subtask gets each record.
 
-Works on a batch: returns the records of each channel. Keyed edges compute key groups
-vectorised when the keys are strings, ints, floats or bools, exactly as Java Flink would.
+Works on a batch: returns the records of each channel. Keyed edges route each key as PyFlink
+does (``runtime.state.key_groups``), vectorised where they can.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from runtime.datastream import partitioner as part
 from runtime.graph.execution_graph import consumed_partitions
-from runtime.state.key_groups import assign_key_to_parallel_operator, assign_operator_indexes
+from runtime.state.key_groups import assign_key_to_parallel_operator, assign_operator_indexes, key_type_of
 from runtime.task.record_columns import take
 
 Channels = dict  # consumer index -> (values, timestamps)
@@ -34,8 +34,11 @@ def _split(values: list, timestamps: list, channels: np.ndarray, n: int) -> Chan
     return out
 
 
-def key_channels(keys: list, max_parallelism: int, parallelism: int) -> np.ndarray:
-    """The consumer subtask of each key, as Flink's KeyGroupStreamPartitioner."""
+def key_channels(keys: list, max_parallelism: int, parallelism: int, key_type=None) -> np.ndarray:
+    """The consumer subtask of each key, as Flink's KeyGroupStreamPartitioner; ``key_type`` as
+    in ``runtime.state.key_groups`` (``None``: a field key, hashed vectorised when it can be)."""
+    if key_type is not None:
+        return assign_operator_indexes(keys, max_parallelism, parallelism, key_type)
     try:
         array = keys if isinstance(keys, pa.Array) else pa.array(keys)
         if pa.types.is_string(array.type) or pa.types.is_integer(array.type) \
@@ -84,7 +87,7 @@ class ChannelSelector:
             channels = np.fromiter((self.random.randrange(n) for _ in range(count)), dtype=np.int64, count=count)
         elif isinstance(p, part.KeyGroupStreamPartitioner):
             keys = [self.key_of(p.key_selector, v) for v in values]
-            channels = key_channels(keys, p.max_parallelism, n)
+            channels = key_channels(keys, p.max_parallelism, n, key_type_of(p.key_selector))
         elif isinstance(p, part.CustomPartitionerWrapper):
             def channel(v):
                 c = p.partitioner.partition(self.key_of(p.key_selector, v), n)

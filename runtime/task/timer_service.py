@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from runtime.common.watermark_strategy import MIN_WATERMARK
 from runtime.state.backend import TOMBSTONE
-from runtime.state.key_groups import KeyGroupRange
+from runtime.state.key_groups import KeyGroupRange, assign_to_key_group
 
 EVENT_TIME = "event"
 PROCESSING_TIME = "processing"
@@ -51,6 +51,12 @@ class InternalTimerService:
             self.key_context.set_current_key(key)
             on_timer(timestamp, key, namespace)
 
+    def _key_group(self, key_group: int, key, max_parallelism: int) -> int:
+        """A timer's key group as its key's records are routed: the queues hash keys as they are
+        (a field key's), a key of ``key_by(selector)`` goes by its key type (the backend's)."""
+        key_type = self.key_context.key_type
+        return key_group if key_type is None else assign_to_key_group(key, max_parallelism, key_type)
+
     def _queues(self):
         return ((EVENT_TIME, self.event), (PROCESSING_TIME, self.processing))
 
@@ -58,7 +64,7 @@ class InternalTimerService:
         """Rows (key_group, domain, timestamp, key, namespace)."""
         for domain, queue in self._queues():
             for key_group, timestamp, key, namespace in queue.timers_with_key_groups(max_parallelism):
-                yield key_group, domain, timestamp, key, namespace
+                yield self._key_group(key_group, key, max_parallelism), domain, timestamp, key, namespace
 
     def restore(self, rows: Iterable[tuple], key_group_range: KeyGroupRange) -> None:
         self.apply(rows, key_group_range)
@@ -68,6 +74,7 @@ class InternalTimerService:
         None) or removed (value TOMBSTONE) since the last checkpoint (``mark_checkpointed``)."""
         for domain, queue in self._queues():
             for key_group, timestamp, key, namespace, live in queue.changes(max_parallelism):
+                key_group = self._key_group(key_group, key, max_parallelism)
                 yield key_group, domain, timestamp, key, namespace, (None if live else TOMBSTONE)
 
     def apply(self, rows: Iterable[tuple], key_group_range: KeyGroupRange) -> None:

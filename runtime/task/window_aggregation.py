@@ -27,7 +27,7 @@ from runtime.task.operators import TaskOperator, extreme, field_of
 from runtime.task.record_columns import RecordColumns, take, to_pylist
 from runtime.task.partitioning import key_channels
 from runtime.task.timer_service import EVENT_TIME, PROCESSING_TIME
-from runtime.state.key_groups import assign_to_key_group
+from runtime.state.key_groups import assign_to_key_group, key_type_of
 from runtime.state.snapshot import WINDOW_CONTENTS
 
 _AGGREGATIONS = {"sum", "min", "max"}
@@ -198,7 +198,8 @@ class PreAggregatingRecordWriter:
             return
         panes = self.aggregator.aggregate(self.values, self.timestamps)
         self.values, self.timestamps, self.min_end = [], [], MAX_WATERMARK
-        channels = key_channels(panes.keys, self.edge.max_parallelism, self.writer.consumer_p)
+        channels = key_channels(panes.keys, self.edge.max_parallelism, self.writer.consumer_p,
+                                key_type_of(self.edge.key_selector))
         for c in np.unique(channels).tolist():
             idx = np.flatnonzero(channels == c)
             self.writer.channels[c].append(PreAggregatedPanes(
@@ -305,14 +306,14 @@ class WindowAggregationOperator(TaskOperator):
     # State in the rows of the general WindowOperator: WINDOW_CONTENTS per key and window,
     # plus the window's timer, so either operator restores the other's snapshot.
     def snapshot(self) -> dict:
-        maxp = self.ctx.max_parallelism
+        maxp, key_type = self.ctx.max_parallelism, key_type_of(self.key_selectors[0])
         keyed, timers = [], []
         domain = EVENT_TIME if self.windows.event_time else PROCESSING_TIME
         for start, chunks in self.panes.items():
             window = w.TimeWindow(start, start + self.windows.size)
             keys, accs, reps = self._merge(chunks)
             for key, value in zip(keys, reps.with_field(self.position, accs)):
-                kg = assign_to_key_group(key, maxp)
+                kg = assign_to_key_group(key, maxp, key_type)
                 keyed.append((kg, WINDOW_CONTENTS, window, key, value))
                 timers.append((kg, domain, window.max_timestamp(), key, window))
         return {"keyed": keyed, "timers": timers,

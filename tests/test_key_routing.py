@@ -1,0 +1,96 @@
+"""Keys reach the subtask PyFlink 2.3 routes them to (issue 30).
+
+PyFlink (pyflink/datastream/data_stream.py key_by) keys a stream by ``Row.of(key)`` through
+org.apache.flink.streaming.api.functions.python.KeyByKeySelector: the key as the Java value of
+``key_type``, or without one its pickled bytes (Types.PICKLED_BYTE_ARRAY: cloudpickle.dumps,
+protocol 5). Row.hashCode (RowUtils.deepHashCodeRow) is ``31 + 31 + hashCode(x)`` for a scalar x
+(Arrays.hashCode for the bytes), then murmur-hashed into one of 128 key groups as usual. A field
+key (a Sluice extension) hashes the field's own Java value, as Java Flink's keyBy on a field.
+
+The expected subtasks were printed by a real PyFlink 2.3.0 job (a KeyedProcessFunction yielding
+``get_index_of_this_subtask()`` per record, parallelism 2 and 4).
+"""
+import pytest
+
+from runtime.common.typeinfo import Types
+from runtime.datastream.functions import KeyedProcessFunction
+from runtime.state.key_groups import assign_key_to_parallel_operator, assign_operator_indexes
+from tests.runtime_env import job_env
+
+P = Types.PICKLED_BYTE_ARRAY()
+# key -> subtask at parallelism 2 and at 4, key_by without key_type (PyFlink 2.3.0's output)
+PICKLED = [("a", 0, 1), ("b", 0, 0), ("hello", 1, 2), ("word", 1, 2), ("é", 1, 3), (0, 0, 0), (1, 0, 1),
+           (-1, 0, 1), (7, 0, 0), (42, 1, 2), (2**40, 0, 0), (-2**40, 1, 2), ((1, "a"), 0, 0),
+           (("x", 2), 1, 2), ([1, 2], 1, 2), (["a", "b"], 1, 2), (3.5, 0, 1), (True, 1, 3), (b"xy", 0, 0)]
+# (key_type, key, subtask at 2, subtask at 4), key_by(selector, key_type)
+TYPED = [(Types.STRING(), "a", 1, 2), (Types.STRING(), "hello", 0, 1), (Types.STRING(), "é", 1, 3),
+         (Types.INT(), -1, 0, 1), (Types.INT(), 42, 0, 0), (Types.LONG(), -1, 0, 1), (Types.LONG(), 2**40, 1, 2),
+         (Types.LONG(), -2**40, 0, 0), (Types.TUPLE([Types.INT(), Types.STRING()]), (1, "a"), 1, 3),
+         (Types.ROW([Types.INT(), Types.STRING()]), (2, "x"), 1, 3), (Types.DOUBLE(), 3.5, 0, 0),
+         (Types.BOOLEAN(), True, 1, 2), (Types.BOOLEAN(), False, 0, 1)]
+
+
+@pytest.mark.parametrize("key,at2,at4", PICKLED)
+def test_pickled_keys_route_as_pyflink(key, at2, at4):
+    assert assign_key_to_parallel_operator(key, 128, 2, P) == at2
+    assert assign_key_to_parallel_operator(key, 128, 4, P) == at4
+
+
+@pytest.mark.parametrize("key_type,key,at2,at4", TYPED)
+def test_typed_keys_route_as_pyflink(key_type, key, at2, at4):
+    assert assign_key_to_parallel_operator(key, 128, 2, key_type) == at2
+    assert assign_key_to_parallel_operator(key, 128, 4, key_type) == at4
+
+
+def test_vectorised_routing_agrees_with_scalar():
+    keys = [k for k, _, _ in PICKLED]
+    assert assign_operator_indexes(keys, 128, 4, P).tolist() == [at4 for _, _, at4 in PICKLED]
+    strings = ["a", "hello", "é"]
+    assert assign_operator_indexes(strings, 128, 4, Types.STRING()).tolist() == [2, 1, 3]
+
+
+def test_long_and_int_key_types_differ():
+    # Long.hashCode(-1) == 0, Integer.hashCode(-1) == -1: key_type decides, not the value.
+    assert assign_key_to_parallel_operator(-1, 128, 4, Types.LONG()) == 1
+    assert assign_key_to_parallel_operator(-1, 128, 4, None) == 2     # a field key: Integer
+
+
+def test_bad_key_type_is_named():
+    with pytest.raises(TypeError, match="key_type"):
+        assign_key_to_parallel_operator(5, 128, 2, Types.STRING())
+
+
+class Where(KeyedProcessFunction):
+    def open(self, ctx):
+        self.index = ctx.get_index_of_this_subtask()
+
+    def process_element(self, value, ctx):
+        yield repr(ctx.get_current_key()), self.index
+
+
+def test_job_routes_keys_as_pyflink(tmp_path):
+    env = job_env(tmp_path, 4)
+    records = [(i, k) for i, (k, _, _) in enumerate(PICKLED)]
+    got = dict(env.from_collection(records).key_by(lambda r: r[1]).process(Where()).execute_and_collect())
+    assert got == {repr(k): at4 for k, _, at4 in PICKLED}
+    typed = env.from_collection(["a", "hello", "é"]).key_by(lambda s: s, key_type=Types.STRING())
+    assert dict(typed.process(Where()).execute_and_collect()) == {"'a'": 2, "'hello'": 1, "'é'": 3}
+
+
+class Count(KeyedProcessFunction):
+    def open(self, ctx):
+        from runtime.datastream.state import ValueStateDescriptor
+        self.count = ctx.get_state(ValueStateDescriptor("n", Types.INT()))
+
+    def process_element(self, value, ctx):
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        yield ctx.get_current_key(), n
+
+
+def test_list_keys_have_state_per_key(tmp_path):
+    env = job_env(tmp_path, 2)
+    records = [[1, 2], ["a"], [1, 2], ["a"], [1, 2]]
+    got = list(env.from_collection(records).key_by(lambda r: r).process(Count()).execute_and_collect())
+    assert sorted(map(repr, got)) == sorted(map(repr, [([1, 2], 1), (["a"], 1), ([1, 2], 2), (["a"], 2),
+                                                        ([1, 2], 3)]))
