@@ -94,3 +94,36 @@ def test_list_keys_have_state_per_key(tmp_path):
     got = list(env.from_collection(records).key_by(lambda r: r).process(Count()).execute_and_collect())
     assert sorted(map(repr, got)) == sorted(map(repr, [([1, 2], 1), (["a"], 1), ([1, 2], 2), (["a"], 2),
                                                         ([1, 2], 3)]))
+
+
+def _restore_point(env, key_hashing):
+    """A checkpoint record listing the keyed operator of ``env``'s job with a state file, written
+    with ``key_hashing`` (None: before the checkpoint recorded it)."""
+    from runtime.checkpoint.restore import RestorePoint
+    from runtime.checkpoint.storage import CheckpointRecord
+    from runtime.graph.job_graph import create_job_graph
+    graph = create_job_graph(env.get_stream_graph())
+    v, n = next((v, n) for v in graph.vertices for n in v.operators if n.is_keyed)
+    op = {"operator_id": n.operator_id, "uid": n.uid, "table": "t", "name": n.operator_name, "vertex": v.name,
+          "parallelism": v.parallelism, "max_parallelism": v.max_parallelism, "keyed": True,
+          "files": [{"path": "f.parquet"}]}
+    if key_hashing is not None:
+        op["key_hashing"] = key_hashing
+    return RestorePoint(CheckpointRecord(1, 1, "CHECKPOINT", "COMPLETED", "run", operators=[op]), "/x"), graph
+
+
+def test_checkpoint_before_pyflink_hashing_is_refused_for_selector_keys(tmp_path):
+    from runtime.checkpoint.restore import CheckpointException, check_compatibility
+    from runtime.state.key_groups import KEY_HASHING
+    env = job_env(tmp_path, 2)
+    env.from_collection([("a", 1)]).key_by(lambda r: r[0]).process(Where()).print()
+    old, graph = _restore_point(env, None)
+    with pytest.raises(CheckpointException, match="key_by\\(0\\)"):
+        check_compatibility(old, graph, False)
+    new, graph = _restore_point(env, KEY_HASHING)
+    check_compatibility(new, graph, False)
+    # Field keys hash as before: an old checkpoint of such a job restores.
+    env = job_env(tmp_path, 2)
+    env.from_collection([("a", 1)]).key_by(0).process(Where()).print()
+    old, graph = _restore_point(env, None)
+    check_compatibility(old, graph, False)

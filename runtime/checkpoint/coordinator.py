@@ -27,6 +27,7 @@ from runtime.checkpoint.incremental import file_entry, referenced_partitions
 from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, DISCARDED, FAILED, CheckpointRecord, CheckpointStorage
 from runtime.common.faults import fault_point
 from runtime.graph.job_graph import JobGraph
+from runtime.state.key_groups import KEY_HASHING
 from runtime.storage.filesystems import relative
 
 log = logging.getLogger("sluice.checkpoint")
@@ -132,6 +133,8 @@ class CheckpointCoordinator:
                 "operator_id": op_id, "uid": n.uid, "table": table, "name": n.operator_name,
                 "vertex": v.name, "parallelism": v.parallelism,
                 "max_parallelism": v.max_parallelism, "keyed": bool(n.is_keyed),
+                # How keys hash into the key groups of the files (runtime.state.key_groups).
+                "key_hashing": KEY_HASHING if n.is_keyed else None,
                 "files": [{"path": relative(f["path"], root), "size": f["size"], "rows": f["rows"],
                            "checksum": f["checksum"], "subtask": f["subtask"],
                            "key_group_min": f["key_group_min"], "key_group_max": f["key_group_max"],

@@ -29,7 +29,7 @@ from runtime.checkpoint.storage import (
     CHECKPOINT, COMPLETED, DISCARDED, INVALID, SAVEPOINT, CheckpointException, CheckpointRecord, CheckpointStorage)
 from runtime.datastream.operators import BroadcastProcessSpec
 from runtime.graph.job_graph import JobGraph
-from runtime.state.key_groups import compute_key_group_range_for_operator_index
+from runtime.state.key_groups import KEY_HASHING, compute_key_group_range_for_operator_index, key_type_of
 from runtime.storage.filesystems import absolute, basename, filesystem, info, isfile, join, read_bytes
 from runtime.task.stream_task import RestoredState
 
@@ -202,7 +202,17 @@ def check_compatibility(point: RestorePoint, job_graph: JobGraph, allow_non_rest
                 f"{op['uid'] or op['operator_id']} ({op.get('name')}) to the new program, because the operator is not available "
                 f"in the new program. Give the operator its old uid, or set allow_non_restored_state "
                 f"(sluice restore --allow-non-restored-state) to skip this state.")
-        v, _ = found
+        v, n = found
+        if (op.get("keyed") and op.get("files") and op.get("key_hashing") != KEY_HASHING
+                and any(key_type_of(k) is not None for k in n.state_key_selectors)):
+            # Written before keys were hashed as PyFlink does: its key groups are not those
+            # the records of the same keys now reach.
+            raise CheckpointException(
+                f"Failed to rollback to {what}: the state of {v.name} (uid {op['uid'] or op['operator_id']}) was "
+                f"checkpointed when key_by(selector) hashed keys as their Java values; keys are now hashed "
+                f"as PyFlink does (the pickled key, or the key as key_type), so that state would sit on "
+                f"subtasks its keys no longer reach. Key the stream by a field instead (key_by(0) or "
+                f"key_by('name'), hashed as before), or start the job without this checkpoint.")
         if op.get("keyed") and v.parallelism > op["max_parallelism"]:
             # Flink's StateAssignmentOperation.checkParallelismPreconditions, word for word.
             raise CheckpointException(

@@ -33,6 +33,7 @@ from runtime.state.java_hash import java_hash_code, key_by_hash, murmur_hash, pi
 
 __all__ = [
     "DEFAULT_LOWER_BOUND_MAX_PARALLELISM",
+    "KEY_HASHING",
     "UPPER_BOUND_MAX_PARALLELISM",
     "KeyGroupRange",
     "assign_key_groups",
@@ -49,6 +50,10 @@ __all__ = [
     "key_type_of",
     "murmur_hash_array",
 ]
+
+# What a checkpoint records of how its keyed state's key groups were computed: keys of
+# key_by(selector) as PyFlink 2.3 hashes them (key_by_hash), field keys as their Java values.
+KEY_HASHING = "pyflink-2.3"
 
 DEFAULT_LOWER_BOUND_MAX_PARALLELISM = 128
 UPPER_BOUND_MAX_PARALLELISM = 32768
