@@ -171,10 +171,296 @@ def test_ttl(make, kind):
     v.update(9)
     clock.now += 100
     assert [(row[1], row[3]) for row in b.snapshot() if not row[1].startswith(TTL_PREFIX)] == []
-    d3 = ListStateDescriptor("l")
-    d3.enable_time_to_live(ttl())
-    with pytest.raises(NotImplementedError, match="per-entry TTL"):
-        b.get_partitioned_state(d3)
+
+
+# Per-entry TTL of list and map state, after Flink's TtlListState and TtlMapState (PyFlink 2.3
+# runs them in its JVM: flink-runtime org/apache/flink/runtime/state/ttl): each list element and
+# map entry has its own last-write (or read, OnReadAndWrite) time and expires once time + ttl <=
+# now; an expired entry is never returned (NeverReturnExpired) or returned by the read that finds
+# it (ReturnExpiredIfNotCleanedUp), and removed by that read. TTL 100 ms throughout.
+
+def ttl_states(b, visibility=None, update=None):
+    lst = ListStateDescriptor("l", Types.STRING())
+    lst.enable_time_to_live(ttl(visibility, update))
+    m = MapStateDescriptor("m", Types.STRING(), Types.LONG())
+    m.enable_time_to_live(ttl(visibility, update))
+    return b.get_partitioned_state(lst), b.get_partitioned_state(m)
+
+
+def ttl_backend(make, kind, visibility=None, update=None):
+    """(clock at 1000, a backend of ``kind`` at key "k", its TTL'd list and map)."""
+    clock = Clock(1000)
+    b = make(kind, clock=clock)
+    lst, m = ttl_states(b, visibility, update)
+    b.set_current_key("k")
+    return clock, b, lst, m
+
+
+def state_rows(b, name):
+    return sorted((r[3], r[4]) for r in b.snapshot() if r[1] == name)
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_each_list_element_expires_on_its_own(make, kind):
+    clock, b, lst, _ = ttl_backend(make, kind)
+    lst.add("a")                            # at 1000
+    clock.now = 1060
+    lst.add_all(["b", "c"])                 # at 1060
+    assert lst.get() == ["a", "b", "c"]     # a read does not refresh (OnCreateAndWrite)
+    clock.now = 1100                        # a: 1000 + 100 <= 1100
+    assert lst.get() == ["b", "c"]
+    assert state_rows(b, "l") == [("k", ["b", "c"])] and state_rows(b, TTL_PREFIX + "l") == [("k", [1060, 1060])]
+    lst.add("d")                            # at 1100
+    clock.now = 1160                        # b, c: 1060 + 100 <= 1160
+    assert lst.get() == ["d"]
+    lst.update(["x", "y"])                  # every element written now (1160)
+    clock.now = 1259
+    assert lst.get() == ["x", "y"]
+    clock.now = 1260
+    assert lst.get() == []                  # all expired: the list is gone
+    assert state_rows(b, "l") == [] and state_rows(b, TTL_PREFIX + "l") == []
+    lst.add_all([])                         # nothing added: still nothing
+    assert lst.get() == [] and state_rows(b, "l") == []
+    with pytest.raises(ValueError, match="cannot add None"):
+        lst.add_all(["z", None])
+    assert lst.get() == []
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("config, reads", [
+    # OnReadAndWrite: a read refreshes every live element (to 1090, then to 1189).
+    (dict(update=StateTtlConfig.UpdateType.OnReadAndWrite), [(1090, ["a", "b"]), (1189, ["a", "b"]), (1289, [])]),
+    # ReturnExpiredIfNotCleanedUp: a (1000 + 100 <= 1100) is returned by the read that removes it.
+    (dict(visibility=StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp), [(1100, ["a", "b"]), (1100, ["b"])]),
+])
+def test_list_reads_by_update_type_and_visibility(make, kind, config, reads):
+    clock, b, lst, _ = ttl_backend(make, kind, **config)
+    lst.add("a")
+    clock.now = 1050
+    lst.add("b")
+    for now, expected in reads:
+        clock.now = now
+        assert lst.get() == expected
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_each_map_entry_expires_on_its_own(make, kind):
+    clock, b, _, m = ttl_backend(make, kind)
+    assert m.is_empty() and m.get("x") is None and not m.contains("x")
+    m.put("x", 1)                           # at 1000
+    clock.now = 1050
+    m.put_all({"y": 2, "z": 3})             # at 1050
+    assert m.get("x") == 1 and m.contains("y") and m.items() == [("x", 1), ("y", 2), ("z", 3)]
+    clock.now = 1100                        # x: 1000 + 100 <= 1100
+    assert m.get("x") is None and not m.contains("x")
+    assert sorted(m.keys()) == ["y", "z"] and sorted(m.values()) == [2, 3] and not m.is_empty()
+    m.put("y", 20)                          # rewritten at 1100: lives on
+    m.remove("z")
+    assert state_rows(b, "m") == [("k", {"y": 20})] and state_rows(b, TTL_PREFIX + "m") == [("k", {"y": 1100})]
+    clock.now = 1199
+    assert m.items() == [("y", 20)]
+    clock.now = 1200
+    assert m.is_empty() and m.items() == [] and m.keys() == [] and m.values() == []
+    assert state_rows(b, "m") == [] and state_rows(b, TTL_PREFIX + "m") == []
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_map_read_refreshes_only_the_entries_it_reads_with_on_read_and_write(make, kind):
+    clock, b, _, m = ttl_backend(make, kind, update=StateTtlConfig.UpdateType.OnReadAndWrite)
+    m.put_all({"x": 1, "y": 2, "z": 3})     # at 1000
+    clock.now = 1060
+    assert m.get("x") == 1 and m.contains("y")     # x and y refreshed to 1060, z not
+    clock.now = 1100
+    assert m.items() == [("x", 1), ("y", 2)]       # z expired; x and y refreshed to 1100
+    assert not m.is_empty()                        # is_empty refreshes nothing
+    clock.now = 1199
+    assert m.values() == [1, 2]                    # refreshed to 1199
+    clock.now = 1298
+    assert m.keys() == ["x", "y"]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_an_expired_map_entry_is_returned_once_when_the_visibility_allows_it(make, kind):
+    clock, b, _, m = ttl_backend(make, kind, visibility=StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp)
+    m.put("x", 1)
+    clock.now = 1050
+    m.put("y", 2)
+    clock.now = 1100
+    assert m.get("x") == 1                  # expired: returned once ...
+    assert m.get("x") is None               # ... and removed
+    clock.now = 1150
+    assert m.items() == [("y", 2)] and m.items() == []
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_list_and_map_ttl_take_flinks_cleanup_options(make, kind):
+    """Cleanup in full snapshot, incremental and by RocksDB's compaction filter are accepted;
+    expired entries go when read and at every snapshot whichever is set."""
+    config = (StateTtlConfig.new_builder(Time.milliseconds(100)).cleanup_full_snapshot()
+              .cleanup_incrementally(10, True).cleanup_in_rocksdb_compact_filter(1000).build())
+    clock = Clock(1000)
+    b = make(kind, clock=clock)
+    lst, m = ListStateDescriptor("l"), MapStateDescriptor("m")
+    for d in (lst, m):
+        d.enable_time_to_live(config)
+    lst, m = b.get_partitioned_state(lst), b.get_partitioned_state(m)
+    for key in ("read", "unread"):
+        b.set_current_key(key)
+        lst.add(1)
+        m.put(1, 1)
+    clock.now = 1100
+    assert lst.get() == [] and m.is_empty() and list(b.snapshot()) == []
+
+
+def ttl_fill(b, clock):
+    """Lists and maps of keys a..e, each key's entries written at its own times (100 ms TTL)."""
+    lst, m = ttl_states(b)
+    for i, key in enumerate("abcde"):
+        clock.now = 1000 + 10 * i
+        b.set_current_key(key)
+        lst.add(key + "0")
+        m.put(key + "0", i)
+        clock.now = 1050 + 10 * i
+        lst.add(key + "1")
+        m.put(key + "1", i)
+    return lst, m
+
+
+@pytest.mark.parametrize("source", BACKENDS)
+@pytest.mark.parametrize("target", BACKENDS)
+def test_a_restore_keeps_each_entrys_time_also_in_another_key_group_range(make, source, target):
+    clock = Clock()
+    a = make(source, clock=clock, name="a")
+    ttl_fill(a, clock)
+    snapshot = list(a.snapshot())
+    assert ("a", [1000, 1050]) in [(r[3], r[4]) for r in snapshot if r[1] == TTL_PREFIX + "l"]
+    half = KeyGroupRange(0, 63)
+    for name, key_group_range in (("all", ALL), ("half", half)):
+        b = make(target, key_group_range=key_group_range, clock=clock, name=name)
+        b.restore(iter(snapshot))           # before the states are registered, as a task does
+        lst, m = ttl_states(b)
+        mine = [k for k in "abcde" if key_group_range.contains(assign_to_key_group(k, 128))]
+        assert mine and (name == "all") == (len(mine) == 5)
+        clock.now = 1125                    # x0 written at 1000 + 10 i expires for i <= 2
+        got = {}
+        for key in mine:
+            b.set_current_key(key)
+            got[key] = (lst.get(), m.items())
+        assert got == {k: ([k + "0", k + "1"] if i > 2 else [k + "1"],
+                           [(k + "0", i), (k + "1", i)] if i > 2 else [(k + "1", i)])
+                       for i, k in enumerate("abcde") if k in mine}
+        b.set_current_key(mine[0])
+        lst.add("new")                      # appended to a restored list, with its own time
+        clock.now = 1170                    # x1 written at 1050 + 10 i expires for i <= 2
+        assert lst.get() == ([] if "abcde".index(mine[0]) <= 2 else [mine[0] + "1"]) + ["new"]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_full_snapshot_leaves_out_expired_entries(make, kind):
+    """Flink's cleanup in full snapshot (cleanup_full_snapshot): expired elements and entries are
+    not checkpointed, live ones keep their times."""
+    clock = Clock()
+    b = make(kind, clock=clock)
+    ttl_fill(b, clock)
+    clock.now = 1125
+    assert state_rows(b, "l") == [("a", ["a1"]), ("b", ["b1"]), ("c", ["c1"]), ("d", ["d0", "d1"]),
+                                  ("e", ["e0", "e1"])]
+    assert state_rows(b, TTL_PREFIX + "m")[:1] == [("a", {"a1": 1050})]
+    clock.now = 1200
+    assert state_rows(b, "l") == [] and state_rows(b, "m") == [] and list(b.snapshot()) == []
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_incremental_changes_carry_entry_times(make, kind):
+    clock = Clock()
+    b = make(kind, clock=clock, name="b")
+    lst, m = ttl_fill(b, clock)
+    baseline = list(b.snapshot())
+    b.mark_checkpointed()
+    clock.now = 1100                        # a0 (written at 1000) expired, not read
+    b.set_current_key("a")
+    lst.add("a2")
+    m.put("a1", 10)
+    b.set_current_key("b")
+    lst.update([])                          # emptied: removed with its times
+    m.remove("b0")
+    m.remove("b1")
+    changes = list(b.changes())             # the increment leaves out a0 too
+    ka = assign_to_key_group("a", 128)
+    assert sorted((r for r in changes if r[3] == "a"), key=repr) == sorted([
+        (ka, "l", None, "a", ["a1", "a2"]), (ka, TTL_PREFIX + "l", None, "a", [1050, 1100]),
+        (ka, "m", None, "a", {"a1": 10}), (ka, TTL_PREFIX + "m", None, "a", {"a1": 1100})], key=repr)
+    assert sorted((r[1], r[4]) for r in changes if r[3] == "b") == [
+        (TTL_PREFIX + "l", TOMBSTONE), (TTL_PREFIX + "m", TOMBSTONE), ("l", TOMBSTONE), ("m", TOMBSTONE)]
+    clock.now = 1140                        # the baseline plus the increment is the state, each entry's time too
+    expected = rows_at(b)
+    assert expected["a"] == (["a1", "a2"], [("a1", 10)]) and expected["c"] == (["c1"], [("c1", 2)])
+    for target in BACKENDS:
+        other = make(target, clock=clock, name="apply-" + target)
+        other.restore(iter(baseline))
+        other.apply(iter(changes))
+        assert rows_at(other) == expected
+
+
+def rows_at(b):
+    """Each key's list and map as the states read them now (the clock's time)."""
+    lst, m = ttl_states(b)
+    out = {}
+    for key in "abcde":
+        b.set_current_key(key)
+        out[key] = (lst.get(), m.items())
+    return out
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_merged_windows_keep_each_elements_time(make, kind):
+    clock = Clock(1000)
+    b = make(kind, clock=clock)
+    lst, m = ttl_states(b)
+    w1, w2, w3 = TimeWindow(0, 10), TimeWindow(5, 15), TimeWindow(0, 15)
+    b.set_current_key("k")
+    for state in (lst, m):
+        state.set_current_namespace(w1)
+    lst.add("a")
+    m.put("a", 1)
+    clock.now = 1050
+    for state in (lst, m):
+        state.set_current_namespace(w2)
+    lst.add("b")
+    m.put("b", 2)
+    for state in (lst, m):
+        state.merge_namespaces(w3, [w1, w2])
+        state.set_current_namespace(w3)
+    assert lst.get() == ["a", "b"] and m.items() == [("a", 1), ("b", 2)]
+    clock.now = 1100                        # a, written at 1000, expired; b at 1050 not
+    assert lst.get() == ["b"] and m.items() == [("b", 2)]
+    for state in (lst, m):
+        state.set_current_namespace(w1)
+    assert lst.get() == [] and m.is_empty()
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_a_list_and_map_restored_without_times_count_from_their_first_access(make, kind):
+    """TTL enabled on a state checkpointed without it: as a value state's, its entries' time is
+    their first access."""
+    clock = Clock(1000)
+    a = make(kind, clock=clock, name="a")
+    plain_list = a.get_partitioned_state(ListStateDescriptor("l", Types.STRING()))
+    plain_map = a.get_partitioned_state(MapStateDescriptor("m", Types.STRING(), Types.LONG()))
+    a.set_current_key("k")
+    plain_list.add_all(["a", "b"])
+    plain_map.put_all({"a": 1, "b": 2})
+    b = make(kind, clock=clock, name="b")
+    b.restore(iter(a.snapshot()))
+    lst, m = ttl_states(b)
+    b.set_current_key("k")
+    clock.now = 5000
+    lst.add("c")                            # a, b count from here too
+    assert lst.get() == ["a", "b", "c"] and m.get("a") == 1
+    clock.now = 5099
+    assert lst.get() == ["a", "b", "c"] and m.items() == [("a", 1), ("b", 2)]
+    clock.now = 5100
+    assert lst.get() == [] and m.items() == []
 
 
 def fill(b, keys=("a", "b", "c", "d", "e")):

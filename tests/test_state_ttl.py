@@ -118,19 +118,31 @@ def test_an_expired_value_is_returned_once_when_the_visibility_allows_it(spark, 
         ("a", None), ("a", 1), ("a", 2)]
 
 
-class ListWithTtl(KeyedProcessFunction):
+class RecentItems(KeyedProcessFunction):
+    """Adds each record to its key's list, which has a TTL, and emits (key, the list's live items)."""
+
     def open(self, runtime_context: RuntimeContext):
         descriptor = ListStateDescriptor("items", Types.STRING())
-        descriptor.enable_time_to_live(StateTtlConfig.new_builder(Time.seconds(1)).build())
-        runtime_context.get_list_state(descriptor)
+        descriptor.enable_time_to_live(ttl_2500.build())
+        self.items = runtime_context.get_list_state(descriptor)
 
     def process_element(self, value, ctx):
-        yield value
+        self.items.add(value)
+        yield value[0], ",".join(self.items.get())
 
 
-def test_a_list_state_with_a_ttl_is_refused_rather_than_expired_whole(spark, tmp_path):
-    env = job_env(tmp_path)
-    stream = env.from_collection(["a"], type_info=Types.STRING()).key_by(lambda k: k)
-    with pytest.raises(Exception, match="state 'items' \\(ListStateDescriptor\\) has a TTL; per-entry TTL of "
-                                        "ListState and MapState is not supported yet"):
-        list(stream.process(ListWithTtl()).execute_and_collect("ttl"))
+@pytest.mark.parametrize("stop_after", [None, 3])
+def test_each_list_element_expires_2500_ms_after_it_was_added(spark, tmp_path, stop_after):
+    items = ["a0", "b1", "a2", "a3", "b4", "a5"]     # item i at CLOCK_START + i * 1000
+    runs = [dict(epoch__max_epochs=stop_after), dict()] if stop_after else [dict()]
+    got = []
+    for settings in runs:
+        env = job_env(tmp_path, epoch__max_records_per_split=1, **settings)
+        env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
+        stream = env.from_collection(items, type_info=Types.STRING()).key_by(lambda item: item[0])
+        got.extend(stream.process(RecentItems()).execute_and_collect("ttl"))
+    # Each element by its own time (Flink's TtlListState): a3@3000 finds a0 (0 + 2500 <= 3000) gone
+    # and a2 live; b4@4000 finds b1 (3500 <= 4000) gone; a5@5000 finds a2 (4500) gone, a3 (5500)
+    # live. After a restore at epoch 3 too: each element's time is checkpointed with it, so a0 and
+    # a2 (restored together) expire apart.
+    assert got == [("a", "a0"), ("b", "b1"), ("a", "a0,a2"), ("a", "a2,a3"), ("b", "b4"), ("a", "a3,a5")]

@@ -16,8 +16,8 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 from runtime.datastream import state as api
 from runtime.state.backend import (
     TOMBSTONE, TTL_PREFIX, VOID_NAMESPACE, AggregatingStateOps, KeyedStateBackend, MapStateReads,
-    ReducingStateOps, StateBase, TimerQueue, Untracked, ValueStateOps, iter_rows, refuse_per_entry_ttl,
-    wall_clock_ms)
+    ReducingStateOps, StateBase, TimerQueue, TtlEntriesOps, TtlListStateOps, TtlMapStateOps, Untracked,
+    ValueStateOps, iter_rows, wall_clock_ms)
 from runtime.state.key_groups import KeyGroupRange, assign_key_groups, assign_to_key_group
 
 __all__ = ["HeapKeyedStateBackend", "HeapTimerQueue", "TTL_PREFIX", "VOID_NAMESPACE"]
@@ -50,9 +50,12 @@ class _HeapState(StateBase):
         if slot not in self.changed:
             self.changed[slot] = slot in self.table
 
-    def _stamp(self, slot) -> None:
+    def _touch_stamps(self, slot) -> None:
         if slot not in self.stamps_changed:
             self.stamps_changed[slot] = slot in self.stamps
+
+    def _stamp(self, slot) -> None:
+        self._touch_stamps(slot)
         self.stamps[slot] = self.backend.now()
 
     def _get(self):
@@ -85,13 +88,14 @@ class _HeapState(StateBase):
             self._stamp(slot)
 
     def clear(self) -> None:
-        slot = self._slot()
+        self._remove_at(self._slot())
+
+    def _remove_at(self, slot) -> None:
         if slot in self.table:
             self._touch(slot)
             del self.table[slot]
         if slot in self.stamps:
-            if slot not in self.stamps_changed:
-                self.stamps_changed[slot] = True
+            self._touch_stamps(slot)
             del self.stamps[slot]
 
     def merge_namespaces(self, target, sources: Iterable) -> None:
@@ -104,8 +108,7 @@ class _HeapState(StateBase):
                 self._touch(slot)
                 value = self.table.pop(slot)
                 if self.ttl is not None and slot in self.stamps:
-                    if slot not in self.stamps_changed:
-                        self.stamps_changed[slot] = True
+                    self._touch_stamps(slot)
                     del self.stamps[slot]
                 if value is not None:
                     merged = value if merged is None else self._merge(merged, value)
@@ -170,6 +173,49 @@ class HeapMapState(MapStateReads, _HeapState, api.MapState):
             self.clear()
 
 
+class _HeapTtlEntries:
+    """The primitives of per-entry TTL (runtime.state.backend.TtlEntriesOps) on the heap: the
+    times in the TTL table under the same slot as the values, both mutated in place."""
+
+    def _where(self):
+        return self._slot()
+
+    def _current_entries(self) -> tuple:
+        slot = self._slot()
+        return self.table.get(slot), self.stamps.get(slot)
+
+    def _store_at(self, slot, values, times) -> None:
+        if not values:
+            self._remove_at(slot)
+            return
+        self._touch(slot)
+        self.table[slot] = values
+        self._touch_stamps(slot)
+        self.stamps[slot] = times
+
+    def _append_entries(self, values: list) -> None:
+        slot = self._slot()
+        now = self.backend.now()
+        current = self.table.get(slot)
+        if current is None:
+            self._store_at(slot, values, [now] * len(values))
+            return
+        times = self._aligned(current, self.stamps.get(slot), now)
+        self._touch(slot)
+        current.extend(values)
+        self._touch_stamps(slot)
+        times.extend([now] * len(values))
+        self.stamps[slot] = times
+
+
+class HeapTtlListState(TtlListStateOps, _HeapTtlEntries, HeapListState):
+    """A ListState with a TTL: each element expires on its own (Flink's TtlListState)."""
+
+
+class HeapTtlMapState(TtlMapStateOps, _HeapTtlEntries, HeapMapState):
+    """A MapState with a TTL: each entry expires on its own (Flink's TtlMapState)."""
+
+
 class HeapReducingState(ReducingStateOps, _HeapState, api.ReducingState):
     """Flink's ReducingState: ``add`` folds the value in with the reduce function."""
 
@@ -185,6 +231,7 @@ _STATE_CLASSES = {
     api.ReducingStateDescriptor: HeapReducingState,
     api.AggregatingStateDescriptor: HeapAggregatingState,
 }
+_TTL_CLASSES = {HeapListState: HeapTtlListState, HeapMapState: HeapTtlMapState}
 
 
 class HeapTimerQueue(TimerQueue):
@@ -299,8 +346,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         if cls is None:
             raise TypeError(f"{self.operator_name}: unsupported state descriptor {descriptor!r}")
         ttl = descriptor.ttl_config
-        if ttl is not None and ttl.is_enabled() and cls in (HeapListState, HeapMapState):
-            refuse_per_entry_ttl(self.operator_name, descriptor)
+        if ttl is not None and ttl.is_enabled():
+            cls = _TTL_CLASSES.get(cls, cls)
         state = self.states[descriptor.name] = cls(self, descriptor)
         return state
 
@@ -352,14 +399,12 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     def _drop_expired(self) -> None:
         """Flink's cleanup in full snapshot: expired entries are not checkpointed."""
         for state in self.states.values():
-            if state.ttl is not None:
+            if isinstance(state, TtlEntriesOps):
+                for slot, times in list(state.stamps.items()):
+                    state.cleanup_at(slot, state.table.get(slot), times)
+            elif state.ttl is not None:
                 for slot in [slot for slot, stamp in state.stamps.items() if self.expired(stamp, state.ttl)]:
-                    if slot in state.table:
-                        state._touch(slot)
-                        del state.table[slot]
-                    if slot not in state.stamps_changed:
-                        state.stamps_changed[slot] = True
-                    del state.stamps[slot]
+                    state._remove_at(slot)
 
     def restore(self, rows: Iterable[tuple]) -> None:
         """Take the rows of this backend's key-group range (others belong to other subtasks)."""

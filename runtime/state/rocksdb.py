@@ -55,8 +55,8 @@ from runtime.datastream import state as api
 from runtime.datastream.window import GlobalWindow, TimeWindow
 from runtime.state.backend import (
     TOMBSTONE, TTL_PREFIX, VOID_NAMESPACE, AggregatingStateOps, KeyedColumns, KeyedStateBackend, MapStateReads,
-    ReducingStateOps, StateBase, TimerQueue, Untracked, ValueStateOps, chunked, iter_rows, refuse_per_entry_ttl,
-    rows_by_state, wall_clock_ms)
+    ReducingStateOps, StateBase, TimerQueue, TtlEntriesOps, TtlListStateOps, TtlMapStateOps, Untracked,
+    ValueStateOps, chunked, iter_rows, rows_by_state, wall_clock_ms)
 from runtime.state import kept_stores
 from runtime.state.key_groups import KeyGroupRange, assign_key_groups, assign_to_key_group
 
@@ -290,6 +290,16 @@ def encode_list(values, codec: Optional[_Codec]) -> bytes:
     return b"".join(parts)
 
 
+def appended(raw: Optional[bytes], elements: bytes, codec: Optional[_Codec]) -> bytes:
+    """A stored list (``raw``, None: absent) with ``elements`` (``encode_list``'s, untagged)
+    appended: bytes added, nothing decoded, unless it was restored pickled (re-encoded)."""
+    if raw is None:
+        return b"\x02" + elements
+    if raw[0] == 2:
+        return raw + elements
+    return encode_list(decode_value(raw, codec), codec) + elements
+
+
 def _decode_element(buf, a: int, b: int, codec):
     tag = buf[a]
     if tag == 0:
@@ -434,14 +444,7 @@ class RocksDBListState(_RocksState, api.ListState):
     def _append(self, encoded: bytes) -> None:
         b = self.backend
         k = self._k()
-        raw = b.get(k, self._batch_sid())
-        if raw is None:
-            new = b"\x02" + encoded
-        elif raw[0] == 2:
-            new = raw + encoded
-        else:                   # restored pickled: re-encoded as a list
-            new = encode_list(self._decode(raw), self.codec) + encoded
-        b.put(k, new)
+        b.put(k, appended(b.get(k, self._batch_sid()), encoded, self.codec))
 
     def add(self, value) -> None:
         if value is None:
@@ -499,6 +502,60 @@ class RocksDBMapState(MapStateReads, _RocksState, api.MapState):
             self.clear()
 
 
+_LONG = _CODECS[Types.LONG()]
+
+
+class _RocksTtlEntries:
+    """The primitives of per-entry TTL (runtime.state.backend.TtlEntriesOps) in RocksDB: the
+    times under the TTL state's id, as a list of LONGs beside a list (appended to as it is), a
+    pickled dict beside a map."""
+
+    def _where(self) -> bytes:
+        return self._k()
+
+    def _current_entries(self) -> tuple:
+        b = self.backend
+        k = self._k()
+        raw = b.get(k, self._batch_sid())
+        if raw is None:
+            return None, None
+        raw_times = b.read(self._stamp_key(k))
+        return self._decode(raw), None if raw_times is None else decode_value(raw_times, _LONG)
+
+    def _store_at(self, k: bytes, values, times) -> None:
+        if not values:
+            self._remove(k)
+            return
+        b = self.backend
+        if type(values) is list:
+            b.put(k, encode_list(values, self.codec))
+            b.put(self._stamp_key(k), encode_list(times, _LONG))
+        else:
+            b.put(k, self._encode(values))
+            b.put(self._stamp_key(k), encode_value(times, None))
+
+    def _append_entries(self, values: list) -> None:
+        b = self.backend
+        k = self._k()
+        sk = self._stamp_key(k)
+        now = b.now()
+        raw = b.get(k, self._batch_sid())
+        raw_times = None if raw is None else b.read(sk)
+        present = raw_times is not None
+        if raw is not None and raw_times is None:      # restored without times: they count from now
+            raw_times = encode_list([now] * len(self._decode(raw)), _LONG)
+        b.put(k, appended(raw, encode_list(values, self.codec)[1:], self.codec))
+        b.put(sk, appended(raw_times, encode_list([now] * len(values), _LONG)[1:], _LONG), present)
+
+
+class RocksDBTtlListState(TtlListStateOps, _RocksTtlEntries, RocksDBListState):
+    """A ListState with a TTL: each element expires on its own (Flink's TtlListState)."""
+
+
+class RocksDBTtlMapState(TtlMapStateOps, _RocksTtlEntries, RocksDBMapState):
+    """A MapState with a TTL: each entry expires on its own (Flink's TtlMapState)."""
+
+
 class RocksDBReducingState(ReducingStateOps, _RocksState, api.ReducingState):
     """Flink's ReducingState: ``add`` folds the value in with the reduce function."""
 
@@ -514,6 +571,7 @@ _STATE_CLASSES = {
     api.ReducingStateDescriptor: RocksDBReducingState,
     api.AggregatingStateDescriptor: RocksDBAggregatingState,
 }
+_TTL_CLASSES = {RocksDBListState: RocksDBTtlListState, RocksDBMapState: RocksDBTtlMapState}
 
 
 def _value_type(descriptor) -> Any:
@@ -1127,8 +1185,8 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
         if cls is None:
             raise TypeError(f"{self.operator_name}: unsupported state descriptor {descriptor!r}")
         ttl = descriptor.ttl_config
-        if ttl is not None and ttl.is_enabled() and cls in (RocksDBListState, RocksDBMapState):
-            refuse_per_entry_ttl(self.operator_name, descriptor)
+        if ttl is not None and ttl.is_enabled():
+            cls = _TTL_CLASSES.get(cls, cls)
         sid, codec = self.state_id(descriptor.name, _value_type(descriptor))
         state = self.states[descriptor.name] = cls(self, descriptor, sid, codec)
         return state
@@ -1157,16 +1215,11 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def keys(self, state_name: str, namespace=VOID_NAMESPACE) -> list:
         if state_name not in self._sids:
             return []
-        sid = self._sids[state_name][0]
         out = []
-        kgr = self.key_group_range
-        for kg in range(kgr.start_key_group, kgr.end_key_group + 1):
-            prefix = kg.to_bytes(2, "big") + sid
-            end = kg.to_bytes(2, "big") + (int.from_bytes(sid, "big") + 1).to_bytes(2, "big")
-            for k, _ in self._entries(prefix, end):
-                key, i = decode_key(k, 4)
-                if decode_namespace(k, i) == namespace:
-                    out.append(key)
+        for k, _ in self._state_entries(self._sids[state_name][0]):
+            key, i = decode_key(k, 4)
+            if decode_namespace(k, i) == namespace:
+                out.append(key)
         return out
 
     def entries(self, key_group_range: Optional[KeyGroupRange] = None) -> Iterator[tuple]:
@@ -1257,18 +1310,27 @@ class RocksDBKeyedStateBackend(KeyedStateBackend):
     def _drop_expired(self) -> None:
         """Flink's cleanup in full snapshot: expired entries are not checkpointed."""
         for state in list(self.states.values()):
-            if state.ttl is None:
-                continue
-            expired = []
-            for kg in range(self.key_group_range.start_key_group, self.key_group_range.end_key_group + 1):
-                prefix = kg.to_bytes(2, "big") + state.ttl_sid
-                end = kg.to_bytes(2, "big") + (int.from_bytes(state.ttl_sid, "big") + 1).to_bytes(2, "big")
-                for sk, raw in self._entries(prefix, end):
-                    if self.expired(_Q.unpack_from(raw, 1)[0], state.ttl):
-                        expired.append(sk)
-            for sk in expired:
-                self.delete(sk[:2] + state.sid + sk[4:])
-                self.delete(sk)
+            if isinstance(state, TtlEntriesOps):
+                # A list's or map's times: its expired entries are removed (read first, then written).
+                for sk, raw in list(self._state_entries(state.ttl_sid)):
+                    k = sk[:2] + state.sid + sk[4:]
+                    raw_values = self.read(k)
+                    state.cleanup_at(k, None if raw_values is None else state._decode(raw_values),
+                                     decode_value(raw, _LONG))
+            elif state.ttl is not None:
+                expired = [sk for sk, raw in self._state_entries(state.ttl_sid)
+                           if self.expired(_Q.unpack_from(raw, 1)[0], state.ttl)]
+                for sk in expired:
+                    self.delete(sk[:2] + state.sid + sk[4:])
+                    self.delete(sk)
+
+    def _state_entries(self, sid: bytes) -> Iterator[tuple]:
+        """(store key, stored value) of a state's entries in this backend's key groups."""
+        kgr = self.key_group_range
+        upper = (int.from_bytes(sid, "big") + 1).to_bytes(2, "big")
+        for kg in range(kgr.start_key_group, kgr.end_key_group + 1):
+            group = kg.to_bytes(2, "big")
+            yield from self._entries(group + sid, group + upper)
 
     # ---- restore ---------------------------------------------------------------------------
 
