@@ -217,7 +217,8 @@ class _Generator:
 
     def _add_node(self, t: Transformation, kind: str, inputs, key_selectors) -> None:
         s = self.settings
-        parallelism = t.parallelism or s.default_parallelism
+        parallelism = t.parallelism or _collect_parallelism(t, [self.nodes[o.node_id] for o in inputs]) \
+            or s.default_parallelism
         if t.max_parallelism is not None:
             max_parallelism = t.max_parallelism
         elif s.default_max_parallelism > 0:
@@ -255,6 +256,20 @@ class _Generator:
             # The producer routes by the consumer's key groups.
             p = replace(p, max_parallelism=target.max_parallelism)
         self.edges.append(StreamEdge(source.id, target.id, type_number, p, upstream.output_tag))
+
+
+def _collect_parallelism(t: Transformation, inputs: list[StreamNode]) -> Optional[int]:
+    """execute_and_collect's sink runs at the parallelism of the stream it collects, chained to it.
+
+    Flink's collect sink has parallelism 1: it gathers the stream in one subtask. Sluice's hands
+    each subtask's records to the driver, which appends them subtask after subtask, so the
+    records come back as Flink's would without a shuffle into one task: a parallelism-1 stream
+    (from_collection at any default parallelism) in its order, a parallel one a subtask at a time.
+    """
+    if not (isinstance(t.operator, SinkSpec) and t.operator.kind == "collect"):
+        return None
+    parallelisms = {n.parallelism for n in inputs}
+    return parallelisms.pop() if len(parallelisms) == 1 else None
 
 
 def _with_operator_ids(graph: StreamGraph, order: tuple[StreamNode, ...]) -> tuple[StreamNode, ...]:
