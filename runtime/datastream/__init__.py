@@ -12,6 +12,7 @@ from runtime.datastream.functions import (
     MapFunction, Partitioner, ProcessAllWindowFunction, ProcessFunction, ProcessWindowFunction,
     ReduceFunction, RuntimeContext, SinkFunction, TimeDomain, TimerService, WindowFunction)
 from runtime.datastream.output_tag import OutputTag
+from runtime.datastream.slot_sharing_group import MemorySize, SlotSharingGroup
 from runtime.datastream.stream_execution_environment import (
     RuntimeExecutionMode, StreamExecutionEnvironment)
 from runtime.datastream.window import (
@@ -33,10 +34,10 @@ __all__ = [
     "ExecutionConfig", "ExternalizedCheckpointCleanup", "FilterFunction", "FlatMapFunction",
     "GlobalWindow", "GlobalWindows", "KeySelector", "KeyedBroadcastProcessFunction", "KeyedCoProcessFunction",
     "KeyedProcessFunction",
-    "KeyedStream", "MapFunction", "MergingWindowAssigner", "NeverTrigger", "OutputTag", "Partitioner",
+    "KeyedStream", "MapFunction", "MemorySize", "MergingWindowAssigner", "NeverTrigger", "OutputTag", "Partitioner",
     "ProcessAllWindowFunction", "ProcessFunction", "ProcessWindowFunction",
     "ProcessingTimeSessionWindows", "ProcessingTimeTrigger", "PurgingTrigger", "ReduceFunction",
-    "RuntimeContext", "RuntimeExecutionMode", "SinkFunction", "SlidingEventTimeWindows",
+    "RuntimeContext", "RuntimeExecutionMode", "SinkFunction", "SlidingEventTimeWindows", "SlotSharingGroup",
     "SlidingProcessingTimeWindows", "StreamExecutionEnvironment", "TimeDomain", "TimeEvictor",
     "TimeWindow", "TimerService", "Trigger", "TriggerResult", "TumblingEventTimeWindows",
     "TumblingProcessingTimeWindows", "Window", "WindowAssigner", "WindowFunction", "WindowedStream",

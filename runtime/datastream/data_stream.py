@@ -22,6 +22,7 @@ from runtime.datastream.operators import (
     FlatMapSpec, GroupedReduceSpec, KeyedBroadcastProcessSpec, MapSpec, OperatorSpec, SinkSpec,
     TimestampsAndWatermarksSpec, WindowSpec)
 from runtime.datastream.output_tag import OutputTag
+from runtime.datastream.slot_sharing_group import SlotSharingGroup
 from runtime.datastream.state import MapStateDescriptor
 from runtime.datastream.transformations import (
     VIRTUAL, OneInputTransformation, PartitionTransformation, SideOutputTransformation,
@@ -210,9 +211,12 @@ class DataStream:
 
             ds.map(score).slot_sharing_group("heavy")
         """
-        group = getattr(slot_sharing_group, "name", slot_sharing_group)
-        if not isinstance(group, str) or not group:
-            raise ValueError(f"slot_sharing_group() needs a non-empty name, got {slot_sharing_group!r}")
+        group = slot_sharing_group
+        if isinstance(group, str):      # as Flink's setSlotSharingGroup(String): a group without resources
+            group = SlotSharingGroup.builder(group).build()
+        if not isinstance(group, SlotSharingGroup) or not group.get_name():
+            raise ValueError(f"slot_sharing_group() needs a non-empty name or a SlotSharingGroup, "
+                             f"got {slot_sharing_group!r}")
         self._operator("slot_sharing_group").slot_sharing_group = group
         return self
 

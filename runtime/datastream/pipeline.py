@@ -41,6 +41,8 @@ class PipelineSettings:
     # Whether the job's code set the default parallelism (env.set_parallelism), which overrides
     # the client's (Flink's -p), so operators that leave theirs unset do not follow a rescale.
     default_parallelism_set_by_job: bool = False
+    # SlotSharingGroups with resources registered on the environment (register_slot_sharing_group).
+    slot_sharing_groups: tuple = ()
 
 
 @dataclass(frozen=True)

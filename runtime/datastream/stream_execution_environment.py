@@ -23,6 +23,7 @@ from runtime.datastream.execution_config import ExecutionConfig
 from runtime.datastream.job_client import JobClient
 from runtime.datastream.operators import SourceSpec
 from runtime.datastream.pipeline import Pipeline, PipelineSettings, executor_for, generate
+from runtime.datastream.slot_sharing_group import SlotSharingGroup
 from runtime.datastream.transformations import (
     SourceTransformation, Transformation, check_max_parallelism)
 
@@ -72,6 +73,7 @@ class StreamExecutionEnvironment:
         self._config = ExecutionConfig()
         self._transformations: list[Transformation] = []
         self._ids = itertools.count(1)
+        self._slot_sharing_groups: dict[str, SlotSharingGroup] = {}
 
     @staticmethod
     def get_execution_environment(configuration: Optional[Configuration] = None) -> "StreamExecutionEnvironment":
@@ -94,6 +96,21 @@ class StreamExecutionEnvironment:
 
     def get_parallelism(self) -> int:
         return self._parallelism
+
+    def register_slot_sharing_group(self, slot_sharing_group: SlotSharingGroup) -> "StreamExecutionEnvironment":
+        """Declares the resources of a slot sharing group's slots, for every operator in the group
+        by name (a later registration of the name replaces the earlier, as Flink's).
+
+            env.register_slot_sharing_group(
+                SlotSharingGroup.builder("heavy").set_cpu_cores(1.0).set_task_heap_memory_mb(512).build())
+            ds.map(score).slot_sharing_group("heavy")
+        """
+        if not isinstance(slot_sharing_group, SlotSharingGroup):
+            raise TypeError("register_slot_sharing_group() takes a SlotSharingGroup, e.g. "
+                            f"SlotSharingGroup.builder('heavy').set_cpu_cores(1.0)...build(), got {slot_sharing_group!r}")
+        if slot_sharing_group.has_resources():      # as Flink: a group without resources declares nothing
+            self._slot_sharing_groups[slot_sharing_group.get_name()] = slot_sharing_group
+        return self
 
     def set_max_parallelism(self, max_parallelism: int) -> "StreamExecutionEnvironment":
         check_max_parallelism(max_parallelism, "the environment")
@@ -225,6 +242,7 @@ class StreamExecutionEnvironment:
             job_parameters=tuple(sorted(self._config.get_global_job_parameters().items())),
             configuration=tuple(sorted(self._configuration.to_dict().items())),
             default_parallelism_set_by_job=self._parallelism_set_by_job,
+            slot_sharing_groups=tuple(self._slot_sharing_groups.values()),
         )
         graph = generate(Pipeline(tuple(self._transformations), settings))
         if clear_transformations:

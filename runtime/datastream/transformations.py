@@ -24,7 +24,7 @@ class Transformation:
     parallelism: Optional[int] = None
     max_parallelism: Optional[int] = None
     uid: Optional[str] = None
-    slot_sharing_group: Optional[str] = None
+    slot_sharing_group: Any = None        # a SlotSharingGroup (its name, and resources if declared)
     chaining_strategy: Optional[ChainingStrategy] = None
     # Sources that cannot run in parallel (socket, collection) and window_all.
     non_parallel: bool = False

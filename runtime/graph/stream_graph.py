@@ -72,10 +72,16 @@ class StreamGraph:
     settings: PipelineSettings
     nodes: tuple[StreamNode, ...]
     edges: tuple[StreamEdge, ...]
+    # The SlotSharingGroups that declare resources, one per name (Flink's slotSharingGroupResource).
+    slot_sharing_groups: tuple = ()
 
     @property
     def job_name(self) -> str:
         return self.settings.job_name
+
+    def slot_sharing_group(self, name: str):
+        """The group's declared resources (a SlotSharingGroup), or None when it declares none."""
+        return next((g for g in self.slot_sharing_groups if g.get_name() == name), None)
 
     @cached_property
     def _by_id(self) -> dict[int, StreamNode]:
@@ -148,7 +154,7 @@ def generate_stream_graph(pipeline: Pipeline) -> StreamGraph:
         gen.transform(t)
     nodes = tuple(sorted(gen.nodes.values(), key=lambda n: n.id))
     settings = replace(settings, runtime_mode=resolve_runtime_mode(settings.runtime_mode, nodes))
-    graph = StreamGraph(settings, nodes, tuple(gen.edges))
+    graph = StreamGraph(settings, nodes, tuple(gen.edges), tuple(gen.slot_sharing_groups.values()))
     order = graph.topological_order()
     return replace(graph, nodes=_with_operator_ids(graph, order))
 
@@ -176,6 +182,7 @@ class _Generator:
         self.nodes: dict[int, StreamNode] = {}
         self.edges: list[StreamEdge] = []
         self.done: dict[int, tuple[_Output, ...]] = {}
+        self.slot_sharing_groups = {g.get_name(): g for g in settings.slot_sharing_groups}
 
     def transform(self, t: Transformation) -> tuple[_Output, ...]:
         if t.id in self.done:
@@ -210,8 +217,16 @@ class _Generator:
         return out
 
     def _slot_sharing_group(self, t: Transformation, inputs) -> str:
-        if t.slot_sharing_group is not None:
-            return t.slot_sharing_group
+        group = t.slot_sharing_group
+        if group is not None:
+            name = group.get_name()
+            declared = self.slot_sharing_groups.setdefault(name, group) if group.has_resources() else None
+            if declared is not None and declared != group:    # SlotSharingGroups compare by resources
+                raise StreamGraphError(
+                    f"The slot sharing group {name} has been configured with two different resource spec. "
+                    f"Operator '{t.name}' declares {group!r}, another operator or "
+                    f"register_slot_sharing_group() {declared!r}: declare one SlotSharingGroup per name.")
+            return name
         groups = {self.nodes[o.node_id].slot_sharing_group for o in inputs}
         return groups.pop() if len(groups) == 1 else DEFAULT_SLOT_SHARING_GROUP
 

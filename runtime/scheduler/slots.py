@@ -4,6 +4,13 @@ A TaskManager is a Spark executor and a slot one of its cores. Subtasks of the s
 sharing group share slots: subtask i of every vertex in the group joins the group's
 shared slot i, so a group needs as many slots as its highest parallelism, and a job the
 sum over its groups. Shared slots fill TaskManagers in order, as Flink's default does.
+
+A group may declare the resources of its slots (a SlotSharingGroup with cpu cores, memory,
+external resources). A slot here is one Spark task slot, one core (spark.task.cpus = 1 for the
+whole session): a group asking up to one core gets a slot each; one asking more cores, or an
+external resource such as a GPU, is refused, as Flink's ResourceManager refuses a slot no
+TaskManager can offer, rather than run on less than declared. Memory is carried into the plan
+as declared (Spark's executors share their memory among their tasks, per slot is not enforced).
 """
 from __future__ import annotations
 
@@ -12,6 +19,9 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from runtime.graph.execution_graph import ExecutionGraph
+
+
+SLOT_CPU_CORES = 1.0                # the cores of one slot: a Spark task's
 
 
 class NoResourceAvailableException(RuntimeError):
@@ -45,6 +55,8 @@ class SlotPlan:
     slots_per_group: tuple[tuple[str, int], ...]
     task_managers: tuple[TaskManager, ...]
     shared_slots: tuple[SharedSlot, ...]
+    # (group, its declared resources) of the groups that declare some: what each of its slots has.
+    slot_resources: tuple[tuple[str, dict], ...] = ()
 
     @property
     def slots_available(self) -> int:
@@ -67,6 +79,7 @@ class SlotPlan:
             "shared_slots": [{"group": s.slot_sharing_group, "index": s.index,
                               "task_manager": s.task_manager_id, "slot": s.slot_number,
                               "subtasks": list(s.subtasks)} for s in self.shared_slots],
+            "slot_resources": dict(self.slot_resources),
         })
 
 
@@ -76,6 +89,29 @@ def slots_required_per_group(graph: ExecutionGraph) -> dict[str, int]:
         group = v.job_vertex.slot_sharing_group
         need[group] = max(need.get(group, 0), v.parallelism)
     return need
+
+
+def declared_slot_resources(graph: ExecutionGraph, groups) -> tuple[tuple[str, dict], ...]:
+    """The resources the slots of ``groups`` declare, checked against what a slot offers."""
+    declared = []
+    for name in groups:
+        group = graph.job_graph.stream_graph.slot_sharing_group(name)
+        if group is None:
+            continue
+        if group.get_cpu_cores() > SLOT_CPU_CORES or group.get_external_resources():
+            raise NoResourceAvailableException(
+                f"Could not allocate the slots of slot sharing group '{name}' for job '{graph.job_name}': "
+                f"it declares {group.get_cpu_cores()} cpu cores and external resources "
+                f"{group.get_external_resources() or 'none'} per slot, but a slot is one Spark task slot: "
+                f"{SLOT_CPU_CORES} core and no external resources. Declare set_cpu_cores({SLOT_CPU_CORES}) "
+                f"or less and no external resource, and give the group more parallelism instead.")
+        declared.append((name, {
+            "cpu_cores": group.get_cpu_cores(),
+            "task_heap_memory": str(group.get_task_heap_memory()),
+            "task_off_heap_memory": str(group.get_task_off_heap_memory()),
+            "managed_memory": str(group.get_managed_memory()),
+        }))
+    return tuple(declared)
 
 
 def local_task_managers(cores: int, host: str = "localhost") -> tuple[TaskManager, ...]:
@@ -89,6 +125,7 @@ def compute_slot_plan(graph: ExecutionGraph, task_managers: Iterable[TaskManager
     need = slots_required_per_group(graph)
     required = sum(need.values())
     available = sum(tm.number_of_slots for tm in task_managers)
+    resources = declared_slot_resources(graph, need)
     if required > available:
         groups = ", ".join(f"{g}={n}" for g, n in need.items())
         raise NoResourceAvailableException(
@@ -108,4 +145,4 @@ def compute_slot_plan(graph: ExecutionGraph, task_managers: Iterable[TaskManager
     for (group, index), (tm_id, slot_number) in zip(
             ((g, i) for g, n in need.items() for i in range(n)), free):
         slots.append(SharedSlot(group, index, tm_id, slot_number, tuple(members[(group, index)])))
-    return SlotPlan(graph.job_name, required, tuple(need.items()), task_managers, tuple(slots))
+    return SlotPlan(graph.job_name, required, tuple(need.items()), task_managers, tuple(slots), resources)
