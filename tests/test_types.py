@@ -277,7 +277,7 @@ def test_to_arrow():
     assert Types.BOOLEAN().to_arrow() == pa.bool_()
     assert Types.CHAR().to_arrow() == pa.string()
     assert Types.BIG_INT().to_arrow() == pa.decimal128(38, 0)
-    assert Types.BIG_DEC().to_arrow() == pa.decimal128(38, 18)
+    assert Types.BIG_DEC().to_arrow() == pa.string()   # BigDecimal.toString: each value keeps its scale
     assert Types.INSTANT().to_arrow() == pa.timestamp("ms", tz="UTC")
     assert Types.SQL_TIMESTAMP().to_arrow() == pa.timestamp("us")
     assert Types.LOCAL_DATE_TIME().to_arrow() == pa.timestamp("us")
@@ -483,11 +483,12 @@ def test_named_rows_match_a_row_type_by_name():
         records_to_arrow([Row(word="a", total=1)], t)
 
 
-def test_unnamed_rows_round_trip():
+def test_unnamed_rows_round_trip_named_f0_on():
+    # PyFlink's RowCoderImpl names the Rows it decodes by the type's field names, f0.. for ROW.
     t = Types.ROW([Types.STRING(), Types.DOUBLE()])
     back = roundtrip([Row("a", 1.5), ("b", None)], t)
-    assert back == [Row("a", 1.5), Row("b", None)]
-    assert repr(back[0]) == "<Row('a', 1.5)>"
+    assert back == [Row(f0="a", f1=1.5), Row(f0="b", f1=None)]
+    assert repr(back[0]) == "Row(f0='a', f1=1.5)"
 
 
 def test_nested_lists_maps_and_rows_round_trip():
@@ -511,8 +512,9 @@ def test_sliced_batches_decode_their_own_rows():
     t = Types.TUPLE([Types.LIST(Types.ROW([Types.LONG()])), Types.MAP(Types.STRING(), Types.PICKLED_BYTE_ARRAY())])
     records = [([Row(1)], {"a": {1}}), (None, None), ([Row(2), Row(3)], {"b": Point(1, 2)})]
     batch = records_to_arrow(records, t)
-    assert arrow_to_records(batch.slice(1), t) == [(None, None), ([Row(2), Row(3)], {"b": Point(1, 2)})]
-    assert arrow_to_records(batch.slice(2, 1), t) == [([Row(2), Row(3)], {"b": Point(1, 2)})]
+    rows = [Row(f0=2), Row(f0=3)]       # named f0.., as PyFlink's RowCoder decodes a Types.ROW
+    assert arrow_to_records(batch.slice(1), t) == [(None, None), (rows, {"b": Point(1, 2)})]
+    assert arrow_to_records(batch.slice(2, 1), t) == [(rows, {"b": Point(1, 2)})]
 
 
 def test_pickled_objects_round_trip():
@@ -558,7 +560,7 @@ def test_scalar_types_round_trip():
     back = roundtrip([record], t)[0]
     assert back == record
     assert type(back[6]) is int
-    assert back[7] == Decimal("12.500000000000000000")
+    assert str(back[7]) == "12.5"      # its own scale, not the column's
 
 
 def test_instants_accept_epoch_millis_and_instant_likes():
@@ -586,7 +588,7 @@ def test_empty_and_zero_field_records():
     assert batch.num_rows == 0
     assert arrow_to_records(batch, t) == []
     assert roundtrip([(), ()], Types.TUPLE([])) == [(), ()]
-    assert roundtrip([Row()], Types.ROW([])) == [Row()]
+    assert [r.as_dict() for r in roundtrip([Row()], Types.ROW([]))] == [{}]
     assert roundtrip([((),)], Types.TUPLE([Types.TUPLE([])])) == [((),)]
 
 

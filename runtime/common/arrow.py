@@ -9,13 +9,14 @@ columns of records crossing a shuffle (``runtime.task.record_columns``) all conv
 Batch layout: a Tuple or Row type becomes one column per field (named ``f0``.. or by the row's
 field names); any other type becomes a single column ``f0``. So ``batch.column(t.field_index(f))``
 is the column of field ``f`` for every type ``t``. ``PICKLED_BYTE_ARRAY`` (the default when
-nothing is known) stores each value as its pickle in a ``binary`` column.
+nothing is known) stores each value as its pickle in a ``binary`` column. ``BIG_DEC`` is a
+``string`` column of each value's text (``big_decimal``), so a decimal keeps its scale and digits.
 """
 from __future__ import annotations
 
 import datetime
 import pickle
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from functools import singledispatch
 from itertools import repeat
 from operator import attrgetter, itemgetter
@@ -28,12 +29,12 @@ from runtime.common.typeinfo import (
     BasicType, BasicTypeInfo, DateTypeInfo, InstantTypeInfo, LocalTimeTypeInfo, MapTypeInfo,
     PickledBytesTypeInfo, PrimitiveArrayTypeInfo, RowTypeInfo, TimeTypeInfo, TimestampTypeInfo,
     TypeInformation, _check_type_info, _CollectionTypeInfo, _CompositeTypeInfo, infer_type_info)
-from runtime.common.types import Row, RowKind, make_rows
+from runtime.common.types import Row, RowKind, make_rows, with_field_names
 
 __all__ = [
     "arrow_type", "arrow_schema", "batch_fields", "encode", "decode", "to_pylist", "infer_array",
     "field_columns", "fields_of", "records_to_arrow", "arrow_to_records", "to_declared_type", "first_misfit",
-    "FieldTypeError", "CONVERSION_ERRORS",
+    "FieldTypeError", "CONVERSION_ERRORS", "big_decimal", "as_shipped",
 ]
 
 _PICKLE_PROTOCOL = pickle.HIGHEST_PROTOCOL
@@ -83,7 +84,10 @@ _BASIC_ARROW = {
     BasicType.CHAR: pa.string(),
     # Spark stores BigInteger as DECIMAL(38, 0) too; larger ints need PICKLED_BYTE_ARRAY.
     BasicType.BIG_INT: pa.decimal128(38, 0),
-    BasicType.BIG_DEC: pa.decimal128(38, 18),
+    # A BigDecimal has its own scale and any precision, which no Arrow decimal type keeps (one
+    # scale per column, 76 digits at most): its text, as BigDecimal.toString writes it and as
+    # PyFlink's coder ships it to Java (BigDecimalCoderImpl: str(value)).
+    BasicType.BIG_DEC: pa.string(),
     # Flink's Instant is millisecond-precise (PyFlink's Instant.of_epoch_milli).
     BasicType.INSTANT: pa.timestamp("ms", tz="UTC"),
 }
@@ -147,7 +151,7 @@ def _plain(t: TypeInformation) -> bool:
     return True
 
 
-_plain.register(BasicTypeInfo, lambda t: t._basic_type is not BasicType.BIG_INT)
+_plain.register(BasicTypeInfo, lambda t: t._basic_type not in (BasicType.BIG_INT, BasicType.BIG_DEC))
 _plain.register(InstantTypeInfo, lambda t: False)
 _plain.register(PickledBytesTypeInfo, lambda t: False)
 _plain.register(_CollectionTypeInfo, lambda t: _plain(t.get_element_type()))
@@ -180,6 +184,8 @@ def decode(array: pa.Array, type_info: TypeInformation) -> list:
 def _(t: BasicTypeInfo, values: list) -> pa.Array:
     if t._basic_type is BasicType.BIG_INT:
         values = [v if v is None or isinstance(v, Decimal) else Decimal(v) for v in values]
+    elif t._basic_type is BasicType.BIG_DEC:
+        values = [None if v is None else str(big_decimal(v)) for v in values]
     return pa.array(values, type=arrow_type(t))
 
 
@@ -188,7 +194,24 @@ def _(t: BasicTypeInfo, array: pa.Array) -> list:
     values = to_pylist(array)
     if t._basic_type is BasicType.BIG_INT:
         return [None if v is None else int(v) for v in values]
+    if t._basic_type is BasicType.BIG_DEC:
+        return [None if v is None else Decimal(v) for v in values]
     return values
+
+
+def big_decimal(value: Any) -> Decimal:
+    """``value`` as the Java BigDecimal a BIG_DEC field holds, as a Decimal: PyFlink hands Java
+    ``str(value)`` (so 0.1 is 0.1, not the double's binary expansion), and Java keeps its scale
+    and digits; a BigDecimal has no negative zero (-0.00 is 0.00), NaN nor infinity."""
+    try:
+        d = value if isinstance(value, Decimal) else Decimal(str(value))
+    except InvalidOperation:
+        d = None
+    if d is None or not d.is_finite():
+        raise ValueError(f"{value!r} is not a BigDecimal: a BIG_DEC value is a finite Decimal, or "
+                         f"a value whose str is one (an int, a float, '1.50'); declare NaN and "
+                         f"infinities DOUBLE")
+    return d.copy_abs() if d.is_zero() else d
 
 
 @_encode.register
@@ -399,8 +422,10 @@ def _(t: _CompositeTypeInfo, values: list) -> pa.Array:
 def _from_columns(t: _CompositeTypeInfo, columns: list, length: int) -> list:
     tuples = list(zip(*columns)) if columns else [()] * length
     if isinstance(t, RowTypeInfo):
-        # A copy per batch, so a caller mutating row._fields cannot rename this type's fields.
-        names = t._explicit_names()
+        # Named as PyFlink's RowCoder names the Rows it decodes, f0.. for Types.ROW (inferred
+        # unnamed Rows stay unnamed); a copy per batch, so a caller mutating row._fields cannot
+        # rename this type's fields.
+        names = t._explicit_names() if t.inferred else t.get_field_names()
         return make_rows(tuples, None if names is None else list(names))
     return tuples
 
@@ -515,3 +540,12 @@ def to_declared_type(records: Sequence[Any], type_info: TypeInformation, what: s
             raise TypeError(f"{what}: record {i}, {records[i]!r}, does not fit its declared type "
                             f"{type_info}: {e}. Convert it, or declare the type it has.") from None
         raise TypeError(f"{what}: the records do not fit their declared type {type_info}: {error}") from None
+
+
+def as_shipped(records: list, type_info: Optional[TypeInformation]) -> list:
+    """``records`` of a stream declared ``type_info`` as PyFlink's coder hands them to the far side
+    of a shuffle, or back from a Java sink: Rows of a declared row type named by its fields (f0..
+    for ``Types.ROW``); any other records as they are."""
+    if isinstance(type_info, RowTypeInfo) and not type_info.inferred:
+        return with_field_names(records, type_info.get_field_names())
+    return records

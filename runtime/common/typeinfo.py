@@ -396,7 +396,8 @@ class TupleTypeInfo(_CompositeTypeInfo):
 class RowTypeInfo(_CompositeTypeInfo):
     """Rows with typed fields, named ``f0``.. unless names are given.
 
-    Records decode as Rows carrying the given names, or as unnamed Rows for ``Types.ROW``.
+    Records decode as Rows carrying the given names, or ``f0``.. for ``Types.ROW`` (as PyFlink's
+    coder names them); encoding takes unnamed Rows and tuples by position.
     """
 
     def __init__(self, field_types: List[TypeInformation], field_names: Optional[List[str]] = None):
@@ -596,7 +597,9 @@ def _infer(values: list) -> TypeInformation:
         field_names = names.pop()
         field_types = _infer_fields(values, lengths.pop())
         if field_names is None:
-            return Types.ROW(field_types)
+            row = Types.ROW(field_types)
+            row.inferred = True     # undeclared, so pickled by PyFlink: they decode unnamed, as they were
+            return row
         return Types.ROW_NAMED(list(field_names), field_types)
     return Types.PICKLED_BYTE_ARRAY()
 

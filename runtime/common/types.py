@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Iterable, List, Optional
 
-__all__ = ["FieldNotFoundError", "Row", "RowKind"]
+__all__ = ["FieldNotFoundError", "Row", "RowKind", "with_field_names"]
 
 
 class RowKind(Enum):
@@ -257,6 +257,25 @@ def make_rows(value_tuples: Iterable[tuple], field_names: Optional[List[str]]) -
         _set(row, "_field_names", field_names)
         append(row)
     return rows
+
+
+def with_field_names(records: list, field_names: List[str]) -> list:
+    """``records`` of a row type named ``field_names``, as PyFlink's RowCoder decodes them on the
+    far side of a shuffle: unnamed Rows (of any kind) and plain tuples of as many fields become
+    Rows with those names (one shared list); any other record stays as it is."""
+    n = len(field_names)
+    out = []
+    append = out.append
+    for r in records:
+        kind = type(r)
+        if (kind is tuple or (kind is Row and r._field_names is None)) and len(r) == n:
+            row = _tuple_new(Row, r)
+            _set(row, "_field_names", field_names)
+            if kind is Row and r._row_kind is not RowKind.INSERT:
+                _set(row, "_row_kind", r._row_kind)
+            r = row
+        append(r)
+    return out
 
 
 def _row_field_names(row: Any) -> Optional[List[str]]:

@@ -23,6 +23,7 @@ from decimal import Decimal
 
 import numpy as np
 
+from runtime.common.arrow import big_decimal
 from runtime.common.typeinfo import (
     BasicTypeInfo, DateTypeInfo, LocalTimeTypeInfo, MapTypeInfo, PickledBytesTypeInfo, RowTypeInfo, TimestampTypeInfo,
     TimeTypeInfo, TupleTypeInfo, TypeInformation, Types)
@@ -97,7 +98,7 @@ def _basic(value, basic: BasicTypeInfo) -> str:
     if basic == Types.FLOAT():          # Float.toString: the shortest digits of the 32-bit float
         return _floating(float(np.float32(value)), str(np.float32(value)))
     if basic == Types.BIG_DEC():
-        return str(Decimal(value))      # BigDecimal.toString and Python's follow one spec
+        return str(big_decimal(value))  # BigDecimal.toString and Python's follow one spec
     if basic == Types.INSTANT():
         return _instant(value)
     return value if isinstance(value, str) else str(value)

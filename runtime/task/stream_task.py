@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 
 from runtime.state.snapshot import OPERATOR_PREFIX
 from runtime.common.faults import fault_point
+from runtime.common.arrow import as_shipped
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.datastream.operators import BroadcastProcessSpec
 from runtime.datastream.partitioner import KeyGroupStreamPartitioner
@@ -171,6 +172,30 @@ class RecordWriter:
                 yield c, (self.edge_key, self.producer, i, payload)
 
 
+class ShippingWriter:
+    """A shuffle's records as PyFlink's coder hands them to the consumer (``as_shipped``: the Rows
+    of a row type named); a chained operator gets them as they were made, as in PyFlink."""
+
+    def __init__(self, writer, declared):
+        self.writer = writer
+        self.declared = declared
+
+    def process_batch(self, values, timestamps, input_index):
+        self.writer.process_batch(as_shipped(values, self.declared), timestamps, input_index)
+
+    def process_watermark(self, watermark, input_index):
+        self.writer.process_watermark(watermark, input_index)
+
+    def process_idle(self, input_index):
+        self.writer.process_idle(input_index)
+
+
+def _declared_type(stream_graph, edge):
+    """The declared type of the records on ``edge``: a side output's is its tag's."""
+    tag = edge.output_tag
+    return tag.type_info if tag is not None else stream_graph.node(edge.source_id).output_type
+
+
 def channel_events(chunks: list) -> Iterator:
     """The events of one channel from its numbered chunks, unpickled one chunk at a time."""
     for _, payload in sorted(chunks, key=lambda chunk: chunk[0]):
@@ -199,10 +224,7 @@ class StreamTask:
         for n in v.operators:
             edges = stream_graph.in_edges(n.id)
             if edges:
-                # The declared type of the records: a side output's is its tag's.
-                tag = edges[0].output_tag
-                self.operators[n.id].input_type = (tag.type_info if tag is not None else
-                                                   stream_graph.node(edges[0].source_id).output_type)
+                self.operators[n.id].input_type = _declared_type(stream_graph, edges[0])
         self.writers: list[RecordWriter] = []
         self._wire()
         self.gates: dict = {}       # input index -> StatusWatermarkValve, for the acknowledgement
@@ -222,8 +244,9 @@ class StreamTask:
                 writer = PreAggregatingRecordWriter(writer, target, tdd.processing_time,
                                                     self.operators[se.source_id].fail)
             tag = se.output_tag.tag_id if se.output_tag is not None else None
-            self.operators[se.source_id].output.add(writer, se.type_number, tag)
             self.writers.append(writer)
+            shipping = ShippingWriter(writer, _declared_type(self.job_graph.stream_graph, se))
+            self.operators[se.source_id].output.add(shipping, se.type_number, tag)
 
     @property
     def head(self):
