@@ -127,3 +127,17 @@ def test_checkpoint_before_pyflink_hashing_is_refused_for_selector_keys(tmp_path
     env.from_collection([("a", 1)]).key_by(0).process(Where()).print()
     old, graph = _restore_point(env, None)
     check_compatibility(old, graph, False)
+
+
+def test_batch_mode_emits_keys_in_the_order_of_their_serialized_form(tmp_path):
+    # Flink's BATCH mode sorts a keyed input by the serialized key (SortingDataInput,
+    # VariableLengthByteKeyComparator: signed bytes, shorter first). PyFlink's key_by(selector) key
+    # is Row.of(pickled key), serialized as an int length and the pickle: shorter pickles first
+    # ('é' is two UTF-8 bytes, 0xC3 0xA9, negative as Java bytes), then byte by byte ('B' < 'a').
+    from runtime.datastream import RuntimeExecutionMode
+    env = job_env(tmp_path, 1)
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    words = ["bb", "a", "é", "ab", "B", "a", "ccc", "bb"]
+    counts = (env.from_collection([(w, 1) for w in words]).key_by(lambda r: r[0])
+              .reduce(lambda a, b: (a[0], a[1] + b[1])).execute_and_collect())
+    assert list(counts) == [("B", 1), ("a", 2), ("é", 1), ("ab", 1), ("bb", 2), ("ccc", 1)]

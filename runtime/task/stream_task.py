@@ -30,6 +30,7 @@ from runtime.task.operators import (
 from runtime.state.backend import state_backend_type
 from runtime.state.key_groups import compute_key_group_range_for_operator_index
 from runtime.task.partitioning import ChannelSelector
+from runtime.task.sorting_input import SortingDataInput, sorts_input
 from runtime.task.watermarks import GateWatermarks, TaskWatermarks
 from runtime.task.window_aggregation import PreAggregatingRecordWriter, is_vectorizable
 
@@ -499,8 +500,12 @@ class StreamTask:
         self.gates = {idx: restored.get(idx, GateWatermarks()).valve([c for c, _ in chans])
                       for idx, chans in gates.items()}
         merged = {idx: (self.gates[idx], chans) for idx, chans in gates.items()}
+        # BATCH mode sorts a keyed input by key before the operator sees it, as Flink does.
+        reader = SortingDataInput(head) if self.batch and sorts_input(head) else head
         for group in _input_order(head, merged):
-            records += self._drain(head, {idx: merged[idx] for idx in group})
+            records += self._drain(reader, {idx: merged[idx] for idx in group})
+        if reader is not head:
+            reader.end_input()
         return records
 
     def _drain(self, head, merged: dict) -> int:
