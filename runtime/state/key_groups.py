@@ -464,6 +464,15 @@ def _hash_values(values) -> tuple[np.ndarray, int]:
     return _hash_values(values.tolist())
 
 
+def _binary_array(data: list) -> pa.Array:
+    """``data`` (bytes) as an Arrow binary array, from one joined buffer (pa.array copies the
+    objects one by one, twice as slow as pickling them)."""
+    offsets = np.zeros(len(data) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, data), dtype=np.int64, count=len(data)), out=offsets[1:])
+    return pa.Array.from_buffers(pa.large_binary(), len(data),
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
+
+
 def _key_by_hashes(values, key_type) -> tuple[np.ndarray, int]:
     """:func:`key_by_hash` of each value, and how many are null. Pickled keys are pickled one
     by one, their bytes hashed vectorised; Row.of(x) adds 31 + 31 to x's hash for a scalar x."""
@@ -471,7 +480,7 @@ def _key_by_hashes(values, key_type) -> tuple[np.ndarray, int]:
         values = values.to_pylist() if isinstance(values, (pa.Array, pa.ChunkedArray)) else list(values)
     nulls = sum(v is None for v in values)
     if isinstance(key_type, PickledBytesTypeInfo) and not nulls:
-        hashes = _binary_hashes(pa.array(list(map(pickled_key, values)), pa.binary()))
+        hashes = _binary_hashes(_binary_array(list(map(pickled_key, values))))
     elif str(key_type) == "String" and values and all(type(v) is str for v in values):
         hashes = _hash_values(values)[0]
     else:
