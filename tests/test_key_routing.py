@@ -88,8 +88,11 @@ class Count(KeyedProcessFunction):
         yield ctx.get_current_key(), n
 
 
-def test_list_keys_have_state_per_key(tmp_path):
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_list_keys_have_state_per_key(tmp_path, backend):
+    from runtime.state.backend import STATE_BACKEND
     env = job_env(tmp_path, 2)
+    env.get_configuration().set_string(STATE_BACKEND, backend)
     records = [[1, 2], ["a"], [1, 2], ["a"], [1, 2]]
     got = list(env.from_collection(records).key_by(lambda r: r).process(Count()).execute_and_collect())
     assert sorted(map(repr, got)) == sorted(map(repr, [([1, 2], 1), (["a"], 1), ([1, 2], 2), (["a"], 2),

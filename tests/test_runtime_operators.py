@@ -128,7 +128,8 @@ def test_keyed_records_reach_the_subtask_owning_their_key_group(spark, tmp_path)
     got = env.from_collection(words).key_by(lambda w: w).map(WhereAmI()).execute_and_collect()
     for word, index, parallelism in got:
         assert parallelism == 3
-        assert index == assign_key_to_parallel_operator(word, 128, 3)
+        # key_by(selector) routes Row.of(the pickled key), as PyFlink (tests/test_key_routing.py)
+        assert index == assign_key_to_parallel_operator(word, 128, 3, Types.PICKLED_BYTE_ARRAY())
 
 
 def test_broadcast_global_and_custom_partitioning(spark, tmp_path):
