@@ -13,11 +13,10 @@ nothing of them is kept in this repository). Each runs in its own process:
 
 An example that takes ``--output`` runs twice per engine: printing (no arguments) and writing
 files with its FileSink (``--output DIR``). Per run the script says whether Sluice ran it
-unchanged (exit 0) and whether its output equals PyFlink's: printed lines with the subtask
-prefix (``2> ``) stripped, compared in order when PyFlink printed from one subtask and sorted
-when from several (their interleaving is free); finished files compared by their lines (part
-names hold random ids) and their bucket folders. Examples that need an external system are
-listed with the reason and not run. It ends with a Markdown table for the README.
+unchanged (exit 0) and whether its output equals PyFlink's: printed lines under the same subtask
+prefix (``2> ``), each subtask's lines in order (the interleaving of subtasks is free); finished
+files compared by their lines (part names hold random ids) and their bucket folders. Examples
+that need an external system are listed with the reason and not run. It ends with a Markdown table for the README.
 """
 from __future__ import annotations
 
@@ -82,12 +81,15 @@ def run(cmd, cwd, env, timeout):
         return "timeout", out, "", time.time() - started
 
 
-def printed(stdout: str) -> tuple[list, bool]:
-    """The printed lines without subtask prefixes or the engines' log lines, and whether
-    several subtasks printed."""
-    lines = [line for line in stdout.splitlines() if line.strip() and not ENGINE_LOG.match(line)]
-    parallel = any(SUBTASK.match(line) for line in lines)
-    return [SUBTASK.sub("", line) for line in lines], parallel
+def printed(stdout: str) -> dict:
+    """The printed lines without the engines' log lines, per subtask prefix ("" for none), each
+    subtask's in the order it printed them: the order across subtasks is free, within one not."""
+    by_subtask: dict = {}
+    for line in stdout.splitlines():
+        if line.strip() and not ENGINE_LOG.match(line):
+            prefix = SUBTASK.match(line)
+            by_subtask.setdefault(prefix.group(0) if prefix else "", []).append(SUBTASK.sub("", line))
+    return by_subtask
 
 
 def finished_files(folder: str) -> dict:
@@ -103,17 +105,20 @@ def finished_files(folder: str) -> dict:
 
 
 def compare_printed(flink: str, sluice: str) -> tuple[bool, str]:
-    expected, parallel = printed(flink)
-    got, _ = printed(sluice)
-    if parallel:
-        expected, got = sorted(expected), sorted(got)
+    """Equal when each subtask printed the same lines in the same order under the same prefix."""
+    expected, got = printed(flink), printed(sluice)
+    n = sum(map(len, expected.values()))
     if expected == got:
-        return True, f"{len(expected)} lines equal" + (" (sorted: several subtasks)" if parallel else "")
-    if sorted(expected) == sorted(got):
-        return False, f"the same {len(expected)} lines in another order"
-    missing = [x for x in expected if x not in got][:3]
-    extra = [x for x in got if x not in expected][:3]
-    return False, f"PyFlink {len(expected)} lines, Sluice {len(got)}; only PyFlink: {missing}; only Sluice: {extra}"
+        return True, f"{n} lines equal" + (f", from {len(expected)} subtasks" if len(expected) > 1 else "")
+    flat = lambda by_subtask: sorted(line for lines in by_subtask.values() for line in lines)  # noqa: E731
+    if flat(expected) == flat(got):
+        if sorted(map(sorted, expected.values())) == sorted(map(sorted, got.values())):
+            return False, f"the same {n} lines per subtask, under other subtask prefixes or in another order"
+        return False, f"the same {n} lines from other subtasks ({sorted(expected)} against {sorted(got)})"
+    missing = [x for x in flat(expected) if x not in flat(got)][:3]
+    extra = [x for x in flat(got) if x not in flat(expected)][:3]
+    return False, (f"PyFlink {n} lines, Sluice {sum(map(len, got.values()))}; only PyFlink: {missing}; "
+                   f"only Sluice: {extra}")
 
 
 def compare_files(flink_dir: str, sluice_dir: str) -> tuple[bool, str]:
