@@ -115,6 +115,26 @@ def test_big_decimal_state_keeps_its_scale_through_a_checkpoint_and_restore(spar
                                               "+I[j,100.0000001,Decimal('1E+2')]"])
 
 
+def test_window_sums_and_maxima_of_big_decimals_keep_each_results_scale(spark, tmp_path):
+    """Java's BigDecimal.add takes the larger scale of its two summands, and max returns the value
+    as it came (Flink's SumAggregator / ComparableAggregator); a batch's Arrow decimal would give
+    every result the batch's largest scale."""
+    from runtime.common import Time, WatermarkStrategy
+    from runtime.datastream import TumblingEventTimeWindows
+    env = job_env(tmp_path, 1)
+    typed = T.TUPLE([T.STRING(), T.BIG_DEC(), T.LONG()])
+    data = [("a", Decimal("2.5"), 1), ("a", Decimal("1.50"), 2), ("b", Decimal("3"), 3), ("c", Decimal("1.0"), 4)]
+    stamps = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, _: e[2])
+    windows = (env.from_collection(data, typed).assign_timestamps_and_watermarks(stamps)
+               .key_by(lambda e: e[0], key_type=T.STRING()).window(TumblingEventTimeWindows.of(Time.seconds(10))))
+    got = sorted((k, str(v)) for k, v, _ in windows.sum(1).execute_and_collect())
+    assert got == [("a", "4.00"), ("b", "3"), ("c", "1.0")]
+    windows = (env.from_collection(data, typed).assign_timestamps_and_watermarks(stamps)
+               .key_by(lambda e: e[0], key_type=T.STRING()).window(TumblingEventTimeWindows.of(Time.seconds(10))))
+    got = sorted((k, str(v)) for k, v, _ in windows.max(1).execute_and_collect())
+    assert got == [("a", "2.5"), ("b", "3"), ("c", "1.0")]
+
+
 def test_a_delta_sink_stores_a_big_decimal_as_its_exact_text(spark, tmp_path):
     env = job_env(tmp_path, 1)
     table = str(tmp_path / "amounts")

@@ -121,6 +121,10 @@ class PanePreAggregator:
             if pa.types.is_binary(key_array.type) and set(map(type, keys)) != {bytes}:
                 raise TypeError("str and bytes keys: Arrow would make 'a' and b'a' one key")
             field_array = pa.array(fields)
+            if pa.types.is_decimal(field_array.type) or pa.types.is_decimal(key_array.type):
+                # Arrow gives a batch's decimals one scale; a BigDecimal keeps its own (a sum's
+                # is its summands' largest, a max is the value as it came).
+                raise TypeError("decimals keep their own scale: aggregated in Python")
             if self.windows.slide != self.windows.size:     # sliding: a record in several windows
                 key_array, field_array = key_array.take(rows), field_array.take(rows)
             # from_arrays, not pa.table(dict): the latter imports pandas (seconds per worker).
