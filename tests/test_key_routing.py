@@ -10,10 +10,15 @@ key (a Sluice extension) hashes the field's own Java value, as Java Flink's keyB
 The expected subtasks were printed by a real PyFlink 2.3.0 job (a KeyedProcessFunction yielding
 ``get_index_of_this_subtask()`` per record, parallelism 2 and 4).
 """
+import pickle
+
 import pytest
 
 from runtime.common.typeinfo import Types
+from runtime.common.types import Row, RowKind
 from runtime.datastream.functions import KeyedProcessFunction
+from runtime.datastream.key_selector import freeze
+from runtime.state.java_hash import pickled_key
 from runtime.state.key_groups import assign_key_to_parallel_operator, assign_operator_indexes
 from tests.runtime_env import job_env
 
@@ -22,6 +27,22 @@ P = Types.PICKLED_BYTE_ARRAY()
 PICKLED = [("a", 0, 1), ("b", 0, 0), ("hello", 1, 2), ("word", 1, 2), ("é", 1, 3), (0, 0, 0), (1, 0, 1),
            (-1, 0, 1), (7, 0, 0), (42, 1, 2), (2**40, 0, 0), (-2**40, 1, 2), ((1, "a"), 0, 0),
            (("x", 2), 1, 2), ([1, 2], 1, 2), (["a", "b"], 1, 2), (3.5, 0, 1), (True, 1, 3), (b"xy", 0, 0)]
+
+
+def _kind(row, kind):
+    row.set_row_kind(kind)
+    return row
+
+
+# Keys holding Rows: PyFlink pickles its own Row (pyflink/common/types.py Row.__reduce__:
+# pyflink.common.types._create_row(fields, values, RowKind)), so these are hashed as PyFlink's
+# bytes, not Sluice's (runtime.state.pyflink_pickle). Subtasks at 2 and 4 printed by a real PyFlink
+# 2.3.0 job: key_by(lambda i: KEYS[i]) then a KeyedProcessFunction yielding get_index_of_this_subtask().
+ROWS = [(Row(1), 0, 0), (Row(1, "a"), 0, 1), (Row("a"), 1, 2), (Row("hello"), 0, 0), (Row(a=1, b="x"), 0, 1),
+        (Row(a=1), 1, 3), (Row(name="k"), 1, 3), ((Row(1), "k"), 1, 3), ((Row(2), "k"), 0, 1),
+        (("x", Row(b=2)), 1, 2), (_kind(Row(1), RowKind.UPDATE_AFTER), 1, 2), (_kind(Row(x=2), RowKind.DELETE), 0, 0),
+        (Row(Row(1, "a"), Row(b=2)), 0, 0), ([Row("a")], 1, 3), (Row(None, 3.5), 1, 2), (Row(7), 1, 3),
+        (Row(42), 0, 0)]
 # (key_type, key, subtask at 2, subtask at 4), key_by(selector, key_type)
 TYPED = [(Types.STRING(), "a", 1, 2), (Types.STRING(), "hello", 0, 1), (Types.STRING(), "é", 1, 3),
          (Types.INT(), -1, 0, 1), (Types.INT(), 42, 0, 0), (Types.LONG(), -1, 0, 1), (Types.LONG(), 2**40, 1, 2),
@@ -34,6 +55,27 @@ TYPED = [(Types.STRING(), "a", 1, 2), (Types.STRING(), "hello", 0, 1), (Types.ST
 def test_pickled_keys_route_as_pyflink(key, at2, at4):
     assert assign_key_to_parallel_operator(key, 128, 2, P) == at2
     assert assign_key_to_parallel_operator(key, 128, 4, P) == at4
+
+
+@pytest.mark.parametrize("key,at2,at4", ROWS)
+def test_row_keys_route_as_pyflink(key, at2, at4):
+    key = freeze(key)
+    assert assign_key_to_parallel_operator(key, 128, 2, P) == at2
+    assert assign_key_to_parallel_operator(key, 128, 4, P) == at4
+
+
+def test_row_keys_are_hashed_as_pyflinks_pickle_and_pickle_as_sluices_elsewhere():
+    # PyFlink 2.3.0: cloudpickle.dumps(Row(1, 'a')).hex() and of (Row(1) of kind UPDATE_AFTER, 'k').
+    assert pickled_key(Row(1, "a")).hex() == (
+        "80059549000000000000008c147079666c696e6b2e636f6d6d6f6e2e7479706573948c0b5f6372656174655f726f77"
+        "9493944e4b018c016194869468008c07526f774b696e649493944b0085945294879452942e")
+    assert pickled_key((_kind(Row(1), RowKind.UPDATE_AFTER), "k")).hex() == (
+        "8005954b000000000000008c147079666c696e6b2e636f6d6d6f6e2e7479706573948c0b5f6372656174655f726f77"
+        "9493944e4b01859468008c07526f774b696e649493944b0285945294879452948c016b9486942e")
+    # Checkpoints and shuffles still pickle a Row as Sluice's, which loads back as a Sluice Row.
+    row = _kind(Row(a=1), RowKind.DELETE)
+    again = pickle.loads(pickle.dumps(row, 5))
+    assert again == row and again.get_row_kind() is RowKind.DELETE and again.as_dict() == {"a": 1}
 
 
 @pytest.mark.parametrize("key_type,key,at2,at4", TYPED)
@@ -75,6 +117,21 @@ def test_job_routes_keys_as_pyflink(tmp_path):
     assert got == {repr(k): at4 for k, _, at4 in PICKLED}
     typed = env.from_collection(["a", "hello", "é"]).key_by(lambda s: s, key_type=Types.STRING())
     assert dict(typed.process(Where()).execute_and_collect()) == {"'a'": 2, "'hello'": 1, "'é'": 3}
+
+
+class Index(KeyedProcessFunction):
+    def open(self, ctx):
+        self.index = ctx.get_index_of_this_subtask()
+
+    def process_element(self, value, ctx):
+        yield value, self.index
+
+
+def test_job_routes_row_keys_as_pyflink(tmp_path):
+    env = job_env(tmp_path, 4)
+    got = dict(env.from_collection(list(range(len(ROWS)))).key_by(lambda i: ROWS[i][0]).process(Index())
+               .execute_and_collect())
+    assert got == {i: at4 for i, (_, _, at4) in enumerate(ROWS)}
 
 
 class Count(KeyedProcessFunction):

@@ -45,6 +45,7 @@ import numpy as np
 
 from runtime.common import typeinfo as ti
 from runtime.datastream.key_selector import ListKey, plain_key
+from runtime.state.pyflink_pickle import SLUICE_TYPES_MODULE, pyflink_dumps
 
 __all__ = ["java_hash_code", "key_by_hash", "murmur_hash", "pickled_key", "to_int32", "typed_hash_code"]
 
@@ -217,7 +218,17 @@ def java_hash_code(value) -> int:
 
 def pickled_key(key) -> bytes:
     """The bytes PyFlink hashes for a key of ``key_by`` without a ``key_type``."""
-    return pickle.dumps(plain_key(key) if isinstance(key, ListKey) else key, 5)
+    if type(key) in _SCALARS:
+        return pickle.dumps(key, 5)
+    if isinstance(key, ListKey):
+        key = plain_key(key)
+    data = pickle.dumps(key, 5)
+    # A key holding a Row pickles naming Sluice's module (after a global, STACK_GLOBAL: a quick
+    # first test); PyFlink's Row pickles otherwise.
+    return pyflink_dumps(key) if b"\x93" in data and SLUICE_TYPES_MODULE in data else data
+
+
+_SCALARS = frozenset((str, int, float, bool, bytes))    # keys that cannot hold a Row
 
 
 def _poly(hashes, h: int = 1) -> int:
