@@ -14,7 +14,7 @@ from runtime.connectors.collection import CollectionReader
 from runtime.datastream import StreamExecutionEnvironment, TumblingEventTimeWindows
 from runtime.datastream.operators import SinkSpec
 from runtime.graph.job_graph import create_job_graph
-from runtime.task.operators import with_field
+from runtime.task.record_helpers import with_field
 from runtime.task.stream_task import ACK, SplitRead, TaskDeploymentDescriptor, run_task
 from runtime.task.record_columns import RecordColumns
 

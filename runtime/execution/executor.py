@@ -43,7 +43,7 @@ from runtime.scheduler.slots import SlotPlan, compute_slot_plan, slots_required_
 from runtime.state.backend import ROCKSDB, state_backend_type
 from runtime.storage.filesystems import StorageException, check_writable, join, remove, rmtree
 from runtime.storage.layout import job_dir, slug
-from runtime.task.operators import snapshots_incrementally
+from runtime.task.operator_factory import snapshots_incrementally
 from runtime.task.stream_task import ACK, TaskDeploymentDescriptor
 from runtime.task.watermarks import assign_watermarks, checkpointed
 

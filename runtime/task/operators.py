@@ -11,11 +11,10 @@ import traceback
 from functools import partial
 from itertools import chain, compress, repeat
 from operator import is_not, length_hint
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.datastream import functions as fn
-from runtime.datastream import operators as ops
 from runtime.datastream.output_tag import is_side_output
 from runtime.datastream.state import ValueStateDescriptor
 from runtime.metrics.registry import TaskMetrics
@@ -24,6 +23,7 @@ from runtime.state.backend import DEFAULT_STATE_BACKEND, ROCKSDB, VOID_NAMESPACE
 from runtime.state.heap import HeapKeyedStateBackend
 from runtime.state.key_groups import key_type_of
 from runtime.task.sink_writer import WriterInitContext
+from runtime.task.record_helpers import aggregator, extreme
 from runtime.task.timer_service import InternalTimerService
 
 log = logging.getLogger(__name__)
@@ -465,18 +465,6 @@ class StreamMap(TaskOperator):
                             timestamps)
 
 
-def extreme(pick, timestamps: list):
-    """``max``/``min`` of the timestamps that are set, or None; at C speed when all are."""
-    if not timestamps:
-        return None
-    try:
-        return pick(timestamps)     # all set (or all None: a single None, or a TypeError)
-    except TypeError:
-        pass
-    stamps = [t for t in timestamps if t is not None]
-    return pick(stamps) if stamps else None
-
-
 def _no_timestamps(timestamps: list) -> bool:
     return timestamps.count(None) == len(timestamps)
 
@@ -594,58 +582,6 @@ class CoStreamFlatMap(TaskOperator):
     def process_batch(self, values, timestamps, input_index):
         f = self.spec.function.flat_map1 if input_index == 1 else self.spec.function.flat_map2
         self.flat_map(f, values, timestamps, input_index)
-
-
-def with_field(record, position, value):
-    """``record`` with field ``position`` replaced (tuples, Rows, lists, or a plain value)."""
-    if position is None or not isinstance(record, (tuple, list)):
-        return value
-    if type(record) is tuple:
-        return record[:position] + (value,) + record[position + 1:]
-    if isinstance(record, list):
-        copy = list(record)
-        copy[position] = value
-        return copy
-    values = tuple(record)
-    replaced = values[:position] + (value,) + values[position + 1:]
-    if type(record) is tuple:
-        return replaced
-    names = getattr(record, "_fields", None)
-    cls = type(record)
-    return cls(**dict(zip(names, replaced))) if names else cls(*replaced)
-
-
-def field_of(record, position):
-    if position is None or not isinstance(record, (tuple, list)):
-        if position not in (None, 0):
-            raise IndexError(f"field {position} of a plain value {record!r}")
-        return record
-    return record[position]
-
-
-def aggregator(aggregation: ops.Aggregation) -> Callable[[Any, Any], Any]:
-    """Flink's SumAggregator / ComparableAggregator as a reduce function.
-
-    sum/min/max keep the other fields of the first record; min_by/max_by return the
-    record holding the extreme (the first or last of equals, per ``first``).
-    """
-    pos, kind, first = aggregation.position, aggregation.kind, aggregation.first
-
-    if kind == "sum":
-        return lambda acc, v: with_field(acc, pos, field_of(acc, pos) + field_of(v, pos))
-    if kind == "min":
-        return lambda acc, v: acc if field_of(acc, pos) <= field_of(v, pos) else with_field(acc, pos, field_of(v, pos))
-    if kind == "max":
-        return lambda acc, v: acc if field_of(acc, pos) >= field_of(v, pos) else with_field(acc, pos, field_of(v, pos))
-    if kind == "min_by":
-        if first:
-            return lambda acc, v: v if field_of(v, pos) < field_of(acc, pos) else acc
-        return lambda acc, v: v if field_of(v, pos) <= field_of(acc, pos) else acc
-    if kind == "max_by":
-        if first:
-            return lambda acc, v: v if field_of(v, pos) > field_of(acc, pos) else acc
-        return lambda acc, v: v if field_of(v, pos) >= field_of(acc, pos) else acc
-    raise ValueError(f"unknown aggregation {kind!r}")
 
 
 class StreamGroupedReduceOperator(TaskOperator):
@@ -778,45 +714,3 @@ class StreamSink(TaskOperator):
     def dispose(self) -> None:
         super().dispose()
         self.writer = None
-
-
-def create_operator(node, ctx: TaskContext) -> TaskOperator:
-    return operator_class(node)(node, ctx)
-
-
-def snapshots_incrementally(node) -> bool:
-    """Whether the operator of ``node`` can snapshot only what changed (its state is all in
-    its keyed backend): the driver asks it to, per the incremental checkpoint policy."""
-    return bool(node.is_keyed) and operator_class(node).state_in_backend
-
-
-def operator_class(node) -> type:
-    """The executing operator of a job graph node's operator descriptor."""
-    from runtime.task.broadcast_operator import BroadcastProcessOperator
-    from runtime.task.window_aggregation import WindowAggregationOperator, is_vectorizable
-    from runtime.task.window_operator import WindowOperator
-    spec = node.operator
-    if is_vectorizable(spec):
-        return WindowAggregationOperator
-    table = {
-        ops.SourceSpec: SourceOperator,
-        ops.MapSpec: StreamMap,
-        ops.FlatMapSpec: StreamFlatMap,
-        ops.FilterSpec: StreamFilter,
-        ops.ProcessSpec: ProcessOperator,
-        ops.KeyedProcessSpec: ProcessOperator,
-        ops.CoProcessSpec: CoProcessOperator,
-        ops.KeyedCoProcessSpec: CoProcessOperator,
-        ops.CoMapSpec: CoStreamMap,
-        ops.CoFlatMapSpec: CoStreamFlatMap,
-        ops.GroupedReduceSpec: StreamGroupedReduceOperator,
-        ops.TimestampsAndWatermarksSpec: TimestampsAndWatermarksOperator,
-        ops.WindowSpec: WindowOperator,
-        ops.SinkSpec: StreamSink,
-        ops.BroadcastProcessSpec: BroadcastProcessOperator,
-        ops.KeyedBroadcastProcessSpec: BroadcastProcessOperator,
-    }
-    cls = table.get(type(spec))
-    if cls is None:
-        raise TypeError(f"No executing operator for {type(spec).__name__} ('{node.operator_name}')")
-    return cls

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from runtime.common import arrow
-from runtime.task.operators import with_field
+from runtime.task.record_helpers import with_field
 
 
 def take(column, idx: np.ndarray):

@@ -25,8 +25,9 @@ from runtime.datastream.partitioner import KeyGroupStreamPartitioner
 from runtime.graph.execution_graph import consumed_partitions
 from runtime.graph.job_graph import JobGraph, JobVertex
 from runtime.task.channel_events import IDLE, PreAggregatedPanes, RecordBatch, Watermark
-from runtime.task.operators import (
-    TaskContext, UserCodeException, assign_timestamps, create_operator, extreme)
+from runtime.task.operator_factory import create_operator
+from runtime.task.operators import TaskContext, UserCodeException, assign_timestamps
+from runtime.task.record_helpers import extreme
 from runtime.state.backend import state_backend_type
 from runtime.state.key_groups import compute_key_group_range_for_operator_index
 from runtime.task.partitioning import ChannelSelector

@@ -23,7 +23,8 @@ from runtime.datastream import window as w
 from runtime.datastream.data_stream import FieldKeySelector
 from runtime.datastream.operators import WindowSpec
 from runtime.task.channel_events import PreAggregatedPanes
-from runtime.task.operators import TaskOperator, extreme, field_of
+from runtime.task.operators import TaskOperator
+from runtime.task.record_helpers import extreme, field_of
 from runtime.task.record_columns import RecordColumns, take, to_pylist
 from runtime.task.partitioning import key_channels
 from runtime.task.timer_service import EVENT_TIME, PROCESSING_TIME

@@ -17,7 +17,8 @@ from runtime.datastream.state import (
 from runtime.datastream.window import (
     MergingWindowAssigner, TimestampedValue, Trigger, WindowAssigner)
 from runtime.state.snapshot import WINDOW_CONTENTS
-from runtime.task.operators import SideOutputs, TaskOperator, UserCodeException, aggregator
+from runtime.task.operators import SideOutputs, TaskOperator, UserCodeException
+from runtime.task.record_helpers import aggregator
 
 
 class _Contents:
