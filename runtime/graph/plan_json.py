@@ -6,8 +6,10 @@ Flink's plan visualizer. ``job_graph_as_json``: the JobGraph plan the Flink web 
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from runtime.graph.stream_graph import StreamGraph
+if TYPE_CHECKING:   # the StreamGraph calls this module (get_streaming_plan_as_json)
+    from runtime.graph.stream_graph import StreamGraph
 
 _PACT = {"source": "Data Source", "sink": "Data Sink", "operator": "Operator"}
 

@@ -19,6 +19,7 @@ from runtime.datastream.pipeline import Pipeline, PipelineSettings
 from runtime.datastream.transformations import (
     OneInputTransformation, PartitionTransformation, SideOutputTransformation, SinkTransformation,
     SourceTransformation, Transformation, TwoInputTransformation, UnionTransformation)
+from runtime.graph.plan_json import streaming_plan_as_json
 from runtime.state.key_groups import compute_default_max_parallelism
 
 DEFAULT_SLOT_SHARING_GROUP = "default"
@@ -127,7 +128,6 @@ class StreamGraph:
         return tuple(self.node(i) for i in order)
 
     def get_streaming_plan_as_json(self) -> str:
-        from runtime.graph.plan_json import streaming_plan_as_json
         return streaming_plan_as_json(self)
 
 
