@@ -149,7 +149,7 @@ def run_sluice_job(spark, spec, keys, warehouse, epochs, build_split, small_spli
                        "execution.checkpointing.incremental": spec["incremental"]})
 
     def size_epochs(runner):
-        for enumerator in runner.enumerators.values():
+        for enumerator in runner.sources.enumerators.values():
             plan_epoch = enumerator.plan_epoch
 
             def sized(epoch, _plan=plan_epoch, _e=enumerator):

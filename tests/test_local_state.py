@@ -129,7 +129,7 @@ def test_a_reused_python_worker_leaves_the_collector_little_to_scan(spark, tmp_p
 def test_a_worker_keeps_no_garbage_of_earlier_runs_frozen(spark):
     """Cycles that became garbage after a run's settling (an evicted job graph, a first task's
     closure) are collected when the next run settles the worker."""
-    from runtime.execution import executor
+    from runtime.execution import epoch_job
 
     def settle_twice(_):
         import gc
@@ -140,8 +140,8 @@ def test_a_worker_keeps_no_garbage_of_earlier_runs_frozen(spark):
         first = Node()
         first.me = first        # a cycle: only the collector frees it
         alive = weakref.ref(first)
-        executor._settle_worker_heap("run-a-of-this-test")
+        epoch_job._settle_worker_heap("run-a-of-this-test")
         del first               # garbage now, but frozen
-        executor._settle_worker_heap("run-b-of-this-test")
+        epoch_job._settle_worker_heap("run-b-of-this-test")
         return [alive() is None and gc.get_freeze_count() > 0]
     assert spark.sparkContext.parallelize([0], 1).mapPartitions(settle_twice).collect() == [True]

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import pickle
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Optional
 
 from runtime.state.snapshot import SOURCE_STATE, SPLIT, snapshot_to_table, state_table_name, write_state_file
 from runtime.checkpoint.incremental import file_entry, referenced_partitions
+from runtime.checkpoint.sink_committers import create_committers
 from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, DISCARDED, FAILED, CheckpointRecord, CheckpointStorage
 from runtime.common.faults import fault_point
 from runtime.graph.job_graph import JobGraph
@@ -54,6 +56,8 @@ class CheckpointCoordinator:
         self.kept: dict = {}    # discarded checkpoints whose partitions retained chains still read
         # One background thread completes checkpoints and discards subsumed ones, in order.
         self._background: Optional[ThreadPoolExecutor] = None
+        self.committers: dict = {}          # sink node id -> its Committer, for the run
+        self.pending: dict = {}             # sink node id -> committables waiting for a checkpoint
 
     def restored(self, record: CheckpointRecord) -> None:
         self.last_epoch = record.epoch
@@ -77,6 +81,44 @@ class CheckpointCoordinator:
             return logged
         checkpoint_id, self.next_id = self.next_id, self.next_id + 1
         return checkpoint_id
+
+    # ---- acknowledgements -----------------------------------------------------------------
+
+    def receive_acknowledgements(self, payloads: list) -> list:
+        """The epoch's tasks' pickled acknowledgements (Flink's receiveAcknowledgeMessage), one
+        per subtask, in (vertex id, subtask) order. A recomputed task (a retry, a cache miss)
+        acknowledges twice, with the same content, unless one of the computations failed: then
+        the epoch failed, and the failure is the one kept."""
+        raw = {}
+        for payload in payloads:
+            ack = pickle.loads(payload)
+            key = (ack.job_vertex_id, ack.subtask_index)
+            if key not in raw or ack.failure:
+                raw[key] = ack
+        return [raw[k] for k in sorted(raw)]
+
+    def open_sinks(self, result) -> None:
+        """The run's sink committers (filling ``result``, its JobExecutionResult); without
+        checkpoints their transactions are the run's."""
+        self.committers = create_committers(self.job_graph, "" if self.enabled else f"-{self.run_id}", result)
+
+    def route_committables(self, acks: list, epoch: int) -> None:
+        """The sink writers' committables of an epoch, in vertex then subtask order: printed lines
+        and collected records are committed at once, in order as they come; what commits with
+        checkpoints (Delta sinks' staged files) waits for the next one."""
+        order = {v.id: i for i, v in enumerate(self.job_graph.vertices)}
+        for a in sorted(acks, key=lambda a: (order[a.job_vertex_id], a.subtask_index)):
+            for node_id, committable in a.committables.items():
+                committer = self.committers[node_id]
+                if committer.at_checkpoint:
+                    self.pending.setdefault(node_id, []).append(committable)
+                else:
+                    committer.commit([committable], epoch + 1)
+
+    def staged(self) -> list[tuple]:
+        """(committer, committables staged since the last commit) of each sink that commits with
+        checkpoints (Delta sinks: their staged files), taken out of the pending ones."""
+        return [(c, self.pending.pop(node_id, [])) for node_id, c in self.committers.items() if c.at_checkpoint]
 
     # ---- completing --------------------------------------------------------------------
 

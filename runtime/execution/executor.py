@@ -1,20 +1,20 @@
-"""Running a job: compile, allocate slots, then epochs, each one Spark job.
+"""Running a job: compile, allocate slots, then epochs, each one Spark job; the JobRunner
+coordinates the parts that do the work.
 
-Per epoch the driver plans every source split's read and the processing time, writes that
-plan first (so a replay reads the same input at the same time), runs one Spark job (a
-stage per JobVertex, ``parallelism`` tasks, keyed edges shuffled so that partition i is
-subtask i), and gathers the tasks' acknowledgements: metrics, the sinks' committables (printed
-lines, collected records, staged Delta files), state snapshot handles and the sources' new
-positions. Each sink's committer (``runtime.connectors``) commits its committables: print and
-collect at once, a Delta sink with the next checkpoint (or after each epoch without them).
+Per epoch the driver plans every source split's read (the source coordinator,
+``source_coordinator``) and the processing time, writes that plan first (so a replay reads the
+same input at the same time), runs the epoch's Spark job (``epoch_job``), and hands the tasks'
+acknowledgements to the checkpoint coordinator (``runtime.checkpoint.coordinator``): it
+de-duplicates them and routes the sinks' committables to their committers (print and collect at
+once, a Delta sink with the next checkpoint, or after each epoch without them), and completes
+the epoch's checkpoint when one was triggered. This module also holds what a run gives back
+(``JobExecutionResult``, ``EpochSummary``) and how it fails (``JobExecutionException``).
 """
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import os
-import pickle
 import sys
 import threading
 import time
@@ -24,42 +24,33 @@ from typing import Optional
 
 from runtime.checkpoint.coordinator import CheckpointCoordinator
 from runtime.checkpoint.incremental import IncrementalPolicy, StateChains
+from runtime.checkpoint.restore import (NoUsableCheckpointException, assign_state, check_compatibility, choose,
+                                        damaged_checkpoints, invalidate, print_warning, source_positions)
+from runtime.checkpoint.sink_committers import check_sink_locations, committed_sinks
 from runtime.state.snapshot import CorruptStateException
-from runtime.checkpoint.storage import CheckpointException, CheckpointStorage
+from runtime.checkpoint.storage import (CheckpointException, CheckpointStorage, JobAlreadyRunningException,
+                                        already_running)
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
-from runtime.connectors import committer_class, create_enumerator, reader_class, writer_class
-from runtime.connectors.base import CommitterContext, EnumeratorContext
+from runtime.connectors import reader_class, writer_class
+from runtime.execution.epoch_job import EpochJob
 from runtime.execution.history import FAILED, RUNNING, ExecutionHistory, ExecutionRecord
-from runtime.execution.locality import StateLocality
-from runtime.execution.python_rdds import PythonRDDs
 from runtime.execution.options import ExecutionOptions
+from runtime.execution.source_coordinator import SourceCoordinator
 from runtime.execution.spark import cancel_requested
 from runtime.graph.execution_graph import ExecutionGraph, build_execution_graph
 from runtime.graph.execution_state import ExecutionState
-from runtime.graph.job_graph import JobGraph, create_job_graph
+from runtime.graph.job_graph import create_job_graph
 from runtime.graph.stream_graph import StreamGraph
 from runtime.metrics.aggregation import RunMetrics
 from runtime.scheduler.slots import SlotPlan, compute_slot_plan, slots_required_per_group
-from runtime.state.backend import ROCKSDB, state_backend_type
-from runtime.storage.filesystems import StorageException, check_writable, join, remove, rmtree
-from runtime.storage.layout import job_dir, slug
+from runtime.storage.filesystems import check_writable, join, remove, rmtree
+from runtime.storage.layout import job_dir
 from runtime.task.operator_factory import snapshots_incrementally
-from runtime.task.stream_task import ACK, TaskDeploymentDescriptor
+from runtime.task.stream_task import TaskDeploymentDescriptor
 from runtime.task.watermarks import assign_watermarks, checkpointed
 
 
 log = logging.getLogger(__name__)
-
-
-class _AckAccumulatorParam:
-    """Collects the tasks' pickled acknowledgements on the driver."""
-
-    def zero(self, value):
-        return []
-
-    def addInPlace(self, a, b):
-        a.extend(b)
-        return a
 
 
 class JobExecutionException(RuntimeError):
@@ -141,66 +132,6 @@ class JobExecutionResult:
 START_OVER = "none"     # restore_from value of a deliberate fresh start
 
 
-# ---- inside the Spark tasks ------------------------------------------------------------
-
-_JOB_GRAPHS: dict = {}
-_KEPT_JOB_GRAPHS = 4        # runs whose job graphs a worker keeps (the latest ones)
-_SETTLED_RUNS: set = set()
-
-
-def _job_graph_in_worker(run_id: str, broadcast) -> JobGraph:
-    # Python workers are reused across tasks and epochs: unpickle the job graph once each.
-    graph = _JOB_GRAPHS.get(run_id)
-    if graph is None:
-        while len(_JOB_GRAPHS) >= _KEPT_JOB_GRAPHS:
-            _JOB_GRAPHS.pop(next(iter(_JOB_GRAPHS)))
-        graph = _JOB_GRAPHS[run_id] = pickle.loads(broadcast.value)
-    return graph
-
-
-def _settle_worker_heap(run_id: str) -> None:
-    """Once per run and worker, after its first task: collect, then freeze what survived (the
-    modules, the job graph, the state backends' caches) out of the cyclic garbage collector.
-    A reused PySpark worker runs a full gc.collect() after every task, before it reads the next
-    one: over the 60,000 objects of a worker's imports that took 30-60 ms, between the two stages
-    of every epoch (most of the worker's CPU in a small epoch). Frozen objects are still freed by
-    reference counting; cycles among them wait for the next run's settling, which unfreezes and
-    collects everything first, so a worker serving many runs keeps no garbage of earlier ones."""
-    if run_id not in _SETTLED_RUNS:
-        _SETTLED_RUNS.add(run_id)
-        gc.unfreeze()
-        gc.collect()
-        gc.freeze()
-
-
-def _task_function(run_id: str, broadcast, tdds: dict, job_parameters: dict, acks):
-    """The body of a Spark task: one subtask. A terminal vertex returns its acknowledgement as
-    the task's result; the others (whose rows go on to a shuffle) through ``acks``."""
-    def run(index, rows):
-        from runtime.task.stream_task import run_task
-        for row in run_task(_job_graph_in_worker(run_id, broadcast), tdds[index], job_parameters, rows):
-            if row[0] == ACK and acks is not None:
-                acks.add([row[1]])
-            else:
-                yield row
-        _settle_worker_heap(run_id)
-    return run
-
-
-def _payloads(index, rows):
-    return (row[1] for row in rows)
-
-
-class _OnEdge:
-    """The rows of a vertex's output that travel on one edge (its data set)."""
-
-    def __init__(self, data_set: str) -> None:
-        self.data_set = data_set
-
-    def __call__(self, index, rows):
-        return (row for row in rows if row[1][0] == self.data_set)
-
-
 # ---- the driver ------------------------------------------------------------------------
 
 class JobRunner:
@@ -234,22 +165,11 @@ class JobRunner:
         self.coordinator = CheckpointCoordinator(self.storage, self.job_graph,
                                                  {} if self.batch else dict(stream_graph.settings.checkpoint_config),
                                                  self.run_id)
-        self.job_parameters = dict(stream_graph.settings.job_parameters)
-        self.enumerators = {}
-        for v in self.job_graph.vertices:
-            if v.is_input_vertex:
-                self.enumerators[v.id] = create_enumerator(v.head.operator.source, EnumeratorContext(
-                    parallelism=v.parallelism,
-                    max_records_per_split=None if self.batch else options.max_records_per_split,
-                    epoch_interval_ms=options.epoch_interval_ms, work_dir=join(self.job_dir, "sources"),
-                    job_name=stream_graph.job_name, operator_id=v.head.operator_id))
-        # Whether epochs wait out sluice.epoch.interval: only a source whose epoch is a span of time.
-        self._paced = any(e.paced for e in self.enumerators.values())
+        self.sources = SourceCoordinator(self.job_graph, options, self.job_dir, self.batch)
         try:
             self.restore_point = self._preflight()
         except BaseException:
-            for enumerator in self.enumerators.values():
-                enumerator.close()
+            self.sources.close()
             raise
         configuration = dict(stream_graph.settings.configuration)
         self.spark = spark or get_spark_session(options.master, f"sluice: {stream_graph.job_name}",
@@ -259,22 +179,14 @@ class JobRunner:
         # Fails with Flink's NoResourceAvailableException when the cluster has too few slots.
         required = sum(slots_required_per_group(self.execution_graph).values())
         self.slot_plan = compute_slot_plan(self.execution_graph, task_managers(self.spark, required))
-        # Subtasks with keyed state in local stores (rocksdb) each run in a Python worker of their
-        # own, which keeps the store open, on the executor where their stores are; in local mode
-        # every task runs on the one executor, and the anchors would only cost py4j calls.
-        rocksdb = state_backend_type(dict(stream_graph.settings.configuration)) == ROCKSDB
-        self.local_stores = frozenset(v.id for v in self.job_graph.vertices
-                                      if rocksdb and not v.is_input_vertex and v.is_keyed)
-        self.rdds = PythonRDDs(self.sc)
-        self.locality = StateLocality(self.rdds, () if self.sc.master.startswith("local") else self.local_stores)
+        self.epoch_job = EpochJob(self.sc, self.job_graph, self.run_id, configuration,
+                                  dict(stream_graph.settings.job_parameters))
         self.restored: dict = {}            # (vertex id, subtask) -> RestoredState for the next epoch
         self.task_watermarks: dict = {}     # (vertex id, subtask) -> TaskWatermarks for the next epoch
         self.replay: list = []              # logged plans of epochs after the restored checkpoint
         self.first_epoch = 0
         self.watermark = MIN_WATERMARK
-        self.committers: dict = {}          # sink node id -> its Committer, for the run
         self.in_flight: Optional[_InFlightCheckpoint] = None   # the last epoch's checkpoint, completing
-        self.pending: dict = {}             # sink node id -> committables waiting for a checkpoint
         self.restored_from = None
         self.metrics = RunMetrics()         # user metrics: not checkpointed, they start with the run
 
@@ -295,10 +207,7 @@ class JobRunner:
     def _preflight(self):
         """Misuse fails here, before Spark starts or anything is written: the job's inputs, where
         its sinks write, another run holding the job, and the restore point (which must fit the job)."""
-        from runtime.checkpoint.restore import NoUsableCheckpointException, check_compatibility, choose
-        from runtime.checkpoint.storage import JobAlreadyRunningException, already_running
-        for enumerator in self.enumerators.values():
-            enumerator.check()
+        self.sources.check()
         check_sink_locations(self.job_graph)
         holder = self.storage.running_holder(self.options.lease_timeout_s)
         if holder is not None:
@@ -355,7 +264,6 @@ class JobRunner:
             log.info("[%s] %s", self.job_graph.job_name, message)
 
     def _restore(self, point) -> None:
-        from runtime.checkpoint.restore import assign_state, source_positions
         record = point.record
         known = {n.operator_id for v in self.job_graph.vertices for n in v.operators}
         files = [f for f in point.files() if f["operator_id"] in known and not f.get("source_state")]
@@ -364,11 +272,7 @@ class JobRunner:
         self.states.restored(files)
         self.state_version = None       # local stores are rebuilt from the restored files
         self.restores += 1
-        positions = source_positions(point)
-        for vid, enumerator in self.enumerators.items():
-            uid = self.job_graph.vertex(vid).head.operator_id
-            if uid in positions:
-                enumerator.restore(positions[uid])
+        self.sources.restore(source_positions(point))
         self.coordinator.restored(record)
         self.first_epoch = record.epoch + 1
         self.task_watermarks = assign_watermarks(record.watermarks, self.job_graph.vertices)
@@ -389,8 +293,6 @@ class JobRunner:
         A checkpoint restored by its id is never swapped for another: that fails."""
         self._settle_checkpoint(failing=True)
         self.coordinator.await_retention()      # it chooses among the checkpoints retention keeps
-        from runtime.checkpoint.restore import (
-            NoUsableCheckpointException, choose, damaged_checkpoints, invalidate, print_warning)
         while True:
             found = damaged_checkpoints(self.storage, error.damaged_files)
             if not found:
@@ -408,7 +310,7 @@ class JobRunner:
                 raise e.naming(self.job_graph.job_name, committed_sinks(self.job_graph)) from None
             if point is None:
                 return False
-            self.restored, self.task_watermarks, self.pending, self.replay = {}, {}, {}, []
+            self.restored, self.task_watermarks, self.coordinator.pending, self.replay = {}, {}, {}, []
             self.metrics = RunMetrics()     # redeployed from a checkpoint: Flink's tasks restart their metrics
             try:
                 self._restore(point)
@@ -422,7 +324,7 @@ class JobRunner:
         started = time.time()
         result = JobExecutionResult(self.job_graph.job_id, self.job_graph.job_name, self.run_id, 0.0, [],
                                     self.execution_graph, self.slot_plan)
-        self.committers = self._committers(result)
+        self.coordinator.open_sinks(result)
         self.storage.claim(self.run_id, self.options.lease_timeout_s)
         status = "FAILED"
         broadcast = None
@@ -455,7 +357,7 @@ class JobRunner:
                 if end_of_input or self._last_epoch(epoch - 1) or self.stop.is_set():
                     break
                 pause = self.options.epoch_interval_ms / 1000 - (time.time() - epoch_started)
-                if pause > 0 and not self.replay and self._paced:
+                if pause > 0 and not self.replay and self.sources.paced:
                     time.sleep(pause)
             self._settle_checkpoint()
             self._transition_all(ExecutionState.FINISHED if end_of_input else ExecutionState.CANCELING)
@@ -480,15 +382,14 @@ class JobRunner:
             raise
         finally:
             self.coordinator.close()
-            self.locality.release()
+            self.epoch_job.release()
             if broadcast is not None:
                 try:
                     broadcast.unpersist()
                 except Exception:
                     if status != "CANCELED":    # after a cancel the JVM may be gone already
                         raise
-            for enumerator in self.enumerators.values():
-                enumerator.close()
+            self.sources.close()
             self.storage.release(self.run_id, status)
             rmtree(self.run_dir)
             result.restored_from = self.restored_from       # after a fallback, the checkpoint it took
@@ -534,21 +435,15 @@ class JobRunner:
     def _plan(self, epoch: int) -> tuple[dict, bool, Optional[int], object]:
         """The epoch's deployment descriptors and the future of its write-ahead record (committed
         while the tasks run); replays take the logged plan."""
-        uids = {vid: self.job_graph.vertex(vid).head.operator_id for vid in self.enumerators}
         if self.replay:
             logged = self.replay.pop(0)
             processing_time, end_of_input = logged["processing_time"], logged["end_of_input"]
-            source_plans = {}
-            for vid in self.enumerators:
-                reads = logged["plan"].get(uids[vid], ())
-                p = self.job_graph.vertex(vid).parallelism
-                source_plans[vid] = {s: tuple(reads[s::p]) for s in range(p)}
+            source_plans = self.sources.replayed_plan(logged)
             checkpoint_id = (self.coordinator.take_id(logged["checkpoint_id"])
                              if logged["checkpoint_id"] is not None else None)
         else:
             processing_time = self._processing_time(epoch)
-            source_plans = {vid: e.plan_epoch(epoch) for vid, e in self.enumerators.items()}
-            end_of_input = all(e.input_ends_with_plan for e in self.enumerators.values())
+            source_plans, end_of_input = self.sources.plan_epoch(epoch)
             if self.batch and not end_of_input:
                 raise JobExecutionException(
                     f"Job '{self.job_graph.job_name}' runs in BATCH mode but its input cannot be read in one "
@@ -559,9 +454,8 @@ class JobRunner:
                              if self.coordinator.should_trigger(epoch, end_of_input or self._last_epoch(epoch))
                              else None)
         # The write-ahead record of the epoch: what it reads, at which processing time.
-        flat = {uids[vid]: [r for s in sorted(plan) for r in plan[s]] for vid, plan in source_plans.items()}
         logged = self.storage.log_epoch_async(self.run_id, epoch, checkpoint_id, processing_time,
-                                              self.watermark, end_of_input, flat)
+                                              self.watermark, end_of_input, self.sources.logged_plan(source_plans))
         if checkpoint_id is not None:
             snapshot_dir = self.storage.checkpoint_dir(checkpoint_id)
         elif self.coordinator.enabled and not end_of_input:
@@ -589,110 +483,79 @@ class JobRunner:
                     state_dir=self.options.state_local_dir, incremental=incremental,
                     barrier=checkpoint_id is not None or not self.coordinator.enabled,
                     metric_counts=self.metrics.counts_of(v.id, s),
-                    source_reader=reader_class(v.head.operator.source) if v.id in self.enumerators else None,
+                    source_reader=reader_class(v.head.operator.source) if v.is_input_vertex else None,
                     sink_writers={n.id: writer_class(n.operator.sink) for n in v.operators if n.kind == "sink"})
         return tdds, end_of_input, checkpoint_id, logged
 
     def _run_epoch(self, epoch: int, broadcast, result: JobExecutionResult):
         started = time.time()
         tdds, end_of_input, checkpoint_id, logged = self._plan(epoch)
-        sc, py = self.sc, self.rdds
-        # Acknowledgements of vertices that feed a shuffle travel in an accumulator, so their data
-        # rows are never read twice; terminal vertices return theirs as the job's result.
-        acks_accumulator = sc.accumulator([], _AckAccumulatorParam())
-        stages, terminal, cached = {}, [], []
-        for v in self.job_graph.vertices:
-            outputs = self.job_graph.outputs_of(v.id)
-            task = _task_function(self.run_id, broadcast, {s: tdds[(v.id, s)] for s in range(v.parallelism)},
-                                  self.job_parameters, acks_accumulator if outputs else None)
-            if v.is_input_vertex:
-                stage = py.source(v.parallelism)
-            else:
-                parts = [stages[je.source_vertex].then(_OnEdge(je.data_set)) for je in self.job_graph.inputs_of(v.id)]
-                shuffled = self.locality.anchored(v.id, v.parallelism, py.partition_by(parts, v.parallelism))
-                stage = py.rows(shuffled, pinned=v.parallelism if v.id in self.local_stores else 0)
-            stage = stage.then(task)
-            if len(outputs) > 1:
-                # Several consumers: without caching each shuffle would run the vertex again.
-                cached.append(py.persist(py.materialize(stage)))
-                stage = py.rows(cached[-1])
-            if not outputs:
-                terminal.append(stage.then(_payloads))
-            stages[v.id] = stage
-        sc.setJobGroup(f"sluice-{self.run_id}-{epoch}", f"{self.job_graph.job_name} epoch {epoch}")
-        try:
-            collected = py.collect(terminal)
-        finally:
-            for rdd in cached:
-                rdd.unpersist(False)
+        payloads = self.epoch_job.run(epoch, broadcast, tdds)
         logged.result()     # the epoch's plan is committed before anything it produced is
-        # A recomputed task (a retry, a cache miss) acknowledges twice, with the same content,
-        # unless one of the computations failed: then the epoch failed.
-        raw = {}
-        for payload in list(acks_accumulator.value) + collected:
-            ack = pickle.loads(payload)
-            key = (ack.job_vertex_id, ack.subtask_index)
-            if key not in raw or ack.failure:
-                raw[key] = ack
-        acks = [raw[k] for k in sorted(raw)]
+        acks = self.coordinator.receive_acknowledgements(payloads)
         if os.environ.get("SLUICE_DEBUG"):
             for a in acks:
                 log.info("  task %s/%s: +%.0f ms, %.0f ms, %s in", a.job_vertex_id, a.subtask_index,
                          (a.started_at - started) * 1000, a.duration_ms, a.records_in)
             log.info("  acks in driver at +%.0f ms", (time.time() - started) * 1000)
-        failed = [a for a in acks if a.failure]
-        if failed:
-            if checkpoint_id is not None:
-                self.coordinator.fail(checkpoint_id, epoch, started, failed[0].failure.split("\n", 1)[0])
-            # The cause first (operator, subtask, reason, record), then where: epoch and job.
-            cause, _, trace = failed[0].failure.partition("\n")
-            raise JobExecutionException(f"{cause} in epoch {epoch} of job '{self.job_graph.job_name}'"
-                                        + (f"\n{trace}" if trace else ""),
-                                        tuple((a.job_vertex_id, a.subtask_index) for a in failed),
-                                        {p: what for a in failed for p, what in a.damaged_files.items()})
+        self._raise_failure(acks, epoch, started, checkpoint_id)
         if self.execution_graph.all_execution_vertices[0].execution_state == ExecutionState.DEPLOYING:
             self._transition_all(ExecutionState.RUNNING)     # the first epoch done, after a fallback too
         # The last epoch's checkpoint completed while this epoch ran: its files are committed
         # before the chains move on (or it failed, and so does this epoch).
         self._settle_checkpoint()
-        order = {v.id: i for i, v in enumerate(self.job_graph.vertices)}
-        for a in sorted(acks, key=lambda a: (order[a.job_vertex_id], a.subtask_index)):
-            for node_id, committable in a.committables.items():
-                committer = self.committers[node_id]
-                if committer.at_checkpoint:
-                    self.pending.setdefault(node_id, []).append(committable)
-                else:       # printed lines, collected records: delivered in order as they come
-                    committer.commit([committable], epoch + 1)
-        for vid, enumerator in self.enumerators.items():
-            states = {}
-            for a in acks:
-                if a.job_vertex_id == vid:
-                    states.update(a.split_states)
-            enumerator.complete_epoch(states)
+        self.coordinator.route_committables(acks, epoch)
+        self.sources.complete_epoch(acks)
         sinks = [a for a in acks if not self.job_graph.outputs_of(a.job_vertex_id)]
         self.watermark = min((a.watermark for a in sinks), default=MIN_WATERMARK)
         self.task_watermarks = {(a.job_vertex_id, a.subtask_index): a.task_watermarks for a in acks}
+        first = tdds[next(iter(tdds))]      # what every subtask's descriptor says alike
         state_files = [f for a in acks for f in a.state_files]
-        superseded = self.states.after_epoch(state_files, tdds[next(iter(tdds))].incremental)
-        completion = None
+        superseded = self.states.after_epoch(state_files, first.incremental)
+        completion = self._trigger_checkpoint(checkpoint_id, epoch, acks)
+        self._hand_over(first.next_state_version, superseded)
+        summary = self._summary(epoch, started, first.processing_time, acks, state_files)
+        if completion is not None:
+            self.in_flight = _InFlightCheckpoint(summary, checkpoint_id, time.time(), completion)
+        return summary, end_of_input
+
+    def _raise_failure(self, acks: list, epoch: int, started: float, checkpoint_id: Optional[int]) -> None:
+        """A subtask failed: the epoch fails (and its checkpoint), naming the first failure."""
+        failed = [a for a in acks if a.failure]
+        if not failed:
+            return
+        if checkpoint_id is not None:
+            self.coordinator.fail(checkpoint_id, epoch, started, failed[0].failure.split("\n", 1)[0])
+        # The cause first (operator, subtask, reason, record), then where: epoch and job.
+        cause, _, trace = failed[0].failure.partition("\n")
+        raise JobExecutionException(f"{cause} in epoch {epoch} of job '{self.job_graph.job_name}'"
+                                    + (f"\n{trace}" if trace else ""),
+                                    tuple((a.job_vertex_id, a.subtask_index) for a in failed),
+                                    {p: what for a in failed for p, what in a.damaged_files.items()})
+
+    def _trigger_checkpoint(self, checkpoint_id: Optional[int], epoch: int, acks: list):
+        """Hand the epoch's checkpoint to the coordinator, which completes it in the background
+        (the future of its completion); without checkpoints each epoch commits its sinks' staged
+        output on its own (per run)."""
         if checkpoint_id is not None:
             watermarks = checkpointed([(a.job_vertex_id, a.subtask_index, a.task_watermarks, a.watermark) for a in acks],
                                       {v.id: v.head.operator_id for v in self.job_graph.vertices})
             # The checkpoint starts when the tasks' snapshots do (their barrier is the epoch's end).
             snapshot_started = time.time() - max((a.snapshot_ms for a in acks), default=0) / 1000
-            completion = self.coordinator.complete_async(
-                checkpoint_id, epoch, snapshot_started, self.states.to_commit(checkpoint_id), self.enumerators,
-                watermarks, self._staged(), chains=self.states.listing())
-        elif not self.coordinator.enabled:
-            # Without checkpoints each epoch commits its sinks' staged output on its own (per run).
-            for committer, committables in self._staged():
+            return self.coordinator.complete_async(
+                checkpoint_id, epoch, snapshot_started, self.states.to_commit(checkpoint_id), self.sources.enumerators,
+                watermarks, self.coordinator.staged(), chains=self.states.listing())
+        if not self.coordinator.enabled:
+            for committer, committables in self.coordinator.staged():
                 committer.commit(committables, epoch + 1)
-        self._hand_over(tdds[next(iter(tdds))].next_state_version, superseded)
-        sources = [a for a in acks if a.job_vertex_id in self.enumerators]
+        return None
+
+    def _summary(self, epoch: int, started: float, processing_time: int, acks: list, state_files: list) -> EpochSummary:
+        sources = [a for a in acks if a.job_vertex_id in self.sources.enumerators]
         metrics = self.metrics.epoch([(a.job_vertex_id, a.subtask_index, a.metrics) for a in acks],
                                      time.time() - started)
-        summary = EpochSummary(
-            epoch=epoch, processing_time=tdds[next(iter(tdds))].processing_time,
+        return EpochSummary(
+            epoch=epoch, processing_time=processing_time,
             records_in=sum(a.records_in for a in sources),
             records_out=sum(a.records_written for a in acks),
             watermark=self.watermark,
@@ -702,9 +565,6 @@ class JobRunner:
             local_stores=sum(a.store_hits + a.store_misses for a in acks),
             local_store_hits=sum(a.store_hits for a in acks),
             metrics=metrics, started_at=started)
-        if completion is not None:
-            self.in_flight = _InFlightCheckpoint(summary, checkpoint_id, time.time(), completion)
-        return summary, end_of_input
 
     def _settle_checkpoint(self, failing: bool = False) -> None:
         """Wait for the checkpoint completing in the background and take its outcome: its files
@@ -743,61 +603,17 @@ class JobRunner:
     def _hand_over(self, version: Optional[str], superseded: list[str]) -> None:
         """The next epoch's subtasks use their local stores if they are at ``version``, else
         rebuild from the chains' files (same parallelism: their own key groups)."""
-        from runtime.checkpoint.restore import assign_state
         parallelism = {n.operator_id: v.parallelism for v in self.job_graph.vertices for n in v.operators}
         self.restored = assign_state(self.states.files(), parallelism, self.job_graph)
         self.state_version = version
         for path in superseded:     # uncommitted snapshot files no chain reads any more
             remove(path)
 
-    def _committers(self, result: JobExecutionResult) -> dict:
-        """A committer per sink, for this run; without checkpoints their transactions are the run's."""
-        per_run = "" if self.coordinator.enabled else f"-{self.run_id}"
-        return {n.id: committer_class(n.operator.sink)(n.operator.sink, CommitterContext(
-                    self.job_graph.job_name, n.id, n.operator_id, sink_app_id(self.job_graph, n) + per_run, result))
-                for n in sink_nodes(self.job_graph)}
-
-    def _staged(self) -> list[tuple]:
-        """(committer, committables staged since the last commit) of each sink that commits with
-        checkpoints (Delta sinks: their staged files), taken out of the pending ones."""
-        return [(c, self.pending.pop(node_id, [])) for node_id, c in self.committers.items() if c.at_checkpoint]
-
-
-def sink_nodes(job_graph: JobGraph) -> list:
-    return [n for v in job_graph.vertices for n in v.operators if n.kind == "sink"]
-
-
-def sink_app_id(job_graph: JobGraph, node) -> str:
-    """The id of a sink's transactions: its commits carry it, which makes them exactly once."""
-    return f"sluice-{slug(job_graph.job_name)}-{node.operator_id}"
-
 
 def _failure_text(error: BaseException) -> str:
     """A failure as the history keeps it: a job's failure as it says itself (its cause first), any
     other error with its type."""
     return str(error) if isinstance(error, JobExecutionException) else f"{type(error).__name__}: {error}"
-
-
-def check_sink_locations(job_graph: JobGraph) -> None:
-    """Every sink's table or base folder in an object store is probed as the warehouse is (a local
-    one costs nothing): a missing bucket, refused credentials or an unreachable endpoint fail
-    before the first epoch, naming the sink, the URI and the setting to fix."""
-    for node in sink_nodes(job_graph):
-        where = committer_class(node.operator.sink).output_location(node.operator.sink)
-        if where is None:
-            continue
-        try:
-            check_writable(*where)
-        except StorageException as e:
-            raise StorageException(f"the sink '{node.operator_name}' cannot write its output: {e}") from None
-
-
-def committed_sinks(job_graph: JobGraph) -> list[str]:
-    """Where the job's sinks already hold output it committed (a Delta table holding its app
-    transaction), as each sink's committer tells."""
-    found = (committer_class(n.operator.sink).committed_output(n.operator.sink, sink_app_id(job_graph, n))
-             for n in sink_nodes(job_graph))
-    return [where for where in found if where is not None]
 
 
 def _user_modules() -> list:

@@ -18,7 +18,8 @@ from typing import Optional
 
 from runtime.client import CompiledJob, compile_job
 from runtime.checkpoint.coordinator import checkpointing_enabled
-from runtime.execution.executor import committed_sinks, execute_stream_graph
+from runtime.checkpoint.sink_committers import committed_sinks
+from runtime.execution.executor import execute_stream_graph
 from runtime.execution.history import FAILED, ExecutionHistory, ExecutionRecord
 from runtime.execution.options import ExecutionOptions
 from runtime.graph.execution_graph import ExecutionGraph

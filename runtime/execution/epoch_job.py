@@ -1,0 +1,147 @@
+"""An epoch's Spark job: built from the job graph and the epoch's deployment descriptors, run,
+and its tasks' pickled acknowledgements gathered.
+
+Its own module because it is the one place that knows Spark's side of an epoch: a stage per
+JobVertex, ``parallelism`` tasks, keyed edges shuffled so that partition i is subtask i, the
+functions the Spark tasks run (which unpickle the job graph once per worker), and how the
+acknowledgements come back. What the acknowledgements mean is the coordinators' business.
+"""
+from __future__ import annotations
+
+import gc
+import pickle
+
+from runtime.execution.locality import StateLocality
+from runtime.execution.python_rdds import PythonRDDs
+from runtime.graph.job_graph import JobGraph
+from runtime.state.backend import ROCKSDB, state_backend_type
+from runtime.task.stream_task import ACK
+
+
+class _AckAccumulatorParam:
+    """Collects the tasks' pickled acknowledgements on the driver."""
+
+    def zero(self, value):
+        return []
+
+    def addInPlace(self, a, b):
+        a.extend(b)
+        return a
+
+
+# ---- inside the Spark tasks ------------------------------------------------------------
+
+_JOB_GRAPHS: dict = {}
+_KEPT_JOB_GRAPHS = 4        # runs whose job graphs a worker keeps (the latest ones)
+_SETTLED_RUNS: set = set()
+
+
+def _job_graph_in_worker(run_id: str, broadcast) -> JobGraph:
+    # Python workers are reused across tasks and epochs: unpickle the job graph once each.
+    graph = _JOB_GRAPHS.get(run_id)
+    if graph is None:
+        while len(_JOB_GRAPHS) >= _KEPT_JOB_GRAPHS:
+            _JOB_GRAPHS.pop(next(iter(_JOB_GRAPHS)))
+        graph = _JOB_GRAPHS[run_id] = pickle.loads(broadcast.value)
+    return graph
+
+
+def _settle_worker_heap(run_id: str) -> None:
+    """Once per run and worker, after its first task: collect, then freeze what survived (the
+    modules, the job graph, the state backends' caches) out of the cyclic garbage collector.
+    A reused PySpark worker runs a full gc.collect() after every task, before it reads the next
+    one: over the 60,000 objects of a worker's imports that took 30-60 ms, between the two stages
+    of every epoch (most of the worker's CPU in a small epoch). Frozen objects are still freed by
+    reference counting; cycles among them wait for the next run's settling, which unfreezes and
+    collects everything first, so a worker serving many runs keeps no garbage of earlier ones."""
+    if run_id not in _SETTLED_RUNS:
+        _SETTLED_RUNS.add(run_id)
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+
+
+def _task_function(run_id: str, broadcast, tdds: dict, job_parameters: dict, acks):
+    """The body of a Spark task: one subtask. A terminal vertex returns its acknowledgement as
+    the task's result; the others (whose rows go on to a shuffle) through ``acks``."""
+    def run(index, rows):
+        from runtime.task.stream_task import run_task
+        for row in run_task(_job_graph_in_worker(run_id, broadcast), tdds[index], job_parameters, rows):
+            if row[0] == ACK and acks is not None:
+                acks.add([row[1]])
+            else:
+                yield row
+        _settle_worker_heap(run_id)
+    return run
+
+
+def _payloads(index, rows):
+    return (row[1] for row in rows)
+
+
+class _OnEdge:
+    """The rows of a vertex's output that travel on one edge (its data set)."""
+
+    def __init__(self, data_set: str) -> None:
+        self.data_set = data_set
+
+    def __call__(self, index, rows):
+        return (row for row in rows if row[1][0] == self.data_set)
+
+
+# ---- on the driver -----------------------------------------------------------------------
+
+class EpochJob:
+    """Builds and runs each epoch's Spark job for one job run."""
+
+    def __init__(self, sc, job_graph: JobGraph, run_id: str, configuration: dict, job_parameters: dict):
+        self.sc = sc
+        self.job_graph = job_graph
+        self.run_id = run_id
+        self.job_parameters = job_parameters
+        # Subtasks with keyed state in local stores (rocksdb) each run in a Python worker of their
+        # own, which keeps the store open, on the executor where their stores are; in local mode
+        # every task runs on the one executor, and the anchors would only cost py4j calls.
+        rocksdb = state_backend_type(configuration) == ROCKSDB
+        self.local_stores = frozenset(v.id for v in job_graph.vertices
+                                      if rocksdb and not v.is_input_vertex and v.is_keyed)
+        self.rdds = PythonRDDs(sc)
+        self.locality = StateLocality(self.rdds, () if sc.master.startswith("local") else self.local_stores)
+
+    def run(self, epoch: int, broadcast, tdds: dict) -> list:
+        """Run the epoch's tasks (``tdds``: (vertex id, subtask) -> its deployment descriptor);
+        returns their pickled acknowledgements, a recomputed task's more than once."""
+        sc, py, job_graph = self.sc, self.rdds, self.job_graph
+        # Acknowledgements of vertices that feed a shuffle travel in an accumulator, so their data
+        # rows are never read twice; terminal vertices return theirs as the job's result.
+        acks_accumulator = sc.accumulator([], _AckAccumulatorParam())
+        stages, terminal, cached = {}, [], []
+        for v in job_graph.vertices:
+            outputs = job_graph.outputs_of(v.id)
+            task = _task_function(self.run_id, broadcast, {s: tdds[(v.id, s)] for s in range(v.parallelism)},
+                                  self.job_parameters, acks_accumulator if outputs else None)
+            if v.is_input_vertex:
+                stage = py.source(v.parallelism)
+            else:
+                parts = [stages[je.source_vertex].then(_OnEdge(je.data_set)) for je in job_graph.inputs_of(v.id)]
+                shuffled = self.locality.anchored(v.id, v.parallelism, py.partition_by(parts, v.parallelism))
+                stage = py.rows(shuffled, pinned=v.parallelism if v.id in self.local_stores else 0)
+            stage = stage.then(task)
+            if len(outputs) > 1:
+                # Several consumers: without caching each shuffle would run the vertex again.
+                cached.append(py.persist(py.materialize(stage)))
+                stage = py.rows(cached[-1])
+            if not outputs:
+                terminal.append(stage.then(_payloads))
+            stages[v.id] = stage
+        sc.setJobGroup(f"sluice-{self.run_id}-{epoch}", f"{job_graph.job_name} epoch {epoch}")
+        try:
+            collected = py.collect(terminal)
+        finally:
+            for rdd in cached:
+                rdd.unpersist(False)
+        return list(acks_accumulator.value) + collected
+
+    def release(self) -> None:
+        """The run ends: the local stores' anchors go."""
+        self.locality.release()

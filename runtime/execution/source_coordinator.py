@@ -1,0 +1,76 @@
+"""Flink's SourceCoordinator, on the driver: the split enumerators of the job's sources.
+
+Its own module because the sources' side of an epoch is a concept of its own: each source
+vertex's enumerator plans the epoch's splits per subtask (or a replayed epoch takes the logged
+plan), and completes them with the positions the readers reached, which a checkpoint records
+and a restore hands back.
+"""
+from __future__ import annotations
+
+from runtime.connectors import create_enumerator
+from runtime.connectors.base import EnumeratorContext
+from runtime.execution.options import ExecutionOptions
+from runtime.graph.job_graph import JobGraph
+from runtime.storage.filesystems import join
+
+
+class SourceCoordinator:
+    """The enumerators of one job run, by source vertex id."""
+
+    def __init__(self, job_graph: JobGraph, options: ExecutionOptions, job_dir: str, batch: bool):
+        self.job_graph = job_graph
+        self.enumerators = {}
+        for v in job_graph.vertices:
+            if v.is_input_vertex:
+                self.enumerators[v.id] = create_enumerator(v.head.operator.source, EnumeratorContext(
+                    parallelism=v.parallelism,
+                    max_records_per_split=None if batch else options.max_records_per_split,
+                    epoch_interval_ms=options.epoch_interval_ms, work_dir=join(job_dir, "sources"),
+                    job_name=job_graph.job_name, operator_id=v.head.operator_id))
+        # Whether epochs wait out sluice.epoch.interval: only a source whose epoch is a span of time.
+        self.paced = any(e.paced for e in self.enumerators.values())
+        self.operator_ids = {vid: job_graph.vertex(vid).head.operator_id for vid in self.enumerators}
+
+    def check(self) -> None:
+        """Each source's input is there (the preflight's)."""
+        for enumerator in self.enumerators.values():
+            enumerator.check()
+
+    def restore(self, positions: dict) -> None:
+        """``positions``: source operator id -> its splits' positions, as a checkpoint recorded them."""
+        for vid, enumerator in self.enumerators.items():
+            uid = self.operator_ids[vid]
+            if uid in positions:
+                enumerator.restore(positions[uid])
+
+    def plan_epoch(self, epoch: int) -> tuple[dict, bool]:
+        """Each source vertex's reads by subtask, and whether the input ends with them."""
+        source_plans = {vid: e.plan_epoch(epoch) for vid, e in self.enumerators.items()}
+        return source_plans, all(e.input_ends_with_plan for e in self.enumerators.values())
+
+    def replayed_plan(self, logged: dict) -> dict:
+        """A logged epoch's reads by source vertex and subtask (``logged_plan`` read back)."""
+        source_plans = {}
+        for vid in self.enumerators:
+            reads = logged["plan"].get(self.operator_ids[vid], ())
+            p = self.job_graph.vertex(vid).parallelism
+            source_plans[vid] = {s: tuple(reads[s::p]) for s in range(p)}
+        return source_plans
+
+    def logged_plan(self, source_plans: dict) -> dict:
+        """The plan as the epoch log keeps it: each source operator's reads, subtask by subtask."""
+        return {self.operator_ids[vid]: [r for s in sorted(plan) for r in plan[s]]
+                for vid, plan in source_plans.items()}
+
+    def complete_epoch(self, acks: list) -> None:
+        """The epoch's reads are done: each enumerator takes its readers' new split positions."""
+        for vid, enumerator in self.enumerators.items():
+            states = {}
+            for a in acks:
+                if a.job_vertex_id == vid:
+                    states.update(a.split_states)
+            enumerator.complete_epoch(states)
+
+    def close(self) -> None:
+        for enumerator in self.enumerators.values():
+            enumerator.close()
