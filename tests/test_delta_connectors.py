@@ -21,7 +21,7 @@ from runtime.connectors.delta import (
     DeltaSinkWriter, DeltaSourceEnumerator, DeltaSourceReader, commit_sink_files)
 from runtime.datastream import StreamExecutionEnvironment
 from runtime.datastream.connectors import DeltaSink, DeltaSource
-from runtime.task.operators import TaskContext
+from runtime.task.task_context import TaskContext
 from runtime.task.sink_writer import WriterInitContext
 
 

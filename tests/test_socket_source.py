@@ -21,7 +21,7 @@ from runtime.connectors.base import EnumeratorContext
 from runtime.connectors.socket import SocketEnumerator, SocketReader, SocketSourceError, read_wal
 from runtime.datastream import StreamExecutionEnvironment
 from runtime.datastream.connectors import SocketTextSource
-from runtime.task.operators import TaskContext
+from runtime.task.task_context import TaskContext
 
 
 class LineServer:

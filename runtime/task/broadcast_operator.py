@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from runtime.datastream import functions as fn
 from runtime.datastream.state import BroadcastState, ReadOnlyBroadcastState
-from runtime.task.operators import TaskContext, _ProcessBase, _ProcessContext
+from runtime.task.process_operator import ProcessContext, ProcessOperatorBase
+from runtime.task.task_context import TaskContext
 
 BROADCAST_PREFIX = "_broadcast/"    # the state name of a broadcast state's rows
 BROADCAST = "broadcast"             # their distribution (Flink's OperatorStateHandle.Mode.BROADCAST)
@@ -73,8 +74,8 @@ class MapBroadcastState(ReadOnlyMapBroadcastState, BroadcastState):
         self.remove(key)
 
 
-class BroadcastProcessContext(_ProcessContext, fn.KeyedBroadcastProcessFunction.OnTimerContext,
-                              fn.KeyedBroadcastProcessFunction.Context):
+class BroadcastProcessContext(ProcessContext, fn.KeyedBroadcastProcessFunction.OnTimerContext,
+                             fn.KeyedBroadcastProcessFunction.Context):
     """The ``ctx`` of both sides and of timers; ``broadcast_side`` says which views it hands out."""
 
     def __init__(self, operator: "BroadcastProcessOperator"):
@@ -99,7 +100,7 @@ class BroadcastProcessContext(_ProcessContext, fn.KeyedBroadcastProcessFunction.
         return view(state_descriptor.name, entries)
 
 
-class BroadcastProcessOperator(_ProcessBase):
+class BroadcastProcessOperator(ProcessOperatorBase):
     """Runs a (Keyed)BroadcastProcessFunction; timers and keyed state on the keyed side only."""
 
     # The broadcast states are not in the keyed backend: snapshotted whole, never kept in a

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 from runtime.datastream import operators as ops
 from runtime.task.broadcast_operator import BroadcastProcessOperator
-from runtime.task.operators import (
-    CoProcessOperator, CoStreamFlatMap, CoStreamMap, ProcessOperator, SourceOperator, StreamFilter, StreamFlatMap,
-    StreamGroupedReduceOperator, StreamMap, StreamSink, TaskContext, TaskOperator, TimestampsAndWatermarksOperator)
+from runtime.task.grouped_reduce import StreamGroupedReduceOperator
+from runtime.task.operators import TaskOperator
+from runtime.task.process_operator import CoProcessOperator, ProcessOperator
+from runtime.task.simple_operators import (
+    CoStreamFlatMap, CoStreamMap, SourceOperator, StreamFilter, StreamFlatMap, StreamMap)
+from runtime.task.stream_sink import StreamSink
+from runtime.task.task_context import TaskContext
+from runtime.task.timestamps_and_watermarks import TimestampsAndWatermarksOperator
 from runtime.task.window_aggregation import WindowAggregationOperator, is_vectorizable
 from runtime.task.window_operator import WindowOperator
 

@@ -1,12 +1,16 @@
 """Record helpers of the executing operators: a record's field read or replaced (tuples, Rows,
-lists, plain values), Flink's sum/min/max aggregators as reduce functions, and the extreme of a
-batch's timestamps. Plain functions over records, so that operators and the columnar record
-code both use them without importing each other."""
+lists, plain values), Flink's sum/min/max aggregators as reduce functions, and whether a batch
+has timestamps and their extreme. Plain functions over records, so that operators and the
+columnar record code both use them without importing each other."""
 from __future__ import annotations
 
 from typing import Any, Callable
 
 from runtime.datastream import operators as ops
+
+
+def no_timestamps(timestamps: list) -> bool:
+    return timestamps.count(None) == len(timestamps)
 
 
 def extreme(pick, timestamps: list):

@@ -26,12 +26,14 @@ from runtime.graph.execution_graph import consumed_partitions
 from runtime.graph.job_graph import JobGraph, JobVertex
 from runtime.task.channel_events import IDLE, PreAggregatedPanes, RecordBatch, Watermark
 from runtime.task.operator_factory import create_operator
-from runtime.task.operators import TaskContext, UserCodeException, assign_timestamps
+from runtime.task.operators import UserCodeException
 from runtime.task.record_helpers import extreme
 from runtime.state.backend import state_backend_type
 from runtime.state.key_groups import compute_key_group_range_for_operator_index
 from runtime.task.partitioning import ChannelSelector
 from runtime.task.sorting_input import SortingDataInput, sorts_input
+from runtime.task.task_context import TaskContext
+from runtime.task.timestamps_and_watermarks import assign_timestamps
 from runtime.task.watermarks import GateWatermarks, TaskWatermarks
 from runtime.task.window_aggregation import PreAggregatingRecordWriter, is_vectorizable
 

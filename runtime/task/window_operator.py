@@ -17,8 +17,10 @@ from runtime.datastream.state import (
 from runtime.datastream.window import (
     MergingWindowAssigner, TimestampedValue, Trigger, WindowAssigner)
 from runtime.state.snapshot import WINDOW_CONTENTS
-from runtime.task.operators import SideOutputs, TaskOperator, UserCodeException
+from runtime.task.operators import TaskOperator, UserCodeException
+from runtime.task.output import SideOutputs
 from runtime.task.record_helpers import aggregator
+from runtime.task.runtime_context import StreamingRuntimeContext
 
 
 class _Contents:
@@ -344,7 +346,6 @@ class _AssignerContext(WindowAssigner.WindowAssignerContext):
         return self.op.ctx.processing_time
 
     def get_runtime_context(self):
-        from runtime.task.operators import StreamingRuntimeContext
         return StreamingRuntimeContext(self.op)
 
 

@@ -1,0 +1,46 @@
+"""What an operator knows of the subtask running it (Flink's Environment and TaskInfo): its
+names and indexes, the epoch, the keyed state backend chosen, the sink writers. Its own module
+because the task, its operators and the connectors' readers each take one."""
+from __future__ import annotations
+
+from typing import Optional
+
+from runtime.metrics.registry import TaskMetrics
+from runtime.state.backend import DEFAULT_STATE_BACKEND
+
+
+class TaskContext:
+    """What an operator knows of the subtask running it."""
+
+    def __init__(self, task_name: str, subtask_index: int, parallelism: int, max_parallelism: int,
+                 attempt_number: int, processing_time: int, job_parameters: dict,
+                 key_group_range=None, epoch: int = 0, sink_writers: Optional[dict] = None,
+                 state_backend: str = DEFAULT_STATE_BACKEND, state_dir: Optional[str] = None,
+                 barrier: bool = False, end_of_input: bool = False, metric_counts: Optional[dict] = None):
+        self.epoch = epoch
+        # User metrics of the subtask, its counters and meters continuing from the run's totals.
+        self.metrics = TaskMetrics(metric_counts)
+        # The epoch ends in a checkpoint barrier (or, without checkpoints, commits its sinks), and
+        # whether the job's bounded input ends with it: what a sink writer prepares to commit.
+        self.barrier = barrier
+        self.end_of_input = end_of_input
+        # Keyed state: the backend (state.backend.type: hashmap | rocksdb) and, for rocksdb, the
+        # directory of this subtask's stores (one folder per operator under it); without one,
+        # each operator's store is a temporary directory removed when the task ends.
+        self.state_backend = state_backend
+        self.state_dir = state_dir
+        self.sink_writers = sink_writers or {}      # sink node id -> writer class (from the driver)
+        self.task_name = task_name
+        self.subtask_index = subtask_index
+        self.parallelism = parallelism
+        self.max_parallelism = max_parallelism
+        self.attempt_number = attempt_number
+        self.processing_time = processing_time
+        self.job_parameters = job_parameters
+        self.key_group_range = key_group_range
+        # BATCH mode (execution.runtime-mode): final results only, watermarks at the end only.
+        self.batch = False
+
+    @property
+    def subtask_label(self) -> str:
+        return f"({self.subtask_index + 1}/{self.parallelism})"

@@ -1,0 +1,55 @@
+"""Timestamps and watermarks assigned mid-stream (Flink's TimestampsAndWatermarksOperator), and
+the timestamp assignment a source chain also uses (runtime.task.stream_task)."""
+from __future__ import annotations
+
+from itertools import repeat
+
+from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
+from runtime.task.operators import TaskOperator
+from runtime.task.record_helpers import extreme, no_timestamps
+
+
+def assign_timestamps(op: TaskOperator, assigner, values: list, timestamps: list) -> list:
+    """The assigner's timestamp of each record (its previous timestamp, or Long.MIN_VALUE)."""
+    previous = repeat(MIN_WATERMARK) if no_timestamps(timestamps) else \
+        [MIN_WATERMARK if t is None else t for t in timestamps]
+    return op.each(assigner.extract_timestamp, values, previous)
+
+
+class TimestampsAndWatermarksOperator(TaskOperator):
+    """Assigns timestamps and generates watermarks mid-stream (``assign_timestamps_and_watermarks``).
+
+    Upstream watermarks are dropped, except the final MAX_WATERMARK, as in Flink.
+    """
+
+    def __init__(self, node, ctx):
+        super().__init__(node, ctx)     # state is restored before open(), as in Flink
+        self.strategy = self.spec.watermark_strategy
+        self.generator = self.strategy.create_generator()
+        self.assigner = self.strategy.timestamp_assigner
+
+    def process_batch(self, values, timestamps, input_index):
+        if self.assigner is not None:
+            timestamps = assign_timestamps(self, self.assigner, values, timestamps)
+        latest = extreme(max, timestamps)
+        if latest is not None:
+            # Periodic generators only track the largest timestamp: one call per batch.
+            self.generator.on_event(latest)
+        self.output.collect(values, timestamps)
+        watermark = self.generator.current_watermark()
+        if watermark > self.current_watermark and not self.ctx.batch:     # BATCH: only the final one
+            self.current_watermark = watermark
+            self.output.emit_watermark(watermark)
+
+    def process_watermark(self, watermark, input_index):
+        if watermark == MAX_WATERMARK and self.current_watermark < MAX_WATERMARK:
+            self.current_watermark = watermark
+            self.output.emit_watermark(watermark)
+
+    def snapshot(self):
+        return {"generator": getattr(self.generator, "max_timestamp", None)}
+
+    def restore(self, snapshot):
+        super().restore(snapshot)
+        if snapshot.get("generator") is not None:
+            self.generator.max_timestamp = snapshot["generator"]
