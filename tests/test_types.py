@@ -9,9 +9,8 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from runtime.common.typeinfo import (
-    RowTypeInfo, TupleTypeInfo, TypeInformation, Types, arrow_schema, arrow_to_records,
-    infer_type_info, records_to_arrow)
+from runtime.common.arrow import arrow_schema, arrow_to_records, records_to_arrow
+from runtime.common.typeinfo import RowTypeInfo, TupleTypeInfo, TypeInformation, Types, infer_type_info
 from runtime.common.types import Row, RowKind
 
 

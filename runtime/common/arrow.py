@@ -26,9 +26,9 @@ import numpy as np
 import pyarrow as pa
 
 from runtime.common.typeinfo import (
-    BasicType, BasicTypeInfo, DateTypeInfo, InstantTypeInfo, LocalTimeTypeInfo, MapTypeInfo,
-    PickledBytesTypeInfo, PrimitiveArrayTypeInfo, RowTypeInfo, TimeTypeInfo, TimestampTypeInfo,
-    TypeInformation, _check_type_info, _CollectionTypeInfo, _CompositeTypeInfo, infer_type_info)
+    BasicType, BasicTypeInfo, CollectionTypeInfo, CompositeTypeInfo, DateTypeInfo, InstantTypeInfo,
+    LocalTimeTypeInfo, MapTypeInfo, PickledBytesTypeInfo, PrimitiveArrayTypeInfo, RowTypeInfo, TimeTypeInfo,
+    TimestampTypeInfo, TypeInformation, check_type_info, infer_type_info)
 from runtime.common.types import Row, RowKind, make_rows, with_field_names
 
 __all__ = [
@@ -111,9 +111,9 @@ arrow_type.register(TimeTypeInfo, lambda t: pa.time64("us"))          # microsec
 arrow_type.register(TimestampTypeInfo, lambda t: pa.timestamp("us"))  # naive, as Python's and Spark's
 arrow_type.register(LocalTimeTypeInfo, lambda t: _LOCAL_TIME_ARROW[t._time_type])
 arrow_type.register(PickledBytesTypeInfo, lambda t: pa.binary())
-arrow_type.register(_CollectionTypeInfo, lambda t: pa.list_(arrow_type(t.get_element_type())))
+arrow_type.register(CollectionTypeInfo, lambda t: pa.list_(arrow_type(t.get_element_type())))
 arrow_type.register(MapTypeInfo, lambda t: pa.map_(arrow_type(t.get_key_type()), arrow_type(t.get_value_type())))
-arrow_type.register(_CompositeTypeInfo, lambda t: pa.struct(
+arrow_type.register(CompositeTypeInfo, lambda t: pa.struct(
     [pa.field(name, arrow_type(f)) for name, f in zip(t.get_field_names(), t.get_field_types())]))
 
 
@@ -130,14 +130,14 @@ def _is_bytes(t: PrimitiveArrayTypeInfo) -> bool:
 def batch_fields(type_info: TypeInformation) -> list:
     """(column name, column type) of each column of the batches of ``type_info``: a Tuple's or
     Row's fields, else the one column ``f0``."""
-    if isinstance(type_info, _CompositeTypeInfo):
+    if isinstance(type_info, CompositeTypeInfo):
         return list(zip(type_info.get_field_names(), type_info.get_field_types()))
     return [("f0", type_info)]
 
 
 def arrow_schema(type_info: TypeInformation) -> pa.Schema:
     """The schema of the batches ``records_to_arrow`` makes for ``type_info``."""
-    _check_type_info(type_info, "type_info")
+    check_type_info(type_info, "type_info")
     return pa.schema([pa.field(name, arrow_type(t)) for name, t in batch_fields(type_info)])
 
 
@@ -154,9 +154,9 @@ def _plain(t: TypeInformation) -> bool:
 _plain.register(BasicTypeInfo, lambda t: t._basic_type not in (BasicType.BIG_INT, BasicType.BIG_DEC))
 _plain.register(InstantTypeInfo, lambda t: False)
 _plain.register(PickledBytesTypeInfo, lambda t: False)
-_plain.register(_CollectionTypeInfo, lambda t: _plain(t.get_element_type()))
+_plain.register(CollectionTypeInfo, lambda t: _plain(t.get_element_type()))
 _plain.register(MapTypeInfo, lambda t: _plain(t.get_key_type()) and _plain(t.get_value_type()))
-_plain.register(_CompositeTypeInfo, lambda t: False)    # pyarrow reads structs back as dicts
+_plain.register(CompositeTypeInfo, lambda t: False)    # pyarrow reads structs back as dicts
 
 
 @singledispatch
@@ -269,7 +269,7 @@ def _nulls_back(out: list, array: pa.Array) -> list:
 
 
 @_encode.register
-def _(t: _CollectionTypeInfo, values: list) -> pa.Array:
+def _(t: CollectionTypeInfo, values: list) -> pa.Array:
     element = t.get_element_type()
     if _plain(element):
         return pa.array(values, type=arrow_type(t))
@@ -284,7 +284,7 @@ def _(t: _CollectionTypeInfo, values: list) -> pa.Array:
 
 
 @_decode.register
-def _(t: _CollectionTypeInfo, array: pa.Array) -> list:
+def _(t: CollectionTypeInfo, array: pa.Array) -> list:
     # Columnar even for plain elements: decoding the flat child at once beats to_pylist.
     elements = _decode(t.get_element_type(), array.values)
     offsets = array.offsets.to_pylist()
@@ -300,7 +300,7 @@ def _(t: PrimitiveArrayTypeInfo, values: list) -> pa.Array:
 def _(t: PrimitiveArrayTypeInfo, array: pa.Array) -> list:
     if _is_bytes(t):
         return to_pylist(array)
-    return _decode.dispatch(_CollectionTypeInfo)(t, array)
+    return _decode.dispatch(CollectionTypeInfo)(t, array)
 
 
 @_encode.register
@@ -332,7 +332,7 @@ def _(t: MapTypeInfo, array: pa.Array) -> list:
 # --------------------------------------------------------------------------- records <-> fields
 
 
-def _struct_columns(t: _CompositeTypeInfo, values: list, top_level: bool) -> tuple:
+def _struct_columns(t: CompositeTypeInfo, values: list, top_level: bool) -> tuple:
     """(one list per field, null mask or None) of tuple/Row/list/dict values of ``t``."""
     n = t.arity
     kinds = set(map(type, values))
@@ -353,7 +353,7 @@ def fields_of(rows: list, n: int, all_rows: bool = False) -> list:
     return [list(map(itemgetter(i), rows)) for i in range(n)]
 
 
-def _rows_in_order(t: _CompositeTypeInfo, rows: list) -> bool:
+def _rows_in_order(t: CompositeTypeInfo, rows: list) -> bool:
     # Fast check that Rows can be taken positionally: INSERT kind, names absent or ours.
     if set(map(attrgetter("_row_kind"), rows)) != {RowKind.INSERT}:
         return False
@@ -364,7 +364,7 @@ def _rows_in_order(t: _CompositeTypeInfo, rows: list) -> bool:
                for names in {id(n): n for n in map(attrgetter("_field_names"), rows)}.values())
 
 
-def _normalize(t: _CompositeTypeInfo, values: list, top_level: bool) -> tuple:
+def _normalize(t: CompositeTypeInfo, values: list, top_level: bool) -> tuple:
     n = t.arity
     own = t._explicit_names()
     rows = []
@@ -399,7 +399,7 @@ def _normalize(t: _CompositeTypeInfo, values: list, top_level: bool) -> tuple:
     return rows, (mask if any(mask) else None)
 
 
-def _field_arrays(t: _CompositeTypeInfo, columns: list) -> list:
+def _field_arrays(t: CompositeTypeInfo, columns: list) -> list:
     arrays = []
     for (name, field_type), column in zip(batch_fields(t), columns):
         try:
@@ -411,7 +411,7 @@ def _field_arrays(t: _CompositeTypeInfo, columns: list) -> list:
 
 
 @_encode.register
-def _(t: _CompositeTypeInfo, values: list) -> pa.Array:
+def _(t: CompositeTypeInfo, values: list) -> pa.Array:
     columns, mask = _struct_columns(t, values, top_level=False)
     if not t.arity:
         return pa.array([None if m else {} for m in (mask or [False] * len(values))], type=arrow_type(t))
@@ -419,7 +419,7 @@ def _(t: _CompositeTypeInfo, values: list) -> pa.Array:
                                       mask=pa.array(mask, pa.bool_()) if mask else None)
 
 
-def _from_columns(t: _CompositeTypeInfo, columns: list, length: int) -> list:
+def _from_columns(t: CompositeTypeInfo, columns: list, length: int) -> list:
     tuples = list(zip(*columns)) if columns else [()] * length
     if isinstance(t, RowTypeInfo):
         # Named as PyFlink's RowCoder names the Rows it decodes, f0.. for Types.ROW (inferred
@@ -431,7 +431,7 @@ def _from_columns(t: _CompositeTypeInfo, columns: list, length: int) -> list:
 
 
 @_decode.register
-def _(t: _CompositeTypeInfo, array: pa.Array) -> list:
+def _(t: CompositeTypeInfo, array: pa.Array) -> list:
     columns = [_decode(f, c) for f, c in zip(t.get_field_types(), array.flatten())]
     return _nulls_back(_from_columns(t, columns, len(array)), array)
 
@@ -441,7 +441,7 @@ def field_columns(records: list, type_info: TypeInformation) -> list:
     fields of tuples, Rows (by name when both are named), lists and dicts. Raises TypeError or
     ValueError for a record that is not one of ``type_info`` (None, another length, a Row of
     another kind or other names)."""
-    if isinstance(type_info, _CompositeTypeInfo):
+    if isinstance(type_info, CompositeTypeInfo):
         return _struct_columns(type_info, records, top_level=True)[0]
     return [records]
 
@@ -482,9 +482,9 @@ def infer_array(values: list, nested: bool = True) -> Optional[pa.Array]:
 
 def records_to_arrow(records: Iterable[Any], type_info: TypeInformation) -> pa.RecordBatch:
     """A batch holding ``records`` typed as ``type_info`` (see the module doc for the layout)."""
-    _check_type_info(type_info, "type_info")
+    check_type_info(type_info, "type_info")
     records = records if isinstance(records, list) else list(records)
-    if isinstance(type_info, _CompositeTypeInfo):
+    if isinstance(type_info, CompositeTypeInfo):
         columns = field_columns(records, type_info)      # validates the records
         if not type_info.arity:
             return pa.RecordBatch.from_struct_array(pa.array([{}] * len(records), arrow_type(type_info)))
@@ -498,7 +498,7 @@ def records_to_arrow(records: Iterable[Any], type_info: TypeInformation) -> pa.R
 
 def arrow_to_records(batch: Union[pa.RecordBatch, pa.Table], type_info: TypeInformation) -> list:
     """The records of a batch made by ``records_to_arrow`` with the same ``type_info``."""
-    _check_type_info(type_info, "type_info")
+    check_type_info(type_info, "type_info")
     if isinstance(batch, pa.Table):
         out: list = []
         for b in batch.to_batches():
@@ -508,7 +508,7 @@ def arrow_to_records(batch: Union[pa.RecordBatch, pa.Table], type_info: TypeInfo
     if not batch.schema.equals(expected):
         raise ValueError(f"batch schema does not match type {type_info}: expected\n{expected}\n"
                          f"got\n{batch.schema}")
-    if isinstance(type_info, _CompositeTypeInfo):
+    if isinstance(type_info, CompositeTypeInfo):
         columns = [_decode(t, c) for t, c in zip(type_info.get_field_types(), batch.columns)]
         return _from_columns(type_info, columns, batch.num_rows)
     return _decode(type_info, batch.column(0))

@@ -1,8 +1,8 @@
 """``TypeInformation`` and ``Types`` as in ``pyflink.common.typeinfo``.
 
 A type information tells the engine how to move records as Arrow batches: ``to_arrow()`` gives
-the Arrow type; ``runtime.common.arrow`` converts whole batches column by column (its
-``records_to_arrow``, ``arrow_to_records`` and ``arrow_schema`` are importable from here too).
+the Arrow type; ``runtime.common.arrow`` converts whole batches column by column
+(``records_to_arrow``, ``arrow_to_records``, ``arrow_schema``).
 ``PICKLED_BYTE_ARRAY`` (the default when nothing is known) stores each value as its pickle.
 """
 from __future__ import annotations
@@ -20,14 +20,15 @@ __all__ = [
     "SqlTimeTypeInfo", "DateTypeInfo", "TimeTypeInfo", "TimestampTypeInfo", "LocalTimeTypeInfo",
     "PickledBytesTypeInfo", "PrimitiveArrayTypeInfo", "BasicArrayTypeInfo",
     "ObjectArrayTypeInfo", "ListTypeInfo", "MapTypeInfo", "TupleTypeInfo", "RowTypeInfo",
-    "infer_type_info", "records_to_arrow", "arrow_to_records", "arrow_schema",
+    "infer_type_info",
 ]
 
 
 _INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 
 
-def _check_type_info(value: Any, what: str) -> "TypeInformation":
+def check_type_info(value: Any, what: str) -> "TypeInformation":
+    """``value``, when it is a type information; else a TypeError naming ``what`` and the fix."""
     if isinstance(value, TypeInformation):
         return value
     hint = ""
@@ -254,7 +255,7 @@ class PickledBytesTypeInfo(TypeInformation):
 # --------------------------------------------------------------------------- collections
 
 
-class _CollectionTypeInfo(TypeInformation):
+class CollectionTypeInfo(TypeInformation):
     """Lists of one element type, stored as Arrow ``list``."""
 
     _name = ""
@@ -262,7 +263,7 @@ class _CollectionTypeInfo(TypeInformation):
     _what = ""
 
     def __init__(self, element_type: TypeInformation):
-        self._element_type = _check_type_info(element_type, f"element type of {type(self).__name__}")
+        self._element_type = check_type_info(element_type, f"element type of {type(self).__name__}")
         if self._ELEMENTS is not None and not (type(self._element_type) is BasicTypeInfo
                                                and str(self._element_type) in self._ELEMENTS):
             raise TypeError(f"invalid element type {self._element_type} for {self._what}; "
@@ -278,7 +279,7 @@ class _CollectionTypeInfo(TypeInformation):
         return f"{self._name}<{self._element_type}>"
 
 
-class PrimitiveArrayTypeInfo(_CollectionTypeInfo):
+class PrimitiveArrayTypeInfo(CollectionTypeInfo):
     """Arrays of primitives; ``PRIMITIVE_ARRAY(BYTE())`` is Python ``bytes`` (Arrow ``binary``)."""
 
     _name = "PrimitiveArray"
@@ -286,7 +287,7 @@ class PrimitiveArrayTypeInfo(_CollectionTypeInfo):
     _what = "a primitive array"
 
 
-class BasicArrayTypeInfo(_CollectionTypeInfo):
+class BasicArrayTypeInfo(CollectionTypeInfo):
     """Arrays of boxed basic types (``Integer[]``, ``String[]``...), as Python lists."""
 
     _name = "BasicArray"
@@ -294,13 +295,13 @@ class BasicArrayTypeInfo(_CollectionTypeInfo):
     _what = "a basic array"
 
 
-class ObjectArrayTypeInfo(_CollectionTypeInfo):
+class ObjectArrayTypeInfo(CollectionTypeInfo):
     """Arrays of any type, as Python lists."""
 
     _name = "ObjectArray"
 
 
-class ListTypeInfo(_CollectionTypeInfo):
+class ListTypeInfo(CollectionTypeInfo):
     """Lists of any type."""
 
     _name = "List"
@@ -315,8 +316,8 @@ class MapTypeInfo(TypeInformation):
     """Dicts, stored as Arrow ``map`` (keys must not be None)."""
 
     def __init__(self, key_type_info: TypeInformation, value_type_info: TypeInformation):
-        self._key_type_info = _check_type_info(key_type_info, "key type of MapTypeInfo")
-        self._value_type_info = _check_type_info(value_type_info, "value type of MapTypeInfo")
+        self._key_type_info = check_type_info(key_type_info, "key type of MapTypeInfo")
+        self._value_type_info = check_type_info(value_type_info, "value type of MapTypeInfo")
 
     def get_key_type(self) -> TypeInformation:
         return self._key_type_info
@@ -334,13 +335,13 @@ class MapTypeInfo(TypeInformation):
 # --------------------------------------------------------------------------- composite
 
 
-class _CompositeTypeInfo(TypeInformation):
+class CompositeTypeInfo(TypeInformation):
     """Fixed fields addressed by position or name, stored as Arrow ``struct``."""
 
     def __init__(self, field_types: Sequence[TypeInformation], what: str):
         if isinstance(field_types, TypeInformation) or not isinstance(field_types, (list, tuple)):
             raise TypeError(f"{what} takes a list of field types, got {field_types!r}")
-        self._field_types = [_check_type_info(t, f"field {i} of {what}")
+        self._field_types = [check_type_info(t, f"field {i} of {what}")
                              for i, t in enumerate(field_types)]
 
     def get_field_types(self) -> List[TypeInformation]:
@@ -377,7 +378,7 @@ class _CompositeTypeInfo(TypeInformation):
         return None
 
 
-class TupleTypeInfo(_CompositeTypeInfo):
+class TupleTypeInfo(CompositeTypeInfo):
     """Python tuples with typed fields ``f0``, ``f1``..."""
 
     def __init__(self, field_types: List[TypeInformation]):
@@ -393,7 +394,7 @@ class TupleTypeInfo(_CompositeTypeInfo):
         return f"Tuple{len(self._field_types)}<{', '.join(map(str, self._field_types))}>"
 
 
-class RowTypeInfo(_CompositeTypeInfo):
+class RowTypeInfo(CompositeTypeInfo):
     """Rows with typed fields, named ``f0``.. unless names are given.
 
     Records decode as Rows carrying the given names, or ``f0``.. for ``Types.ROW`` (as PyFlink's
@@ -606,18 +607,3 @@ def _infer(values: list) -> TypeInformation:
 
 def _infer_fields(records: list, arity: int) -> List[TypeInformation]:
     return [_infer([v for v in map(itemgetter(i), records) if v is not None]) for i in range(arity)]
-
-
-# --------------------------------------------------------------------------- Arrow
-
-
-_ARROW_NAMES = ("records_to_arrow", "arrow_to_records", "arrow_schema", "to_declared_type")
-
-
-def __getattr__(name: str):
-    # The batch conversions live in runtime.common.arrow, which imports this module: importable
-    # from here as they always were, resolved on first use.
-    if name in _ARROW_NAMES:
-        from runtime.common import arrow
-        return getattr(arrow, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,9 +9,10 @@ import os
 import uuid
 from typing import Any, Callable, Iterable, Optional
 
+from runtime.common.arrow import to_declared_type
 from runtime.common.configuration import Configuration
 from runtime.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
-from runtime.common.typeinfo import infer_type_info, to_declared_type
+from runtime.common.typeinfo import infer_type_info
 from runtime.common.watermark_strategy import WatermarkStrategy
 from runtime.datastream.checkpoint_config import CheckpointConfig, CheckpointingMode
 from runtime.datastream.connectors.base import Source

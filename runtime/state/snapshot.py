@@ -31,7 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from runtime.common.typeinfo import PickledBytesTypeInfo, TypeInformation, arrow_to_records, records_to_arrow
+from runtime.common.arrow import arrow_to_records, records_to_arrow
+from runtime.common.typeinfo import PickledBytesTypeInfo, TypeInformation
 from runtime.datastream.window import GlobalWindow, TimeWindow
 from runtime.state.backend import TOMBSTONE, KeyedColumns, chunked, rows_by_state
 from runtime.storage.delta_files import file_stats
