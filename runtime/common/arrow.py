@@ -26,13 +26,13 @@ import numpy as np
 import pyarrow as pa
 
 from runtime.common.typeinfo import (
-    BasicType, BasicTypeInfo, CollectionTypeInfo, CompositeTypeInfo, DateTypeInfo, InstantTypeInfo,
-    LocalTimeTypeInfo, MapTypeInfo, PickledBytesTypeInfo, PrimitiveArrayTypeInfo, RowTypeInfo, TimeTypeInfo,
-    TimestampTypeInfo, TypeInformation, check_type_info, infer_type_info)
+    BasicType, BasicTypeInfo, CollectionTypeInfo, CompositeTypeInfo, InstantTypeInfo, MapTypeInfo,
+    PickledBytesTypeInfo, PrimitiveArrayTypeInfo, RowTypeInfo, TypeInformation, arrow_type, check_type_info,
+    infer_type_info, is_bytes)
 from runtime.common.types import Row, RowKind, make_rows, with_field_names
 
 __all__ = [
-    "arrow_type", "arrow_schema", "batch_fields", "encode", "decode", "to_pylist", "infer_array",
+    "arrow_schema", "batch_fields", "encode", "decode", "to_pylist", "infer_array",
     "field_columns", "fields_of", "records_to_arrow", "arrow_to_records", "to_declared_type", "first_misfit",
     "FieldTypeError", "CONVERSION_ERRORS", "big_decimal", "as_shipped",
 ]
@@ -67,64 +67,6 @@ def to_pylist(array: pa.Array) -> list:
             out[i] = None
         return out
     return array.to_pylist(maps_as_pydicts=_MAPS)
-
-
-# --------------------------------------------------------------------------- Arrow types
-
-
-_BASIC_ARROW = {
-    BasicType.STRING: pa.string(),
-    BasicType.BYTE: pa.int8(),
-    BasicType.BOOLEAN: pa.bool_(),
-    BasicType.SHORT: pa.int16(),
-    BasicType.INT: pa.int32(),
-    BasicType.LONG: pa.int64(),
-    BasicType.FLOAT: pa.float32(),
-    BasicType.DOUBLE: pa.float64(),
-    BasicType.CHAR: pa.string(),
-    # Spark stores BigInteger as DECIMAL(38, 0) too; larger ints need PICKLED_BYTE_ARRAY.
-    BasicType.BIG_INT: pa.decimal128(38, 0),
-    # A BigDecimal has its own scale and any precision, which no Arrow decimal type keeps (one
-    # scale per column, 76 digits at most): its text, as BigDecimal.toString writes it and as
-    # PyFlink's coder ships it to Java (BigDecimalCoderImpl: str(value)).
-    BasicType.BIG_DEC: pa.string(),
-    # Flink's Instant is millisecond-precise (PyFlink's Instant.of_epoch_milli).
-    BasicType.INSTANT: pa.timestamp("ms", tz="UTC"),
-}
-
-_LOCAL_TIME_ARROW = {
-    LocalTimeTypeInfo.TimeType.LOCAL_DATE: pa.date32(),
-    LocalTimeTypeInfo.TimeType.LOCAL_TIME: pa.time64("us"),
-    LocalTimeTypeInfo.TimeType.LOCAL_DATE_TIME: pa.timestamp("us"),
-}
-
-
-@singledispatch
-def arrow_type(type_info: TypeInformation) -> pa.DataType:
-    """The Arrow type of the values of ``type_info`` (``TypeInformation.to_arrow()``)."""
-    raise NotImplementedError(f"{type_info!r} has no Arrow type")
-
-
-arrow_type.register(BasicTypeInfo, lambda t: _BASIC_ARROW[t._basic_type])
-arrow_type.register(DateTypeInfo, lambda t: pa.date32())
-arrow_type.register(TimeTypeInfo, lambda t: pa.time64("us"))          # microseconds, as Python's
-arrow_type.register(TimestampTypeInfo, lambda t: pa.timestamp("us"))  # naive, as Python's and Spark's
-arrow_type.register(LocalTimeTypeInfo, lambda t: _LOCAL_TIME_ARROW[t._time_type])
-arrow_type.register(PickledBytesTypeInfo, lambda t: pa.binary())
-arrow_type.register(CollectionTypeInfo, lambda t: pa.list_(arrow_type(t.get_element_type())))
-arrow_type.register(MapTypeInfo, lambda t: pa.map_(arrow_type(t.get_key_type()), arrow_type(t.get_value_type())))
-arrow_type.register(CompositeTypeInfo, lambda t: pa.struct(
-    [pa.field(name, arrow_type(f)) for name, f in zip(t.get_field_names(), t.get_field_types())]))
-
-
-@arrow_type.register
-def _(t: PrimitiveArrayTypeInfo) -> pa.DataType:
-    # PRIMITIVE_ARRAY(BYTE()) is Python ``bytes``.
-    return pa.binary() if _is_bytes(t) else pa.list_(arrow_type(t.get_element_type()))
-
-
-def _is_bytes(t: PrimitiveArrayTypeInfo) -> bool:
-    return t.get_element_type()._basic_type is BasicType.BYTE
 
 
 def batch_fields(type_info: TypeInformation) -> list:
@@ -298,7 +240,7 @@ def _(t: PrimitiveArrayTypeInfo, values: list) -> pa.Array:
 
 @_decode.register
 def _(t: PrimitiveArrayTypeInfo, array: pa.Array) -> list:
-    if _is_bytes(t):
+    if is_bytes(t):
         return to_pylist(array)
     return _decode.dispatch(CollectionTypeInfo)(t, array)
 

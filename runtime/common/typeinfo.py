@@ -8,6 +8,7 @@ the Arrow type; ``runtime.common.arrow`` converts whole batches column by column
 from __future__ import annotations
 
 from enum import Enum
+from functools import singledispatch
 from operator import attrgetter, itemgetter
 from typing import Any, Iterable, List, Optional, Sequence, Union
 
@@ -86,7 +87,6 @@ class TypeInformation:
         return 1
 
     def to_arrow(self) -> pa.DataType:
-        from runtime.common.arrow import arrow_type
         return arrow_type(self)
 
     def field_index(self, field: Union[int, str]) -> int:
@@ -607,3 +607,64 @@ def _infer(values: list) -> TypeInformation:
 
 def _infer_fields(records: list, arity: int) -> List[TypeInformation]:
     return [_infer([v for v in map(itemgetter(i), records) if v is not None]) for i in range(arity)]
+
+
+# --------------------------------------------------------------------------- Arrow types
+# Here rather than in runtime.common.arrow (which converts values and imports this module):
+# ``TypeInformation.to_arrow()`` answers from them.
+
+
+_BASIC_ARROW = {
+    BasicType.STRING: pa.string(),
+    BasicType.BYTE: pa.int8(),
+    BasicType.BOOLEAN: pa.bool_(),
+    BasicType.SHORT: pa.int16(),
+    BasicType.INT: pa.int32(),
+    BasicType.LONG: pa.int64(),
+    BasicType.FLOAT: pa.float32(),
+    BasicType.DOUBLE: pa.float64(),
+    BasicType.CHAR: pa.string(),
+    # Spark stores BigInteger as DECIMAL(38, 0) too; larger ints need PICKLED_BYTE_ARRAY.
+    BasicType.BIG_INT: pa.decimal128(38, 0),
+    # A BigDecimal has its own scale and any precision, which no Arrow decimal type keeps (one
+    # scale per column, 76 digits at most): its text, as BigDecimal.toString writes it and as
+    # PyFlink's coder ships it to Java (BigDecimalCoderImpl: str(value)).
+    BasicType.BIG_DEC: pa.string(),
+    # Flink's Instant is millisecond-precise (PyFlink's Instant.of_epoch_milli).
+    BasicType.INSTANT: pa.timestamp("ms", tz="UTC"),
+}
+
+_LOCAL_TIME_ARROW = {
+    LocalTimeTypeInfo.TimeType.LOCAL_DATE: pa.date32(),
+    LocalTimeTypeInfo.TimeType.LOCAL_TIME: pa.time64("us"),
+    LocalTimeTypeInfo.TimeType.LOCAL_DATE_TIME: pa.timestamp("us"),
+}
+
+
+@singledispatch
+def arrow_type(type_info: TypeInformation) -> pa.DataType:
+    """The Arrow type of the values of ``type_info`` (``TypeInformation.to_arrow()``)."""
+    raise NotImplementedError(f"{type_info!r} has no Arrow type")
+
+
+arrow_type.register(BasicTypeInfo, lambda t: _BASIC_ARROW[t._basic_type])
+arrow_type.register(DateTypeInfo, lambda t: pa.date32())
+arrow_type.register(TimeTypeInfo, lambda t: pa.time64("us"))          # microseconds, as Python's
+arrow_type.register(TimestampTypeInfo, lambda t: pa.timestamp("us"))  # naive, as Python's and Spark's
+arrow_type.register(LocalTimeTypeInfo, lambda t: _LOCAL_TIME_ARROW[t._time_type])
+arrow_type.register(PickledBytesTypeInfo, lambda t: pa.binary())
+arrow_type.register(CollectionTypeInfo, lambda t: pa.list_(arrow_type(t.get_element_type())))
+arrow_type.register(MapTypeInfo, lambda t: pa.map_(arrow_type(t.get_key_type()), arrow_type(t.get_value_type())))
+arrow_type.register(CompositeTypeInfo, lambda t: pa.struct(
+    [pa.field(name, arrow_type(f)) for name, f in zip(t.get_field_names(), t.get_field_types())]))
+
+
+@arrow_type.register
+def _(t: PrimitiveArrayTypeInfo) -> pa.DataType:
+    # PRIMITIVE_ARRAY(BYTE()) is Python ``bytes``.
+    return pa.binary() if is_bytes(t) else pa.list_(arrow_type(t.get_element_type()))
+
+
+def is_bytes(t: PrimitiveArrayTypeInfo) -> bool:
+    """Whether the array holds Python ``bytes`` (``PRIMITIVE_ARRAY(BYTE())``)."""
+    return t.get_element_type()._basic_type is BasicType.BYTE
