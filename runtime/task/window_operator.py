@@ -8,8 +8,6 @@ they go to the late-data side output, or are dropped and counted.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
-
 from runtime.common.watermark_strategy import MAX_WATERMARK
 from runtime.datastream import functions as fn
 from runtime.datastream.state import (
