@@ -13,6 +13,10 @@ id, commits exactly what the crashed one would have.
 As in Flink, a checkpoint completes asynchronously: its commits run in the background while
 the next epoch runs (``complete_async``), and discarding what it subsumed after them. The next
 epoch, logged before it runs, is replayed like any other if the process dies first.
+
+Every epoch's acknowledgements come here (Flink's ``receiveAcknowledgeMessage``), one kept per
+subtask, and the sinks' committables go from here to their committers: printed lines and
+collected records at once, what commits with checkpoints kept for the next one.
 """
 from __future__ import annotations
 
