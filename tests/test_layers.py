@@ -99,6 +99,39 @@ def test_there_is_no_import_cycle():
     assert cycle is None, " -> ".join(cycle or ())
 
 
+def module_of(path: str) -> str:
+    module = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+    return module[: -len(".__init__")] if module.endswith(".__init__") else module
+
+
+def type_checking_lines(path: str) -> set:
+    """The lines of imports under ``if TYPE_CHECKING:``: for annotations only, never run."""
+    with open(path) as f:
+        tree = ast.parse(f.read(), path)
+    return {inner.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING"
+            for stmt in node.body for inner in ast.walk(stmt)}
+
+
+def test_there_is_no_import_cycle_between_modules():
+    """Inside a package too: ``from package import module`` depends on that module, and a name
+    taken from a package's ``__init__`` on the ``__init__``."""
+    modules = {module_of(os.path.join(folder, f)) for folder, _, files in os.walk(RUNTIME)
+               for f in files if f.endswith(".py")}
+    graph = defaultdict(set)
+    annotations_only: dict = {}
+    for path, line, _, target, names in imports():
+        if line in annotations_only.setdefault(path, type_checking_lines(path)):
+            continue
+        source = module_of(path)
+        for name in names or (None,):
+            imported = f"{target}.{name}" if f"{target}.{name}" in modules else target
+            if imported in modules and imported != source:
+                graph[source].add(imported)
+    cycle = _cycle(graph)
+    assert cycle is None, " -> ".join(cycle or ())
+
+
 def _cycle(graph):
     state: dict = {}
 
