@@ -25,7 +25,7 @@ Everything runs in this process on one SparkSession (local[parallelism]):
                 part of the restore (JobRunner._restore: choose and validate the checkpoint,
                 assign files to subtasks) is timed around the runner's method.
   in the tasks  the task side cannot be timed from inside Spark, so the engine's own task code
-                (StreamTask._restore and StreamTask._snapshot, plus the functions they call, for
+                (TaskStateManager.restore and .snapshot, plus the functions they call, for
                 a breakdown) is run in this process on the last checkpoint's files, subtask by
                 subtask, with the garbage collector off as in a task. The subtasks of an epoch
                 run in parallel, one per core: the figure used is the slowest subtask.
@@ -135,7 +135,7 @@ def check_counts(files, keys, expected_total, label):
 # =========================================================================================
 
 def measure_tasks(runner, record, snapshot_root, epoch):
-    """StreamTask._restore and ._snapshot of every subtask of the word-counts vertex on the files
+    """TaskStateManager.restore and .snapshot of every subtask of the word-counts vertex on the files
     of `record`, with a breakdown; returns a list of dicts (one per subtask), times in ms."""
     from runtime.checkpoint.restore import assign_state
     from runtime.state.snapshot import (
@@ -164,9 +164,9 @@ def measure_tasks(runner, record, snapshot_root, epoch):
             # What a task does: restore, open, (process), close, snapshot.
             task = StreamTask(job_graph, tdd("task"), dict(job_graph.stream_graph.settings.job_parameters))
             t = time.perf_counter()
-            task._restore(Acknowledgement(vertex.id, s))
+            task.state.restore(task.chain.all_operators, Acknowledgement(vertex.id, s))
             m["restore_ms"] = (time.perf_counter() - t) * 1000
-            ops = task._all_operators()
+            ops = task.chain.all_operators
             for op in reversed(ops):
                 op.open()
             for op in ops:
@@ -175,7 +175,7 @@ def measure_tasks(runner, record, snapshot_root, epoch):
             m["keys"] = sum(len(t) for t in op.backend.tables.values())
             ack = Acknowledgement(vertex.id, s)
             t = time.perf_counter()
-            task._snapshot(ack)
+            task.state.snapshot(ops, ack)
             m["snapshot_ms"] = (time.perf_counter() - t) * 1000
             m["snapshot_bytes"] = sum(f.size for f in ack.state_files)
             m["snapshot_rows"] = sum(f.rows for f in ack.state_files)

@@ -325,10 +325,10 @@ def test_a_channel_leaves_in_numbered_chunks_and_arrives_in_order(monkeypatch):
     import random
     from types import SimpleNamespace
     from runtime.datastream.partitioner import GlobalPartitioner
-    from runtime.task import stream_task
+    from runtime.task import record_writer
     from runtime.task.channel_events import RecordBatch, Watermark
-    monkeypatch.setattr(stream_task, "CHANNEL_CHUNK", 3)
-    writer = stream_task.RecordWriter(SimpleNamespace(partitioner=GlobalPartitioner()), "e", 0, 1, 1, 7)
+    monkeypatch.setattr(record_writer, "CHANNEL_CHUNK", 3)
+    writer = record_writer.RecordWriter(SimpleNamespace(partitioner=GlobalPartitioner()), "e", 0, 1, 1, 7)
     sent = []
     for i in range(5):
         writer.process_batch([2 * i, 2 * i + 1], [None, None], 0)
@@ -338,7 +338,7 @@ def test_a_channel_leaves_in_numbered_chunks_and_arrives_in_order(monkeypatch):
     rows = list(writer.rows())
     assert [number for _, (_, _, number, _) in rows] == [0, 1, 2]     # 4 records, 4, then the rest
     random.Random(1).shuffle(rows)
-    events = list(stream_task.channel_events([(number, payload) for _, (_, _, number, payload) in rows]))
+    events = list(record_writer.channel_events([(number, payload) for _, (_, _, number, payload) in rows]))
     assert [v for e in events if type(e) is RecordBatch for v in e.values] == sent
     assert [e.timestamp for e in events if type(e) is Watermark] == [1, 3]
     assert [type(e).__name__ for e in events] == ["RecordBatch", "Watermark", "RecordBatch", "Watermark", "RecordBatch"]

@@ -31,7 +31,7 @@ from runtime.datastream.operators import BroadcastProcessSpec
 from runtime.graph.job_graph import JobGraph
 from runtime.state.key_groups import KEY_HASHING, compute_key_group_range_for_operator_index, key_type_of
 from runtime.storage.filesystems import absolute, basename, filesystem, info, isfile, join, read_bytes
-from runtime.task.stream_task import RestoredState
+from runtime.task.deployment import RestoredState
 
 METADATA = "_metadata.json"
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Iterator, Optional
 
 from runtime.datastream.connectors.base import Boundedness
-from runtime.task.stream_task import SplitRead
+from runtime.task.deployment import SplitRead
 
 Batch = tuple  # (values, timestamps)
 

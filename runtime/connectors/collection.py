@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from runtime.connectors.base import SourceReader, SplitEnumerator, index_range_batches
-from runtime.task.stream_task import SplitRead
+from runtime.task.deployment import SplitRead
 
 SPLIT = "collection"
 

@@ -44,7 +44,7 @@ from runtime.connectors.base import Committer, SourceReader, SplitEnumerator
 from runtime.storage.delta_files import file_stats
 from runtime.storage.filesystems import filesystem, isdir, join
 from runtime.task.sink_writer import BufferingSinkWriter
-from runtime.task.stream_task import SplitRead
+from runtime.task.deployment import SplitRead
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 TABLE_KEY = "_table"            # positions entry holding the source's table progress

@@ -11,7 +11,7 @@ from pyarrow.fs import FileType
 
 from runtime.connectors.base import SourceReader, SplitEnumerator
 from runtime.storage.filesystems import check_readable, info, read_bytes, walk_files
-from runtime.task.stream_task import SplitRead
+from runtime.task.deployment import SplitRead
 
 
 def discover(paths) -> list[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Optional
 
 from runtime.connectors.base import SourceReader, SplitEnumerator, index_range_batches
-from runtime.task.stream_task import SplitRead
+from runtime.task.deployment import SplitRead
 
 # An unbounded generator with no rate produces this many records per subtask per epoch.
 DEFAULT_RECORDS_PER_EPOCH = 10_000

@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from runtime.connectors.base import SourceReader, SplitEnumerator
 from runtime.storage.filesystems import filesystem, join
-from runtime.task.stream_task import SplitRead
+from runtime.task.deployment import SplitRead
 
 SPLIT = "socket"
 RETRY_DELAY_S = 0.5             # Flink's SocketTextStreamFunction.DEFAULT_CONNECTION_RETRY_SLEEP
