@@ -85,7 +85,7 @@ def test_a_rocksdb_store_is_used_again_in_the_next_epoch(spark, tmp_path):
 
 
 def test_a_damaged_local_store_is_rebuilt_not_trusted(tmp_path, caplog):
-    from runtime.task.operators import create_keyed_state_backend
+    from runtime.task.task_state_manager import create_keyed_state_backend
     node = SimpleNamespace(operator_name="Counts", operator_id="op1")
     ctx = SimpleNamespace(state_backend="rocksdb", state_dir=str(tmp_path), key_group_range=KeyGroupRange(0, 127),
                           max_parallelism=128, subtask_label="(1/1)")

@@ -18,13 +18,13 @@ from typing import Callable, Optional
 
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.datastream import functions as fn
-from runtime.state.backend import ROCKSDB, KeyedStateBackend
-from runtime.state.heap import HeapKeyedStateBackend
+from runtime.state.backend import KeyedStateBackend
 from runtime.state.key_groups import key_type_of
 from runtime.task.output import Output
 from runtime.task.record_helpers import no_timestamps
 from runtime.task.runtime_context import StreamingRuntimeContext
 from runtime.task.task_context import TaskContext
+from runtime.task.task_state_manager import create_keyed_state_backend
 from runtime.task.timer_service import InternalTimerService
 
 log = logging.getLogger(__name__)
@@ -49,40 +49,6 @@ class UserCodeException(RuntimeError):
 
     def at(self, origin: str) -> "UserCodeException":
         return UserCodeException(self.where, self.record, self.error, self.trace, origin)
-
-
-def create_keyed_state_backend(node, ctx: TaskContext, clock) -> KeyedStateBackend:
-    """The keyed state backend of an operator, as the task's ``state.backend.type`` says."""
-    if ctx.state_backend == ROCKSDB:
-        import os
-        import tempfile
-        from runtime.state.rocksdb import (
-            CorruptStateStoreException, RocksDBKeyedStateBackend, StateStoreInUseException)
-
-        def temporary() -> RocksDBKeyedStateBackend:
-            return RocksDBKeyedStateBackend(node.operator_name, ctx.key_group_range, ctx.max_parallelism,
-                                            tempfile.mkdtemp(prefix="sluice-state-"), clock=clock, temporary=True)
-
-        def local(path: str) -> RocksDBKeyedStateBackend:
-            return RocksDBKeyedStateBackend.open(node.operator_name, ctx.key_group_range, ctx.max_parallelism,
-                                                 path, clock=clock)
-
-        if not ctx.state_dir:
-            return temporary()
-        path = os.path.join(ctx.state_dir, node.operator_id)
-        try:
-            return local(path)
-        except CorruptStateStoreException as e:
-            # Never trusted: removed, and rebuilt from the checkpoint's files (a miss).
-            log.warning("%s %s: %s; rebuilding it from the checkpoint", node.operator_name, ctx.subtask_label, e)
-            RocksDBKeyedStateBackend.destroy(path)
-            return local(path)
-        except StateStoreInUseException as e:
-            # Another attempt of this subtask holds it (a speculative or orphaned task): this one
-            # rebuilds into a store of its own, removed when it ends.
-            log.warning("%s %s: %s; using a temporary store", node.operator_name, ctx.subtask_label, e)
-            return temporary()
-    return HeapKeyedStateBackend(node.operator_name, ctx.key_group_range, ctx.max_parallelism, clock=clock)
 
 
 class TaskOperator:
