@@ -75,6 +75,17 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(params=["tasks", pytest.param("spark", marks=(pytest.mark.slow, pytest.mark.jobs))])
+def collect(request):
+    """``collect(stream)``: what ``stream.execute_and_collect()`` returns, from the job's tasks run
+    in this process without Spark (the fast loop), and from the whole job on Spark (tier jobs)."""
+    if request.param == "spark":
+        request.getfixturevalue("spark")
+        return lambda stream: list(stream.execute_and_collect())
+    from task_harness import collect_in_tasks
+    return collect_in_tasks
+
+
 @pytest.fixture
 def env():
     from runtime.datastream import StreamExecutionEnvironment

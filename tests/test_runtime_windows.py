@@ -1,4 +1,5 @@
-"""Jobs on real Spark: the seed word count, rolling and windowed aggregations, lateness.
+"""Jobs on real Spark: the seed word count, rolling and windowed aggregations, lateness. A job
+of one epoch runs through the task harness without Spark as well (the ``collect`` fixture).
 
 Expected answers are computed here independently of the engine (Counter, loops) or
 written out by hand from Flink's semantics.
@@ -18,7 +19,7 @@ TEXT = ["to be or not to be", "that is the question", "whether tis nobler in the
         "the slings and arrows of outrageous fortune", "or to take arms against a sea of troubles"] * 7
 
 
-def seed_wordcount(env, lines, window_parallelism):
+def seed_wordcount(env, lines, window_parallelism, collect):
     counts = (env.from_collection(lines)
               .flat_map(lambda line: line.split(), output_type=Types.STRING())
               .map(lambda w: Row(word=w, count=1),
@@ -27,19 +28,19 @@ def seed_wordcount(env, lines, window_parallelism):
               .window(TumblingProcessingTimeWindows.of(Time.seconds(5)))
               .sum("count")
               .set_parallelism(window_parallelism))
-    return {r.word: r["count"] for r in counts.execute_and_collect("wordcount")}
+    return {r.word: r["count"] for r in collect(counts)}
 
 
 @pytest.mark.parametrize("parallelism", [1, 3])
-def test_seed_wordcount_matches_a_counter(spark, tmp_path, parallelism):
+def test_seed_wordcount_matches_a_counter(collect, tmp_path, parallelism):
     expected = Counter(w for line in TEXT for w in line.split())
-    assert seed_wordcount(job_env(tmp_path), TEXT, parallelism) == dict(expected)
+    assert seed_wordcount(job_env(tmp_path), TEXT, parallelism, collect) == dict(expected)
 
 
-def test_rolling_sum_emits_one_update_per_record(spark, tmp_path):
+def test_rolling_sum_emits_one_update_per_record(collect, tmp_path):
     data = [("a", 1), ("b", 10), ("a", 2), ("c", 5), ("b", 20), ("a", 3)]
     env = job_env(tmp_path, 2)
-    out = env.from_collection(data, PAIR).key_by(0).sum(1).execute_and_collect()
+    out = collect(env.from_collection(data, PAIR).key_by(0).sum(1))
     expected, totals = [], defaultdict(int)
     for k, v in data:
         totals[k] += v
@@ -50,28 +51,28 @@ def test_rolling_sum_emits_one_update_per_record(spark, tmp_path):
         assert [r for r in got if r[0] == key] == [r for r in expected if r[0] == key]
 
 
-def test_rolling_min_max_by_keep_flinks_fields(spark, tmp_path):
+def test_rolling_min_max_by_keep_flinks_fields(collect, tmp_path):
     data = [("a", 3, "x"), ("a", 1, "y"), ("a", 2, "z")]
     t = Types.TUPLE([Types.STRING(), Types.LONG(), Types.STRING()])
     env = job_env(tmp_path)
     s = env.from_collection(data, t).key_by(0)
-    mins = list(s.min(1).execute_and_collect())
+    mins = collect(s.min(1))
     env = job_env(tmp_path)
-    min_bys = list(env.from_collection(data, t).key_by(0).min_by(1).execute_and_collect())
+    min_bys = collect(env.from_collection(data, t).key_by(0).min_by(1))
     # min keeps the first record's other fields; min_by returns the record with the minimum.
     assert mins == [("a", 3, "x"), ("a", 1, "x"), ("a", 1, "x")]
     assert min_bys == [("a", 3, "x"), ("a", 1, "y"), ("a", 1, "y")]
 
 
-def test_count_window_of_three(spark, tmp_path):
+def test_count_window_of_three(collect, tmp_path):
     data = [("a", i) for i in range(1, 8)] + [("b", i) for i in range(10, 14)]
     env = job_env(tmp_path, 2)
-    got = sorted(env.from_collection(data, PAIR).key_by(0).count_window(3).sum(1).execute_and_collect())
+    got = sorted(collect(env.from_collection(data, PAIR).key_by(0).count_window(3).sum(1)))
     # a: 1+2+3, 4+5+6 (7 waits for two more); b: 10+11+12 (13 waits)
     assert got == [("a", 6), ("a", 15), ("b", 33)]
 
 
-def test_sliding_count_window_with_apply_computes_deltas(spark, tmp_path):
+def test_sliding_count_window_with_apply_computes_deltas(collect, tmp_path):
     class Delta(WindowFunction):
         def apply(self, key, window, inputs):
             items = list(inputs)
@@ -80,8 +81,7 @@ def test_sliding_count_window_with_apply_computes_deltas(spark, tmp_path):
 
     data = [("g1", 10), ("g2", 5), ("g1", 13), ("g1", 9), ("g2", 7), ("g1", 20)]
     env = job_env(tmp_path, 2)
-    got = list(env.from_collection(data, PAIR).key_by(0).count_window(2, 1).apply(Delta(), PAIR)
-               .execute_and_collect())
+    got = collect(env.from_collection(data, PAIR).key_by(0).count_window(2, 1).apply(Delta(), PAIR))
     assert sorted(got) == sorted([("g1", 3), ("g1", -4), ("g1", 11), ("g2", 2)])
     assert [d for k, d in got if k == "g1"] == [3, -4, 11]
 
@@ -93,12 +93,12 @@ def events(env, data, out_of_orderness_ms=0):
         .assign_timestamps_and_watermarks(strategy)
 
 
-def test_sliding_event_time_windows(spark, tmp_path):
+def test_sliding_event_time_windows(collect, tmp_path):
     data = [("a", 1, 1000), ("a", 2, 6000), ("b", 5, 7000), ("a", 4, 12000)]
     env = job_env(tmp_path, 2)
-    got = sorted(events(env, data).key_by(0)
-                 .window(SlidingEventTimeWindows.of(Time.seconds(10), Time.seconds(5)))
-                 .reduce(lambda x, y: (x[0], x[1] + y[1], max(x[2], y[2]))).execute_and_collect())
+    got = sorted(collect(events(env, data).key_by(0)
+                         .window(SlidingEventTimeWindows.of(Time.seconds(10), Time.seconds(5)))
+                         .reduce(lambda x, y: (x[0], x[1] + y[1], max(x[2], y[2])))))
     expected = []
     for key in "ab":
         for start in range(-5000, 15000, 5000):
@@ -108,7 +108,7 @@ def test_sliding_event_time_windows(spark, tmp_path):
     assert [(k, s) for k, s, _ in got] == [(k, s) for k, s, _ in sorted(expected)]
 
 
-def test_event_time_session_windows(spark, tmp_path):
+def test_event_time_session_windows(collect, tmp_path):
     data = [("a", 1, 1000), ("a", 1, 2500), ("a", 1, 9000), ("b", 1, 1000), ("a", 1, 4000), ("b", 1, 3900)]
 
     class Sessions(WindowFunction):
@@ -116,9 +116,9 @@ def test_event_time_session_windows(spark, tmp_path):
             yield key, window.start, window.end, sum(e[1] for e in inputs)
 
     env = job_env(tmp_path, 2)
-    got = sorted(events(env, data, out_of_orderness_ms=5000).key_by(0)
-                 .window(EventTimeSessionWindows.with_gap(Time.seconds(2)))
-                 .apply(Sessions()).execute_and_collect())
+    got = sorted(collect(events(env, data, out_of_orderness_ms=5000).key_by(0)
+                         .window(EventTimeSessionWindows.with_gap(Time.seconds(2)))
+                         .apply(Sessions())))
     # a: 1000, 2500, 4000 chain into [1000, 6000); 9000 alone. b: 1000 and 3900 are 2900 apart.
     assert got == [("a", 1000, 6000, 3), ("a", 9000, 11000, 1), ("b", 1000, 3000, 1), ("b", 3900, 5900, 1)]
 
@@ -157,11 +157,10 @@ def test_event_time_windows_all_fire_at_the_end_of_input(spark, tmp_path, built_
     assert sorted((k, c) for k, c, _ in got) == sorted((k, c) for (k, _), c in expected.items())
 
 
-def test_window_all_aggregates_everything_in_one_subtask(spark, tmp_path):
+def test_window_all_aggregates_everything_in_one_subtask(collect, tmp_path):
     data = [("a", 1, 100), ("b", 2, 200), ("c", 3, 5100)]
     env = job_env(tmp_path, 2)
-    got = sorted(events(env, data).window_all(TumblingEventTimeWindows.of(Time.seconds(5)))
-                 .max(1).execute_and_collect())
+    got = sorted(collect(events(env, data).window_all(TumblingEventTimeWindows.of(Time.seconds(5))).max(1)))
     assert [(v, t) for _, v, t in got] == [(2, 100), (3, 5100)]
 
 
