@@ -1,12 +1,11 @@
-"""One subtask of one epoch (Flink's StreamTask with its input processor).
+"""One subtask of one epoch (Flink's StreamTask): runs its operator chain.
 
 The task builds its operator chain (runtime.task.operator_chain), has its state restored
 (runtime.task.task_state_manager), reads its input (a source's splits: runtime.task.source_reader,
-or the channels of its input gates, merged with a watermark valve per gate), pushes batches through
-the chain, has its state snapshotted, hands over the records its writers hold
-(runtime.task.record_writer), and returns an acknowledgement (runtime.task.deployment). A failure
-in user code is returned as a failed acknowledgement naming operator, subtask and record, so Spark
-does not retry a deterministic error.
+or the channels of its input gates: runtime.task.input_processor) through the chain, has its state
+snapshotted, hands over the records its writers hold (runtime.task.record_writer), and returns an
+acknowledgement (runtime.task.deployment). A failure in user code is returned as a failed
+acknowledgement naming operator, subtask and record, so Spark does not retry a deterministic error.
 """
 from __future__ import annotations
 
@@ -18,17 +17,13 @@ from typing import Iterable, Iterator
 
 from runtime.common.faults import fault_point
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
-from runtime.datastream.operators import BroadcastProcessSpec
-from runtime.graph.execution_graph import consumed_partitions
 from runtime.graph.job_graph import JobGraph
 from runtime.state.backend import state_backend_type
 from runtime.state.key_groups import compute_key_group_range_for_operator_index
-from runtime.task.channel_events import PreAggregatedPanes, RecordBatch, Watermark
 from runtime.task.deployment import ACK, Acknowledgement, RestoredState, SplitRead, TaskDeploymentDescriptor
+from runtime.task.input_processor import StreamInputProcessor
 from runtime.task.operator_chain import OperatorChain
 from runtime.task.operators import UserCodeException
-from runtime.task.record_writer import channel_events
-from runtime.task.sorting_input import SortingDataInput, sorts_input
 from runtime.task.source_reader import SourceInput
 from runtime.task.task_context import TaskContext
 from runtime.task.task_state_manager import TaskStateManager, local_state_dir
@@ -88,7 +83,9 @@ class StreamTask:
             if self.vertex.is_input_vertex:
                 ack.records_in, ack.split_states = SourceInput(self.head, self.tdd, self.ctx, self.batch).run()
             else:
-                ack.records_in = self._run_inputs(inputs)
+                processor = StreamInputProcessor(self.job_graph, self.tdd, self.head, self.batch)
+                ack.records_in = processor.process(inputs)
+                self.gates = processor.gates
             if self.tdd.end_of_input:
                 # Bounded input ended: fire every processing-time timer as Flink's batch mode does.
                 for op in self.chain.all_operators:
@@ -108,11 +105,12 @@ class StreamTask:
             for writer in self.chain.writers:
                 yield from writer.rows()
             ack.records_out = sum(w.records_out for w in self.chain.writers)
-            ack.watermark = max((op.current_watermark for op in self.chain.all_operators), default=MIN_WATERMARK)
+            operators = self.chain.all_operators
+            ack.watermark = max((op.current_watermark for op in operators), default=MIN_WATERMARK)
             ack.task_watermarks = TaskWatermarks(
                 {i: GateWatermarks.of(valve) for i, valve in self.gates.items()},
-                {op.node.operator_id: (op.current_watermark, *op.input_watermarks) for op in self.chain.all_operators})
-            for op in self.chain.all_operators:
+                {op.node.operator_id: (op.current_watermark, *op.input_watermarks) for op in operators})
+            for op in operators:
                 ack.late_records_dropped += getattr(op, "num_late_records_dropped", 0)
         ack.duration_ms = (time.time() - started) * 1000
         yield ACK, pickle.dumps(ack, protocol=5)
@@ -134,81 +132,6 @@ class StreamTask:
             if marks is not None:
                 op.current_watermark, *inputs = marks
                 op.input_watermarks = list(inputs)
-
-    # ---- network inputs ----------------------------------------------------------------
-
-    def _run_inputs(self, inputs: Iterable) -> int:
-        received: dict[tuple, list] = {}
-        for _, (edge_key, producer, number, payload) in inputs:
-            received.setdefault((edge_key, producer), []).append((number, payload))
-        head = self.head
-        records = 0
-        # One gate per input of the head (two for a two-input operator); the edges of a union
-        # share a gate. A channel is (data set, producer subtask).
-        gates: dict[int, list] = {}
-        for je in self.job_graph.inputs_of(self.vertex.id):
-            producer_p = self.job_graph.vertex(je.source_vertex).parallelism
-            for p in consumed_partitions(je, producer_p, self.vertex.parallelism, self.tdd.subtask_index):
-                channel = (je.data_set, p)
-                gates.setdefault(je.stream_edge.type_number, []).append(
-                    (channel, channel_events(received.pop(channel, []))))
-        restored = self.tdd.watermarks.gates if self.tdd.watermarks is not None else {}
-        self.gates = {idx: restored.get(idx, GateWatermarks()).valve([c for c, _ in chans])
-                      for idx, chans in gates.items()}
-        merged = {idx: (self.gates[idx], chans) for idx, chans in gates.items()}
-        # BATCH mode sorts a keyed input by key before the operator sees it, as Flink does.
-        reader = SortingDataInput(head) if self.batch and sorts_input(head) else head
-        for group in _input_order(head, merged):
-            records += self._drain(reader, {idx: merged[idx] for idx in group})
-        if reader is not head:
-            reader.end_input()
-        return records
-
-    def _drain(self, head, merged: dict) -> int:
-        """Read the gates of ``merged`` round-robin, an event per channel at a time, to their end."""
-        records = 0
-        cursors = {idx: [(c, iter(ev)) for c, ev in chans] for idx, (_, chans) in merged.items()}
-        while cursors:
-            for input_index in list(cursors):
-                valve = merged[input_index][0]
-                live = []
-                for channel, it in cursors[input_index]:
-                    event = next(it, None)
-                    if event is None:
-                        continue
-                    live.append((channel, it))
-                    kind = type(event)
-                    if kind is RecordBatch:
-                        records += len(event.values)
-                        head.process_batch(event.values, event.timestamps, input_index)
-                    elif kind is PreAggregatedPanes:
-                        records += event.record_count
-                        head.process_panes(event)
-                    elif kind is Watermark:
-                        wm = valve.on_watermark(channel, event.timestamp)
-                        if wm is not None:
-                            head.process_watermark(wm, input_index)
-                    else:
-                        wm = valve.on_idle(channel)
-                        if wm is not None:
-                            head.process_watermark(wm, input_index)
-                        elif valve.all_idle:
-                            head.process_idle(input_index)
-                if live:
-                    cursors[input_index] = live
-                else:
-                    del cursors[input_index]
-        return records
-
-
-def _input_order(head, gates: dict) -> list[list[int]]:
-    """Groups of input indexes, read one group after the other. The broadcast side of a broadcast
-    operator comes first: within an epoch, every record of the other side sees the broadcast
-    state as the epoch's broadcast records left it (Flink's batch mode orders them so; in
-    streaming Flink gives no order, here the order is the same on every run and replay)."""
-    if isinstance(head.spec, BroadcastProcessSpec):
-        return [[i] for i in (2, 1) if i in gates]
-    return [list(gates)]
 
 
 def run_task(job_graph: JobGraph, tdd: TaskDeploymentDescriptor, job_parameters: dict,
