@@ -14,7 +14,8 @@ from runtime.datastream import KeyedProcessFunction
 from runtime.datastream.state import ValueStateDescriptor
 from runtime.state.backend import STATE_BACKEND
 from runtime.state.key_groups import KeyGroupRange
-from runtime.state.rocksdb import RELEASE_WAIT_S, RocksDBKeyedStateBackend, StateStoreInUseException
+from runtime.state.rocksdb import RocksDBKeyedStateBackend, StateStoreInUseException
+from runtime.state.rocksdb_store import RELEASE_WAIT_S
 from runtime_env import job_env
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,8 +15,8 @@ from runtime.datastream.state import ListStateDescriptor, MapStateDescriptor, St
 from runtime.datastream.window import TimeWindow
 from runtime.state.backend import STATE_BACKEND, TOMBSTONE, state_backend_type
 from runtime.state.key_groups import KeyGroupRange, assign_to_key_group
-from runtime.state.rocksdb import (
-    CorruptStateStoreException, RocksDBKeyedStateBackend, StateStoreInUseException, encode_key, encode_namespace)
+from runtime.state.rocksdb import CorruptStateStoreException, RocksDBKeyedStateBackend, StateStoreInUseException
+from runtime.state.rocksdb_keys import encode_key, encode_namespace
 from seed import ROOT
 
 ALL = KeyGroupRange(0, 127)
@@ -103,8 +103,8 @@ def test_buffered_writes_read_back_across_flushes_and_reopen(tmp_path, monkeypat
     """State writes wait in a buffer (flushed by size, scans, the version, close): reads,
     deletions, changes() and a reopened store see each key's last write, whichever side of a
     flush it fell on."""
-    import runtime.state.rocksdb as rocksdb
-    monkeypatch.setattr(rocksdb, "_WRITE_BUFFER", 200)        # a flush every few writes
+    from runtime.state import rocksdb_write_buffer
+    monkeypatch.setattr(rocksdb_write_buffer, "_WRITE_BUFFER", 200)        # a flush every few writes
     b = open_store(tmp_path / "s")
     count = b.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
     want = {}
@@ -336,7 +336,7 @@ def test_a_chunk_of_rows_gets_the_keys_a_row_at_a_time_would():
     for plain string keys and for the rest (ints, tuples, namespaces), and None outside the
     backend's key-group range."""
     from runtime.state.key_groups import KeyGroupRange
-    from runtime.state.rocksdb import encode_entry_keys, encode_key, encode_namespace
+    from runtime.state.rocksdb_keys import encode_entry_keys
     sid = b"\x00\x07"
 
     def one_by_one(kgs, nss, keys, kgr):
@@ -355,8 +355,8 @@ def test_an_epoch_that_wrote_in_bulk_leaves_its_store_merged(tmp_path, monkeypat
     """Runs that overlap over the whole key range (a build's, a rebuild's) are merged when the
     epoch sets its version, not left for RocksDB to start merging at every later open; an epoch
     that wrote little leaves its files as they are."""
-    from runtime.state import rocksdb
-    monkeypatch.setattr(rocksdb, "_COMPACT_AFTER", 64 << 10 if bulk else 1 << 40)
+    from runtime.state import rocksdb_store
+    monkeypatch.setattr(rocksdb_store, "_COMPACT_AFTER", 64 << 10 if bulk else 1 << 40)
 
     def files(path):
         return len([f for f in os.listdir(path) if f.endswith(".sst")])
