@@ -541,3 +541,39 @@ def test_an_increment_decoded_column_wise_is_the_row_wise_one(tmp_path):
             .equals(snapshot_to_table({"keyed": b.snapshot(), "types": types}, 0, "op").sort_by(order)))
     other.close()
     b.close()
+
+
+def test_each_concept_of_the_backend_is_a_module_of_its_own():
+    """Issue 31: the file list says where each part of the RocksDB backend lives (Flink's seams:
+    key serialization, the state classes, the timer queue, the write buffer, the store's lifecycle,
+    snapshot reading and writing), and what the task layer uses stays in runtime.state.rocksdb."""
+    import importlib
+
+    from runtime.state import rocksdb
+    homes = {
+        "rocksdb_keys": ["encode_key", "decode_key", "encode_namespace", "decode_namespace", "encode_entry_keys"],
+        "rocksdb_codecs": ["codec_of", "encode_value", "decode_value", "encode_list"],
+        "rocksdb_states": ["RocksDBValueState", "RocksDBListState", "RocksDBMapState", "RocksDBReducingState",
+                           "RocksDBAggregatingState", "RocksDBTtlListState", "RocksDBTtlMapState"],
+        "rocksdb_timers": ["RocksDBTimerQueue"],
+        "rocksdb_write_buffer": ["RocksDBWriteBuffer"],
+        "rocksdb_read_ahead": ["RocksDBReadAhead"],
+        "rocksdb_store": ["RocksDBStore", "StateStoreException", "CorruptStateStoreException",
+                          "StateStoreInUseException"],
+        "rocksdb_snapshots": ["RocksDBSnapshots"],
+        "rocksdb_restore": ["RocksDBRestore"],
+    }
+    for module, names in homes.items():
+        m = importlib.import_module(f"runtime.state.{module}")
+        assert m.__doc__, module
+        for name in names:
+            assert getattr(m, name).__module__ == m.__name__, (module, name)
+    backend = RocksDBKeyedStateBackend
+    for part in ("RocksDBStore", "RocksDBReadAhead", "RocksDBWriteBuffer", "RocksDBSnapshots", "RocksDBRestore"):
+        assert part in [c.__name__ for c in backend.__mro__]
+    # The timer queue's, the write buffer's and the store's methods are theirs, not the backend's.
+    assert "put" not in vars(backend) and "open" not in vars(backend) and "snapshot" not in vars(backend)
+    # What the task layer opens, destroys and catches (runtime.task) is importable from here.
+    assert backend.open.__func__ and backend.destroy
+    assert rocksdb.CorruptStateStoreException.__module__ == "runtime.state.rocksdb_store"
+    assert issubclass(rocksdb.StateStoreInUseException, rocksdb.StateStoreException)
