@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import pytest
@@ -24,30 +25,21 @@ SLOW_TIERS = {
     "faults": ("test_checkpoint_faults.py", "test_exactly_once_restarts.py"),
     "object_store": ("test_object_store.py",),
 }
-# Single tests in a slow tier, as "file::test" (all its parameters) or "file::test[id]": real
-# process kills in files of the fast loop, and whole Spark jobs whose operators a Spark-free
-# test (tests/task_harness.py) or another parameter of the same test covers in the fast loop.
+# Single tests in a slow tier, by a regular expression on "file::test[parameters]": real process
+# kills in files of the fast loop, and whole Spark jobs whose operators a Spark-free test
+# (tests/task_harness.py) or another parameter of the same test covers in the fast loop.
 SLOW_TESTS = {
-    "faults": ("test_checkpoint_integrity.py::test_a_kill_during_retention_is_finished_by_the_next_run",
-               "test_file_sink.py::test_a_kill_and_restart_writes_every_line_exactly_once"),
-    "jobs": tuple(f"test_side_output_yield.py::{test}[an epoch per record]" for test in (
-        "test_process_functions_yield_to_side_outputs", "test_on_timer_yields_to_side_outputs",
-        "test_co_process_functions_yield_to_side_outputs", "test_window_functions_yield_to_side_outputs",
-        "test_cep_functions_yield_to_side_outputs")) + tuple(f"test_state_ttl.py::{test}" for test in (
-        # the hashmap backend's TTL: test_state_backends.py checks it without Spark
-        "test_a_value_expires_2500_ms_after_its_last_write[hashmap-None]",
-        "test_a_value_expires_2500_ms_after_its_last_write[hashmap-4]",
-        "test_reads_refresh_the_ttl_only_with_on_read_and_write[hashmap]",
-        "test_an_expired_value_is_returned_once_when_the_visibility_allows_it[hashmap]",
-        "test_each_list_element_expires_2500_ms_after_it_was_added[hashmap-None]",
-        "test_each_list_element_expires_2500_ms_after_it_was_added[hashmap-3]")),
+    "faults": (r"test_checkpoint_integrity\.py::test_a_kill_during_retention_is_finished_by_the_next_run",
+               r"test_file_sink\.py::test_a_kill_and_restart_writes_every_line_exactly_once\[.*\]"),
+    "jobs": (r"test_side_output_yield\.py::.*\[(one epoch|an epoch per record)\]",     # [in tasks] stays
+             r"test_state_ttl\.py::.*\[hashmap.*\]"),    # test_state_backends.py checks hashmap TTL without Spark
 }
 
 
 def _slow_tiers(item):
-    names = (f"{item.path.name}::{item.originalname}", f"{item.path.name}::{item.name}")
     yield from (tier for tier, files in SLOW_TIERS.items() if item.path.name in files)
-    yield from (tier for tier, tests in SLOW_TESTS.items() if any(n in tests for n in names))
+    name = f"{item.path.name}::{item.name}"
+    yield from (tier for tier, tests in SLOW_TESTS.items() if any(re.fullmatch(t, name) for t in tests))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -23,8 +23,9 @@ def collect_in_tasks(stream, job_name: str = "harness", processing_time: int = C
     outputs: dict = {}      # vertex id -> the data rows its subtasks wrote
     collected = []
     for v in job_graph.vertices:
-        data_sets = {je.data_set for je in job_graph.inputs_of(v.id)}
-        rows = [row for je in job_graph.inputs_of(v.id) for row in outputs[je.source_vertex]
+        edges = job_graph.inputs_of(v.id)
+        data_sets = {je.data_set for je in edges}
+        rows = [row for producer in {je.source_vertex for je in edges} for row in outputs[producer]
                 if row[1][0] in data_sets]
         plan = source = None
         if v.is_input_vertex:

@@ -1,8 +1,8 @@
 """PyFlink's side outputs: a function yields ``(output_tag, value)`` to send ``value`` to that
 side output (PyFlink's rule: a tuple whose first element is an OutputTag), in every function
 that can emit, also from ``on_timer`` and CEP's functions; ``ctx.output(tag, value)`` is the
-same. Each job runs in one epoch and with one record per epoch; the answers follow from the
-functions by hand.
+same. Each job runs through the task harness without Spark, in one epoch and with one record
+per epoch; the answers follow from the functions by hand.
 """
 import pytest
 
@@ -13,21 +13,23 @@ from runtime.datastream import (
     ProcessFunction, ProcessWindowFunction, TumblingEventTimeWindows)
 from runtime.execution.executor import JobExecutionException
 from runtime_env import job_env
+from task_harness import collect_in_tasks
 
 ODD = OutputTag("odd", Types.LONG())
 TIMER = OutputTag("timer", Types.STRING())
-WAYS = {"one epoch": {}, "an epoch per record": dict(epoch__max_records_per_split=1)}
+WAYS = {"in tasks": None, "one epoch": {}, "an epoch per record": dict(epoch__max_records_per_split=1)}
 
 
 def collect(tmp_path, way, build):
     """Main and side output of ``build(env) -> (stream, [tags])``, as sorted lists."""
-    env = job_env(tmp_path, **WAYS[way])
+    env = job_env(tmp_path, **(WAYS[way] or {}))
     stream, tags = build(env)
     sides = [stream.get_side_output(tag).map(lambda v, name=tag.tag_id: (name, v)) for tag in tags]
     everything = stream.map(lambda v: ("main", v))
     for side in sides:
         everything = everything.union(side)
-    out = list(everything.execute_and_collect("side outputs"))
+    in_tasks = WAYS[way] is None
+    out = collect_in_tasks(everything) if in_tasks else list(everything.execute_and_collect("side outputs"))
     return ({tag: sorted(v for t, v in out if t == tag) for tag in ["main", *[t.tag_id for t in tags]]})
 
 
