@@ -44,7 +44,8 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from runtime.checkpoint.storage import CheckpointException, JobAlreadyRunningException
-    from runtime.execution.executor import JobExecutionException, SparkPipelineExecutor
+    from runtime.execution.executor import SparkPipelineExecutor
+    from runtime.execution.job_execution_result import JobExecutionException
     from runtime.execution.options import ExecutionOptions
     from runtime.jobmaster.plans import load_plan
     restore_from = getattr(args, "restore_from", None)

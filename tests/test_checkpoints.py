@@ -167,7 +167,7 @@ def test_a_checkpoint_failing_in_the_background_fails_the_run_and_the_restart_is
     """A completion that fails after the next epoch started fails that epoch: the failed checkpoint
     is recorded FAILED, never restored, and the restart replays from the checkpoint before it (the
     sink commit the failed checkpoint made is a no-op when its epoch is replayed)."""
-    from runtime.execution.executor import JobExecutionException
+    from runtime.execution.job_execution_result import JobExecutionException
     events = write_input(tmp_path / "in", seed=29)
 
     def fail():

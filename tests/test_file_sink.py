@@ -21,7 +21,7 @@ from runtime.connectors.file_sink import FileCommitter, FileSinkWriter
 from runtime.connectors.base import CommitterContext
 from runtime.datastream.connectors import BucketAssigner, FileSink, OutputFileConfig, RollingPolicy
 from runtime.datastream.formats.parquet import ParquetBulkWriters
-from runtime.execution.executor import JobExecutionResult
+from runtime.execution.job_execution_result import JobExecutionResult
 from runtime.task.sink_writer import WriterInitContext
 from runtime_env import CLOCK_START, job_env
 

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Optional
 
 from runtime.checkpoint.coordinator import CheckpointCoordinator
@@ -30,19 +30,20 @@ from runtime.checkpoint.sink_committers import check_sink_locations, committed_s
 from runtime.state.snapshot import CorruptStateException
 from runtime.checkpoint.storage import (CheckpointException, CheckpointStorage, JobAlreadyRunningException,
                                         already_running)
-from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
+from runtime.common.watermark_strategy import MIN_WATERMARK
 from runtime.connectors import reader_class, writer_class
 from runtime.execution.epoch_job import EpochJob
+from runtime.execution.job_execution_result import EpochSummary, JobExecutionException, JobExecutionResult
 from runtime.execution.history import FAILED, RUNNING, ExecutionHistory, ExecutionRecord
 from runtime.execution.options import ExecutionOptions
 from runtime.execution.source_coordinator import SourceCoordinator
 from runtime.execution.spark import cancel_requested
-from runtime.graph.execution_graph import ExecutionGraph, build_execution_graph
+from runtime.graph.execution_graph import build_execution_graph
 from runtime.graph.execution_state import ExecutionState
 from runtime.graph.job_graph import create_job_graph
 from runtime.graph.stream_graph import StreamGraph
 from runtime.metrics.aggregation import RunMetrics
-from runtime.scheduler.slots import SlotPlan, compute_slot_plan, slots_required_per_group
+from runtime.scheduler.slots import compute_slot_plan, slots_required_per_group
 from runtime.storage.filesystems import check_writable, join, remove, rmtree
 from runtime.storage.layout import job_dir
 from runtime.task.operator_factory import snapshots_incrementally
@@ -53,49 +54,6 @@ from runtime.task.watermarks import assign_watermarks, checkpointed
 log = logging.getLogger(__name__)
 
 
-class JobExecutionException(RuntimeError):
-    """The job failed; the message names the operator, subtask and record when user code failed.
-
-    ``failed_tasks`` are the (vertex id, subtask) that failed, when known. The restart strategy's
-    decision on the failure is a field of the run's execution record (``restarting``)."""
-
-    def __init__(self, message: str, failed_tasks: tuple = (), damaged_files: Optional[dict] = None):
-        super().__init__(message)
-        self.failed_tasks = tuple(failed_tasks)
-        self.damaged_files = damaged_files or {}    # restored state file -> what is wrong with it
-
-
-@dataclass
-class EpochSummary:
-    epoch: int
-    processing_time: int
-    records_in: int
-    records_out: int
-    watermark: int
-    duration_ms: float                  # from its start until its checkpoint is handed to the completer
-    late_records_dropped: int = 0
-    checkpoint_id: Optional[int] = None
-    checkpoint_ms: float = 0.0          # completing the checkpoint (state, sinks, record), in the background
-    state_bytes_written: int = 0        # snapshot files written by the tasks (increments or whole)
-    local_stores: int = 0               # subtasks' local stores (state.backend.type: rocksdb) ...
-    local_store_hits: int = 0           # ... of which were at the expected version, not rebuilt
-    metrics: dict = field(default_factory=dict)     # user metrics by scope (runtime.metrics.aggregation)
-    started_at: float = 0.0             # wall clock (s): epochs overlap their checkpoints, so the
-                                        # time between two starts is what an epoch costs
-
-    @property
-    def local_store_hit_rate(self) -> Optional[float]:
-        return self.local_store_hits / self.local_stores if self.local_stores else None
-
-    def progress_line(self, job_name: str) -> str:
-        wm = ("none" if self.watermark <= MIN_WATERMARK else
-              "end of input" if self.watermark >= MAX_WATERMARK else str(self.watermark))
-        cp = f", checkpoint {self.checkpoint_id} ({self.checkpoint_ms:.0f} ms)" if self.checkpoint_id else ""
-        local = f", local state {self.local_store_hits}/{self.local_stores}" if self.local_stores else ""
-        return (f"[{job_name}] epoch {self.epoch}: {self.records_in} records in, {self.records_out} out, "
-                f"watermark {wm}, {self.duration_ms:.0f} ms{cp}{local}")
-
-
 @dataclass
 class _InFlightCheckpoint:
     """A checkpoint completing in the background while the next epoch runs (its epoch's summary)."""
@@ -103,30 +61,6 @@ class _InFlightCheckpoint:
     checkpoint_id: int
     handed_at: float
     future: object
-
-
-@dataclass
-class JobExecutionResult:
-    job_id: str
-    job_name: str
-    run_id: str
-    net_runtime_ms: float
-    epochs: list[EpochSummary]
-    execution_graph: ExecutionGraph
-    slot_plan: SlotPlan
-    collected: dict = field(default_factory=dict)       # collect-sink id -> records
-    printed: list = field(default_factory=list)         # lines of print() sinks, in order
-    sink_files: dict = field(default_factory=dict)      # Delta sink node id -> the files it committed
-    restored_from: Optional[int] = None                 # the checkpoint id the run started from
-
-    def get_job_id(self) -> str:
-        return self.job_id
-
-    def get_net_runtime(self) -> float:
-        return self.net_runtime_ms
-
-    def get_collected(self, sink_id) -> list:
-        return self.collected.get(sink_id, [])
 
 
 START_OVER = "none"     # restore_from value of a deliberate fresh start
@@ -340,25 +274,7 @@ class JobRunner:
             broadcast = self.sc.broadcast(dumps_by_value(self.job_graph))
             self._transition_all(ExecutionState.SCHEDULED)
             self._transition_all(ExecutionState.DEPLOYING)
-            epoch = self.first_epoch
-            while True:
-                epoch_started = time.time()
-                try:
-                    summary, end_of_input = self._run_epoch(epoch, broadcast, result)
-                except JobExecutionException as e:
-                    if not self._fall_back(e):
-                        raise
-                    epoch = self.first_epoch
-                    continue
-                result.epochs.append(summary)
-                if self.in_flight is None or self.in_flight.summary is not summary:
-                    self._report(summary)       # else once its checkpoint completed
-                epoch += 1
-                if end_of_input or self._last_epoch(epoch - 1) or self.stop.is_set():
-                    break
-                pause = self.options.epoch_interval_ms / 1000 - (time.time() - epoch_started)
-                if pause > 0 and not self.replay and self.sources.paced:
-                    time.sleep(pause)
+            end_of_input = self._run_epochs(broadcast, result)
             self._settle_checkpoint()
             self._transition_all(ExecutionState.FINISHED if end_of_input else ExecutionState.CANCELING)
             if not end_of_input:
@@ -398,6 +314,29 @@ class JobRunner:
             if status != "FAILED":
                 self._record_execution(self._progress(execution, result, status))
         return result
+
+    def _run_epochs(self, broadcast, result: JobExecutionResult) -> bool:
+        """Epoch after epoch until the input ends (True), max_epochs or a cancel (False); a failed
+        epoch falls back to a checkpoint when it can."""
+        epoch = self.first_epoch
+        while True:
+            epoch_started = time.time()
+            try:
+                summary, end_of_input = self._run_epoch(epoch, broadcast, result)
+            except JobExecutionException as e:
+                if not self._fall_back(e):
+                    raise
+                epoch = self.first_epoch
+                continue
+            result.epochs.append(summary)
+            if self.in_flight is None or self.in_flight.summary is not summary:
+                self._report(summary)       # else once its checkpoint completed
+            epoch += 1
+            if end_of_input or self._last_epoch(epoch - 1) or self.stop.is_set():
+                return end_of_input
+            pause = self.options.epoch_interval_ms / 1000 - (time.time() - epoch_started)
+            if pause > 0 and not self.replay and self.sources.paced:
+                time.sleep(pause)
 
     # ---- the execution history -----------------------------------------------------------
 
@@ -456,16 +395,27 @@ class JobRunner:
         # The write-ahead record of the epoch: what it reads, at which processing time.
         logged = self.storage.log_epoch_async(self.run_id, epoch, checkpoint_id, processing_time,
                                               self.watermark, end_of_input, self.sources.logged_plan(source_plans))
+        snapshot_dir = self._snapshot_dir(epoch, checkpoint_id, end_of_input)
+        tdds = self._deployment_descriptors(epoch, processing_time, end_of_input, checkpoint_id,
+                                            source_plans, snapshot_dir)
+        return tdds, end_of_input, checkpoint_id, logged
+
+    def _snapshot_dir(self, epoch: int, checkpoint_id: Optional[int], end_of_input: bool) -> Optional[str]:
+        """Where the epoch's tasks write their snapshots (``{table}`` is each state table's name)."""
         if checkpoint_id is not None:
-            snapshot_dir = self.storage.checkpoint_dir(checkpoint_id)
-        elif self.coordinator.enabled and not end_of_input:
+            return self.storage.checkpoint_dir(checkpoint_id)
+        if self.coordinator.enabled and not end_of_input:
             # Into the next checkpoint's partition: an increment of this epoch is part of the
             # chain that checkpoint lists, and is committed with it where it lies.
-            snapshot_dir = self.storage.checkpoint_dir(self.coordinator.next_id)
-        elif not end_of_input:
-            snapshot_dir = join(self.run_dir, "state", f"epoch-{epoch:06d}", "{table}")
-        else:
-            snapshot_dir = None     # the last epoch of a bounded job: its state is not needed
+            return self.storage.checkpoint_dir(self.coordinator.next_id)
+        if not end_of_input:
+            return join(self.run_dir, "state", f"epoch-{epoch:06d}", "{table}")
+        return None     # the last epoch of a bounded job: its state is not needed
+
+    def _deployment_descriptors(self, epoch: int, processing_time: int, end_of_input: bool,
+                                checkpoint_id: Optional[int], source_plans: dict,
+                                snapshot_dir: Optional[str]) -> dict:
+        """(vertex id, subtask) -> what the subtask runs this epoch with."""
         tdds = {}
         incremental = self.states.incremental()
         next_version = f"{self.run_id}:{self.restores}:{epoch}" if snapshot_dir else None
@@ -485,7 +435,7 @@ class JobRunner:
                     metric_counts=self.metrics.counts_of(v.id, s),
                     source_reader=reader_class(v.head.operator.source) if v.is_input_vertex else None,
                     sink_writers={n.id: writer_class(n.operator.sink) for n in v.operators if n.kind == "sink"})
-        return tdds, end_of_input, checkpoint_id, logged
+        return tdds
 
     def _run_epoch(self, epoch: int, broadcast, result: JobExecutionResult):
         started = time.time()
