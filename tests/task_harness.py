@@ -11,15 +11,19 @@ import pickle
 from runtime.connectors import create_enumerator, reader_class, writer_class
 from runtime.connectors.base import EnumeratorContext
 from runtime.datastream.operators import SinkSpec
+from runtime.execution.options import ExecutionOptions
 from runtime.graph.job_graph import create_job_graph
 from runtime.task.stream_task import ACK, TaskDeploymentDescriptor, run_task
-from runtime_env import CLOCK_START
 
 
-def collect_in_tasks(stream, job_name: str = "harness", processing_time: int = CLOCK_START) -> list:
-    """What ``stream.execute_and_collect()`` returns, subtask after subtask, from tasks run here."""
+def collect_in_tasks(stream, job_name: str = "harness") -> list:
+    """What ``stream.execute_and_collect()`` returns, subtask after subtask, from tasks run here
+    at the environment's pinned clock (sluice.clock.start) and batch size (sluice.task.batch-size)."""
     stream._sink(SinkSpec(kind="collect", sink=stream._t.id), "Collect Stream Sink")   # execute_and_collect's sink
-    job_graph = create_job_graph(stream._env.get_stream_graph(job_name))
+    stream_graph = stream._env.get_stream_graph(job_name)
+    settings = stream_graph.settings
+    options = ExecutionOptions.from_configuration(dict(settings.configuration))
+    job_graph = create_job_graph(stream_graph)
     outputs: dict = {}      # vertex id -> the data rows its subtasks wrote
     collected = []
     for v in job_graph.vertices:
@@ -35,10 +39,11 @@ def collect_in_tasks(stream, job_name: str = "harness", processing_time: int = C
         outputs[v.id] = []
         for subtask in range(v.parallelism):
             tdd = TaskDeploymentDescriptor(
-                v.id, subtask, 0, epoch=0, processing_time=processing_time, end_of_input=True,
-                splits=plan.get(subtask, ()) if plan is not None else (),
+                v.id, subtask, 0, epoch=0, processing_time=options.clock_start_ms, end_of_input=True,
+                splits=plan.get(subtask, ()) if plan is not None else (), batch_size=options.batch_size,
                 source_reader=reader_class(source) if source is not None else None, sink_writers=sinks)
-            for row in run_task(job_graph, tdd, {}, [r for r in rows if r[0] == subtask]):
+            inputs = [r for r in rows if r[0] == subtask]
+            for row in run_task(job_graph, tdd, dict(settings.job_parameters), inputs):
                 if row[0] != ACK:
                     outputs[v.id].append(row)
                     continue

@@ -1,5 +1,6 @@
 """Jobs on real Spark: process functions and timers, two inputs, side outputs, partitioning,
-rich functions, sources, and how a failing user function is reported."""
+rich functions, sources, and how a failing user function is reported. A job of one epoch runs
+through the task harness without Spark as well (the ``collect`` fixture)."""
 import os
 
 import pytest
@@ -32,18 +33,18 @@ class CountWithTimeout(KeyedProcessFunction):
         yield ctx.get_current_key(), timestamp, self.count.value()
 
 
-def test_keyed_process_function_with_event_time_timers(spark, tmp_path):
+def test_keyed_process_function_with_event_time_timers(collect, tmp_path):
     data = [("a", 100), ("b", 200), ("a", 700), ("a", 5000)]
     env = job_env(tmp_path, 2, task__batch_size=1)
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, _: e[1])
-    got = sorted(env.from_collection(data, PAIR).assign_timestamps_and_watermarks(strategy)
-                 .key_by(0).process(CountWithTimeout()).execute_and_collect())
+    got = sorted(collect(env.from_collection(data, PAIR).assign_timestamps_and_watermarks(strategy)
+                         .key_by(0).process(CountWithTimeout())))
     # The watermark reaches 4999 only after a@5000 is counted: a's timers 1100 and 1700 see
     # count 3; 6000 fires at the end of input; b's 1200 sees 1.
     assert got == [("a", 1100, 3), ("a", 1700, 3), ("a", 6000, 3), ("b", 1200, 1)]
 
 
-def test_processing_time_timers_fire_from_the_epoch_clock(spark, tmp_path):
+def test_processing_time_timers_fire_from_the_epoch_clock(collect, tmp_path):
     class Later(KeyedProcessFunction):
         def process_element(self, value, ctx):
             ctx.timer_service().register_processing_time_timer(ctx.timer_service().current_processing_time() + 10)
@@ -52,12 +53,11 @@ def test_processing_time_timers_fire_from_the_epoch_clock(spark, tmp_path):
             yield ctx.get_current_key(), timestamp
 
     env = job_env(tmp_path, 1)
-    got = sorted(env.from_collection([("x", 1), ("y", 2)], PAIR).key_by(0).process(Later())
-                 .execute_and_collect())
+    got = sorted(collect(env.from_collection([("x", 1), ("y", 2)], PAIR).key_by(0).process(Later())))
     assert got == [("x", CLOCK_START + 10), ("y", CLOCK_START + 10)]
 
 
-def test_union_and_co_map(spark, tmp_path):
+def test_union_and_co_map(collect, tmp_path):
     class Tag(CoMapFunction):
         def map1(self, value):
             return "left:" + value
@@ -69,11 +69,11 @@ def test_union_and_co_map(spark, tmp_path):
     a = env.from_collection(["x", "y"])
     b = env.from_collection(["z"])
     nums = env.from_collection([1, 2])
-    got = sorted(a.union(b).connect(nums).map(Tag(), Types.STRING()).execute_and_collect())
+    got = sorted(collect(a.union(b).connect(nums).map(Tag(), Types.STRING())))
     assert got == ["left:x", "left:y", "left:z", "right:1", "right:2"]
 
 
-def test_keyed_connect_joins_two_streams_through_state(spark, tmp_path):
+def test_keyed_connect_joins_two_streams_through_state(collect, tmp_path):
     class Join(KeyedCoProcessFunction):
         def open(self, runtime_context):
             self.name = runtime_context.get_state(ValueStateDescriptor("name"))
@@ -88,8 +88,7 @@ def test_keyed_connect_joins_two_streams_through_state(spark, tmp_path):
     names = env.from_collection([(1, "ann"), (2, "bob")], Types.TUPLE([Types.LONG(), Types.STRING()]))
     orders = env.from_collection([(1, 9.5), (2, 3.0), (1, 1.5)], Types.TUPLE([Types.LONG(), Types.DOUBLE()]))
     # Input 1 is read before input 2 in each round, so the names are known when orders come.
-    got = sorted(names.connect(orders).key_by(lambda n: n[0], lambda o: o[0]).process(Join())
-                 .execute_and_collect())
+    got = sorted(collect(names.connect(orders).key_by(lambda n: n[0], lambda o: o[0]).process(Join())))
     assert got == [(1, "ann", 1.5), (1, "ann", 9.5), (2, "bob", 3.0)]
 
 
@@ -122,35 +121,34 @@ class WhereAmI(MapFunction):
         return value, self.index, self.parallelism
 
 
-def test_keyed_records_reach_the_subtask_owning_their_key_group(spark, tmp_path):
+def test_keyed_records_reach_the_subtask_owning_their_key_group(collect, tmp_path):
     words = ["apple", "banana", "cherry", "date", "elder", "fig", "grape"] * 3
     env = job_env(tmp_path, 3)
-    got = env.from_collection(words).key_by(lambda w: w).map(WhereAmI()).execute_and_collect()
+    got = collect(env.from_collection(words).key_by(lambda w: w).map(WhereAmI()))
     for word, index, parallelism in got:
         assert parallelism == 3
         # key_by(selector) routes Row.of(the pickled key), as PyFlink (tests/test_key_routing.py)
         assert index == assign_key_to_parallel_operator(word, 128, 3, Types.PICKLED_BYTE_ARRAY())
 
 
-def test_broadcast_global_and_custom_partitioning(spark, tmp_path):
+def test_broadcast_global_and_custom_partitioning(collect, tmp_path):
     env = job_env(tmp_path, 1)
     src = env.from_collection([1, 2, 3])
-    got = list(src.broadcast().map(WhereAmI()).set_parallelism(2).execute_and_collect())
+    got = collect(src.broadcast().map(WhereAmI()).set_parallelism(2))
     assert sorted(got) == sorted([(v, i, 2) for v in (1, 2, 3) for i in (0, 1)])
     env = job_env(tmp_path, 1)
     src = env.from_collection([1, 2, 3, 4]).rebalance().map(lambda x: x).set_parallelism(2)
-    got = list(src.global_().map(WhereAmI()).set_parallelism(2).execute_and_collect())
+    got = collect(src.global_().map(WhereAmI()).set_parallelism(2))
     assert sorted(v for v, _, _ in got) == [1, 2, 3, 4] and {i for _, i, _ in got} == {0}
     env = job_env(tmp_path, 1)
-    got = list(env.from_collection([10, 11, 12, 13]).partition_custom(lambda k, n: k % n, lambda v: v)
-               .map(WhereAmI()).set_parallelism(3).execute_and_collect())
+    got = collect(env.from_collection([10, 11, 12, 13]).partition_custom(lambda k, n: k % n, lambda v: v)
+                  .map(WhereAmI()).set_parallelism(3))
     assert sorted((v, i) for v, i, _ in got) == [(10, 1), (11, 2), (12, 0), (13, 1)]
 
 
-def test_rebalance_spreads_records_round_robin(spark, tmp_path):
+def test_rebalance_spreads_records_round_robin(collect, tmp_path):
     env = job_env(tmp_path, 1)
-    got = list(env.from_collection(list(range(8))).rebalance().map(WhereAmI()).set_parallelism(4)
-               .execute_and_collect())
+    got = collect(env.from_collection(list(range(8))).rebalance().map(WhereAmI()).set_parallelism(4))
     per_subtask = {i: sum(1 for _, j, _ in got if j == i) for i in range(4)}
     assert per_subtask == {0: 2, 1: 2, 2: 2, 3: 2}
 
