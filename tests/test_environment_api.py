@@ -5,6 +5,7 @@ import textwrap
 
 import pytest
 
+from runtime.checkpoint.storage import CheckpointStorage
 from runtime.common import Types, WatermarkStrategy
 from runtime.datastream import KeyedCoProcessFunction, StreamExecutionEnvironment
 from runtime.datastream.connectors import DataGeneratorSource, RateLimiterStrategy
@@ -12,6 +13,7 @@ from runtime.datastream.job_client import JobStatus
 from runtime.datastream.time_domain import TimeDomain
 from runtime.datastream.timerservice import TimerService
 from runtime.execution.dependencies import DependencyException
+from runtime.storage.layout import job_dir
 from runtime_env import job_env
 
 ORDER = Types.TUPLE([Types.INT(), Types.STRING(), Types.DOUBLE()])
@@ -87,14 +89,16 @@ def test_cancel_ends_an_unbounded_job_after_its_epoch(spark, tmp_path):
     env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers").print()
     client = env.execute_async("endless")
     import time
+    # Cancel once epochs 1 to 3 are planned (a plan is logged before its epoch runs): 0 to 2 ran.
+    epoch_log = CheckpointStorage(job_dir(str(tmp_path / "warehouse"), "endless"))
     deadline = time.time() + 300
-    while client.get_job_status().result() is not JobStatus.RUNNING and time.time() < deadline:
+    while len(epoch_log.logged_epochs(0, None)) < 3 and client.get_job_status().result() is not JobStatus.FAILED \
+            and time.time() < deadline:
         time.sleep(0.1)
-    time.sleep(3)
     client.cancel()
     result = client.get_job_execution_result().result(timeout=300)
     assert client.get_job_status().result() is JobStatus.CANCELED
-    assert result.epochs        # it ran, then stopped at an epoch's end
+    assert len(result.epochs) >= 3      # it ran, then stopped at an epoch's end
     printed = [int(line) for line in result.printed]
     assert printed == list(range(len(printed)))      # every record once, in order, up to the stop
 
