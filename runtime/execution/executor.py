@@ -24,18 +24,18 @@ from typing import Optional
 
 from runtime.checkpoint.coordinator import CheckpointCoordinator
 from runtime.checkpoint.incremental import IncrementalPolicy, StateChains
-from runtime.checkpoint.restore import (NoUsableCheckpointException, assign_state, check_compatibility, choose,
-                                        damaged_checkpoints, invalidate, print_warning, source_positions)
-from runtime.checkpoint.sink_committers import check_sink_locations, committed_sinks
+from runtime.checkpoint.restore import (NoUsableCheckpointException, assign_state, choose, damaged_checkpoints,
+                                        invalidate, print_warning, source_positions)
+from runtime.checkpoint.sink_committers import committed_sinks
 from runtime.state.snapshot import CorruptStateException
-from runtime.checkpoint.storage import (CheckpointException, CheckpointStorage, JobAlreadyRunningException,
-                                        already_running)
+from runtime.checkpoint.storage import CheckpointException, CheckpointStorage
 from runtime.common.watermark_strategy import MIN_WATERMARK
 from runtime.connectors import reader_class, writer_class
 from runtime.execution.epoch_job import EpochJob
 from runtime.execution.job_execution_result import EpochSummary, JobExecutionException, JobExecutionResult
 from runtime.execution.history import FAILED, RUNNING, ExecutionHistory, ExecutionRecord
 from runtime.execution.options import ExecutionOptions
+from runtime.execution.preflight import START_OVER, preflight, warn_start_over
 from runtime.execution.source_coordinator import SourceCoordinator
 from runtime.execution.spark import cancel_requested
 from runtime.graph.execution_graph import build_execution_graph
@@ -62,8 +62,6 @@ class _InFlightCheckpoint:
     handed_at: float
     future: object
 
-
-START_OVER = "none"     # restore_from value of a deliberate fresh start
 
 
 # ---- the driver ------------------------------------------------------------------------
@@ -101,7 +99,7 @@ class JobRunner:
                                                  self.run_id)
         self.sources = SourceCoordinator(self.job_graph, options, self.job_dir, self.batch)
         try:
-            self.restore_point = self._preflight()
+            self.restore_point = preflight(self.job_graph, self.sources, self.storage, self.options, self.batch)
         except BaseException:
             self.sources.close()
             raise
@@ -138,31 +136,6 @@ class JobRunner:
 
     # ---- before anything runs ------------------------------------------------------------
 
-    def _preflight(self):
-        """Misuse fails here, before Spark starts or anything is written: the job's inputs, where
-        its sinks write, another run holding the job, and the restore point (which must fit the job)."""
-        self.sources.check()
-        check_sink_locations(self.job_graph)
-        holder = self.storage.running_holder(self.options.lease_timeout_s)
-        if holder is not None:
-            raise JobAlreadyRunningException(already_running(self.job_dir, holder))
-        if self.batch:
-            if self.options.restore_from not in (None, "latest", START_OVER):
-                raise CheckpointException(
-                    f"Job '{self.job_graph.job_name}' runs in BATCH mode, which takes no checkpoints and "
-                    f"restores none (restore from {self.options.restore_from!r} asked): run it with "
-                    "execution.runtime-mode STREAMING to restore.")
-            return None
-        if self.options.restore_from == START_OVER:
-            return None
-        try:
-            point = choose(self.storage, self.options.restore_from or "latest")
-        except NoUsableCheckpointException as e:
-            raise e.naming(self.job_graph.job_name, committed_sinks(self.job_graph)) from None
-        if point is not None:
-            check_compatibility(point, self.job_graph, self.options.allow_non_restored_state)
-        return point
-
     # ---- restore -------------------------------------------------------------------------
 
     def _start(self) -> None:
@@ -181,17 +154,8 @@ class JobRunner:
                           f"logged epoch(s) from the start")
                 return
         else:
-            self._warn_start_over()
+            warn_start_over(self.job_graph, self.storage)
         self.storage.log_start(self.run_id, self.coordinator.next_id)
-
-    def _warn_start_over(self) -> None:
-        """``--restore-from none``: say which sinks already hold what this run writes again."""
-        sinks = committed_sinks(self.job_graph)
-        completed = self.storage.latest_lineage()
-        what = f"checkpoint {completed[-1].checkpoint_id} is not restored" if completed else "nothing is restored"
-        again = (f"; these sinks already hold this job's committed output and will receive everything "
-                 f"again: {', '.join(sinks)}" if sinks else "")
-        log.warning("[%s] starting over (restore_from=none): %s%s", self.job_graph.job_name, what, again)
 
     def _say(self, message: str) -> None:
         if not self.options.quiet:

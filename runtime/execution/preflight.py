@@ -1,0 +1,59 @@
+"""A run's preflight: misuse fails before Spark starts or anything is written, naming what is
+wrong and the fix; and the warning of a deliberate fresh start.
+
+Its own module because these checks read the job, its sources, sinks and checkpoints, but run
+nothing: they decide whether and from where a run may start.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Optional
+
+from runtime.checkpoint.restore import NoUsableCheckpointException, RestorePoint, check_compatibility, choose
+from runtime.checkpoint.sink_committers import check_sink_locations, committed_sinks
+from runtime.checkpoint.storage import (CheckpointException, CheckpointStorage, JobAlreadyRunningException,
+                                        already_running)
+from runtime.execution.options import ExecutionOptions
+from runtime.execution.source_coordinator import SourceCoordinator
+from runtime.graph.job_graph import JobGraph
+
+log = logging.getLogger("runtime.execution.executor")     # the run's messages: read by that name
+
+START_OVER = "none"     # restore_from value of a deliberate fresh start
+
+
+def preflight(job_graph: JobGraph, sources: SourceCoordinator, storage: CheckpointStorage,
+              options: ExecutionOptions, batch: bool) -> Optional[RestorePoint]:
+    """Misuse fails here, before Spark starts or anything is written: the job's inputs, where
+    its sinks write, another run holding the job, and the restore point (which must fit the job)."""
+    sources.check()
+    check_sink_locations(job_graph)
+    holder = storage.running_holder(options.lease_timeout_s)
+    if holder is not None:
+        raise JobAlreadyRunningException(already_running(storage.job_dir, holder))
+    if batch:
+        if options.restore_from not in (None, "latest", START_OVER):
+            raise CheckpointException(
+                f"Job '{job_graph.job_name}' runs in BATCH mode, which takes no checkpoints and "
+                f"restores none (restore from {options.restore_from!r} asked): run it with "
+                "execution.runtime-mode STREAMING to restore.")
+        return None
+    if options.restore_from == START_OVER:
+        return None
+    try:
+        point = choose(storage, options.restore_from or "latest")
+    except NoUsableCheckpointException as e:
+        raise e.naming(job_graph.job_name, committed_sinks(job_graph)) from None
+    if point is not None:
+        check_compatibility(point, job_graph, options.allow_non_restored_state)
+    return point
+
+
+def warn_start_over(job_graph: JobGraph, storage: CheckpointStorage) -> None:
+    """``--restore-from none``: say which sinks already hold what this run writes again."""
+    sinks = committed_sinks(job_graph)
+    completed = storage.latest_lineage()
+    what = f"checkpoint {completed[-1].checkpoint_id} is not restored" if completed else "nothing is restored"
+    again = (f"; these sinks already hold this job's committed output and will receive everything "
+             f"again: {', '.join(sinks)}" if sinks else "")
+    log.warning("[%s] starting over (restore_from=none): %s%s", job_graph.job_name, what, again)
