@@ -2,8 +2,8 @@
 puts a key's i-th element (from 0) into ``CountWindow(i // n)``; ``count_window(n, s)`` into
 every ``CountWindow(k)`` with ``k*s <= i <= k*s + n - 1``; each window fires once, when it holds
 ``n`` elements (CountTrigger(n)), so no partial window ever fires; ``count_window(n, 0)`` is the
-tumbling one. The answers below follow from those rules by hand. Each job runs in one epoch,
-with one record per epoch, and stopped in the middle of a window and restored from its
+tumbling one. The answers below follow from those rules by hand. Each job runs through the task
+harness without Spark, in one epoch, with one record per epoch, and stopped in the middle of a window and restored from its
 checkpoint: the per-key counts and the windows' contents are keyed state.
 """
 import pytest
@@ -12,10 +12,11 @@ from runtime.common import Types
 from runtime.datastream import ProcessAllWindowFunction, ProcessWindowFunction, WindowFunction
 from runtime.datastream.window import CountWindow
 from runtime_env import job_env
+from task_harness import collect_in_tasks
 
 PAIR = Types.TUPLE([Types.STRING(), Types.LONG()])
 DATA = [("a", 1), ("b", 100), ("a", 2), ("a", 10), ("b", 200), ("a", 20), ("a", 30), ("a", 40), ("a", 50)]
-WAYS = {"one epoch": dict(), "an epoch per record": dict(records_per_epoch=1),
+WAYS = {"in tasks": dict(in_tasks=True), "one epoch": dict(), "an epoch per record": dict(records_per_epoch=1),
         "restored mid-window": dict(records_per_epoch=1, stop_after=4)}
 
 
@@ -35,7 +36,9 @@ class AllContents(ProcessAllWindowFunction):
         yield context.window().id, [v for _, v in elements]
 
 
-def run(tmp_path, build, records_per_epoch=None, stop_after=None) -> list:
+def run(tmp_path, build, records_per_epoch=None, stop_after=None, in_tasks=False) -> list:
+    if in_tasks:
+        return sorted(collect_in_tasks(build(job_env(tmp_path).from_collection(DATA, type_info=PAIR))))
     runs = [dict(epoch__max_epochs=stop_after), dict()] if stop_after else [dict()]
     out = []
     for settings in runs:
