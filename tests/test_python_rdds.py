@@ -70,12 +70,24 @@ def _values(index, rows):
     return [value for _, value in rows]
 
 
-def test_a_pinned_stage_runs_each_partition_in_a_worker_of_its_own_every_time(spark):
+@pytest.fixture
+def fresh_pools(spark):
+    """Worker pools of this test's own: Spark keeps a pool per environment, and the slot pools of
+    the session's earlier jobs may still hold several idle workers (Spark stops them after a
+    minute), any of which would take a task of slot i."""
+    import uuid
+    environment = spark.sparkContext.environment
+    environment["SLUICE_TEST_POOLS"] = uuid.uuid4().hex
+    yield spark
+    del environment["SLUICE_TEST_POOLS"]
+
+
+def test_a_pinned_stage_runs_each_partition_in_a_worker_of_its_own_every_time(fresh_pools):
     """Partition i of a pinned stage runs in the Python worker pool of slot i, so one worker
     sees partition i epoch after epoch (where PySpark gives a task the first idle worker), and
     its function is told its partition, also when it feeds a shuffle or is collected with
     another stage."""
-    py = PythonRDDs(spark.sparkContext)
+    py = PythonRDDs(fresh_pools.sparkContext)
     rounds = []
     for _ in range(4):
         pinned = py.rows(py.partition_by([py.source(2).then(_numbers(30))], 3), pinned=3)
