@@ -7,12 +7,15 @@ rows are not changes of the epoch.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from runtime.state.backend import TOMBSTONE
 from runtime.state.rocksdb_codecs import encode_list, encode_value
 from runtime.state.rocksdb_keys import encode_entry_keys
 from runtime.state.rocksdb_states import RocksDBListState
+
+if TYPE_CHECKING:   # for annotations: the backend is composed of this module's classes
+    from runtime.state.rocksdb import RocksDBKeyedStateBackend
 
 __all__ = ["RocksDBRestore"]
 

@@ -8,7 +8,7 @@ backend (``get``, ``read``, ``put``, ``delete``): it knows nothing of the store'
 from __future__ import annotations
 
 import pickle
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from runtime.common.typeinfo import Types
 from runtime.datastream import state as api
@@ -21,6 +21,9 @@ from runtime.state.rocksdb_keys import INT64, PICKLE_PROTOCOL, UINT32, encode_na
 __all__ = ["RocksDBState", "RocksDBValueState", "RocksDBListState", "RocksDBMapState", "RocksDBTtlListState",
            "RocksDBTtlMapState", "RocksDBReducingState", "RocksDBAggregatingState", "STATE_CLASSES", "TTL_CLASSES",
            "value_type"]
+
+if TYPE_CHECKING:   # for annotations: the backend is composed of this module's classes
+    from runtime.state.rocksdb import RocksDBKeyedStateBackend
 
 _RETURN_EXPIRED = api.StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp
 _ON_READ_AND_WRITE = api.StateTtlConfig.UpdateType.OnReadAndWrite

@@ -24,7 +24,7 @@ import os
 import pickle
 import shutil
 import time
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from runtime.state import kept_stores
 from runtime.state.key_groups import KeyGroupRange
@@ -32,6 +32,9 @@ from runtime.state.rocksdb_keys import META_KEY, PICKLE_PROTOCOL
 
 __all__ = ["RocksDBStore", "StateStoreException", "CorruptStateStoreException", "StateStoreInUseException",
            "FORMAT", "RELEASE_WAIT_S", "BLOCK_CACHE_BYTES"]
+
+if TYPE_CHECKING:   # for annotations: the backend is composed of this module's classes
+    from runtime.state.rocksdb import RocksDBKeyedStateBackend
 
 FORMAT = 1
 _COMPACT_AFTER = 16 << 20       # bytes an epoch writes before its store is compacted at its end

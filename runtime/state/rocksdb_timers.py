@@ -6,11 +6,14 @@ Its own module because a queue only writes timer keys (``rocksdb_keys``) through
 """
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Iterable, Iterator, Optional
 
 from runtime.state.backend import TimerQueue
 from runtime.state.rocksdb_keys import (
     TIMERS, TIMESTAMP, TIMESTAMP_OFFSET, decode_key, decode_namespace, encode_namespace, timestamp_bytes)
+
+if TYPE_CHECKING:   # for annotations: the backend is composed of this module's classes
+    from runtime.state.rocksdb import RocksDBKeyedStateBackend
 
 __all__ = ["RocksDBTimerQueue"]
 

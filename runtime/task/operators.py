@@ -9,7 +9,6 @@ window_operator, window_aggregation, broadcast_operator); runtime.task.operator_
 """
 from __future__ import annotations
 
-import logging
 import traceback
 from functools import partial
 from itertools import chain
@@ -27,7 +26,6 @@ from runtime.task.task_context import TaskContext
 from runtime.task.task_state_manager import create_keyed_state_backend
 from runtime.task.timer_service import InternalTimerService
 
-log = logging.getLogger(__name__)
 
 _is_not_none = partial(is_not, None)
 
@@ -40,7 +38,7 @@ class UserCodeException(RuntimeError):
                  batch: Optional[list] = None, index: Optional[int] = None):
         self.where, self.record, self.error, self.trace, self.origin = where, record, error, trace, origin
         # The failed operator's input batch and the record's index in it: the source task tells
-        # the record's origin when that batch is the one it read (runtime.task.stream_task).
+        # the record's origin when that batch is the one it read (runtime.task.source_reader).
         self.batch, self.index = batch, index
         # The cause first (operator, subtask, reason), then the record and where it came from.
         at = f", {origin}" if origin else ""
