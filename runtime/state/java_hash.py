@@ -112,16 +112,19 @@ def _string_hash(value: str) -> int:
 
 
 def _bytes_hash(value: bytes | bytearray | memoryview) -> int:
-    h = 1
-    for b in bytes(value):
-        h = (31 * h + (b - 256 if b > 127 else b)) & _MASK32
-    return to_int32(h)
+    """Arrays.hashCode(byte[]): the bytes as signed Java bytes."""
+    return _poly(b - 256 if b > 127 else b for b in bytes(value))
 
 
 def _tuple_hash(fields) -> int:
-    h = 0
-    for field in fields:
-        h = (31 * h + java_hash_code(field)) & _MASK32
+    return _poly(map(java_hash_code, fields), 0)
+
+
+def _poly(hashes, h: int = 1) -> int:
+    """Java's ``31 * h + x`` over ``hashes`` from ``h`` (Arrays.hashCode starts from 1, TupleN
+    from 0), as a signed 32-bit int."""
+    for x in hashes:
+        h = (31 * h + x) & _MASK32
     return to_int32(h)
 
 
@@ -229,12 +232,6 @@ def pickled_key(key) -> bytes:
 
 
 _SCALARS = frozenset((str, int, float, bool, bytes))    # keys that cannot hold a Row
-
-
-def _poly(hashes, h: int = 1) -> int:
-    for x in hashes:
-        h = (31 * h + x) & _MASK32
-    return to_int32(h)
 
 
 def _float_hash(value: float) -> int:
