@@ -22,7 +22,7 @@ Everything runs in this process on one SparkSession (local[parallelism]):
                 EpochSummary.checkpoint_ms is that commit, which runs in the background while
                 the next epoch runs: an epoch's time is from its start to the next one's.
   restored      the checkpointed job once more with restore_from="latest", one epoch. The driver
-                part of the restore (JobRunner._restore: choose and validate the checkpoint,
+                part of the restore (Recovery.restore: choose and validate the checkpoint,
                 assign files to subtasks) is timed around the runner's method.
   in the tasks  the task side cannot be timed from inside Spark, so the engine's own task code
                 (TaskStateManager.restore and .snapshot, plus the functions they call, for

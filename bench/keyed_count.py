@@ -55,7 +55,7 @@ def build_graph(word_of, parallelism, job_name, checkpoint_every_epoch=True, con
 def run_job(spark, graph, parallelism, warehouse, epochs, records_per_split, verbose=False, restore=False,
             before_run=None):
     """One run of ``graph`` on ``spark``, or a run restored from the latest checkpoint whose driver
-    part (JobRunner._restore) is timed; ``before_run(runner)`` may adjust the runner first.
+    part (Recovery.restore) is timed; ``before_run(runner)`` may adjust the runner first.
     Returns (JobRunner, JobExecutionResult, driver restore ms or None)."""
     from runtime.execution.executor import JobRunner
     from runtime.execution.options import ExecutionOptions
@@ -67,7 +67,7 @@ def run_job(spark, graph, parallelism, warehouse, epochs, records_per_split, ver
         before_run(runner)
     timing = {}
     if restore:
-        original = runner._restore
+        original = runner.recovery.restore
 
         def timed_restore(*a, **kw):
             t = time.perf_counter()
@@ -75,7 +75,7 @@ def run_job(spark, graph, parallelism, warehouse, epochs, records_per_split, ver
                 return original(*a, **kw)
             finally:
                 timing["restore_ms"] = (time.perf_counter() - t) * 1000
-        runner._restore = timed_restore
+        runner.recovery.restore = timed_restore
     result = runner.run()
     return runner, result, timing.get("restore_ms")
 

@@ -19,6 +19,7 @@ from typing import Optional
 
 import pyarrow as pa
 
+from runtime.scheduler.restart import decide
 from runtime.storage.delta_files import append, arrow_table, read_table
 from runtime.storage.filesystems import join
 
@@ -105,3 +106,32 @@ class ExecutionHistory:
         """The attempts of one Airflow run, oldest first: what a restart strategy decides on."""
         return sorted((r for r in self.executions() if dag_run_id and r.dag_run_id == dag_run_id),
                       key=lambda r: (r.attempt, r.started_at or 0))
+
+
+class RunRecorder:
+    """A run's rows in its job's execution history: RUNNING when it starts, then how it ended,
+    a failure with the restart strategy's decision on it (Flink's JobMaster asks its
+    RestartBackoffTimeStrategy; here the history of the Airflow run is the strategy's memory)."""
+
+    def __init__(self, job_dir: str, started: ExecutionRecord):
+        self.history = ExecutionHistory(job_dir)
+        self.execution = self.history.record(started)
+
+    def ended(self, state: str, epochs: list, restored_from: Optional[int], **more) -> ExecutionRecord:
+        last = max((e.checkpoint_id for e in epochs if e.checkpoint_id), default=None)
+        return self.history.record(replace(
+            self.execution, state=state, ended_at=time.time(), epochs=len(epochs),
+            records_in=sum(e.records_in for e in epochs), last_checkpoint=last, restored_from=restored_from,
+            **more))
+
+    def failed(self, error_text: str, failed_tasks: tuple, epochs: list, restored_from: Optional[int],
+               restart_configuration: dict):
+        """Record the failure with the restart strategy's decision on it, which is returned."""
+        execution, now = self.execution, time.time()
+        earlier = self.history.attempts(execution.dag_run_id) if execution.dag_run_id else []
+        times = [int((r.ended_at or r.recorded_at or now) * 1000) for r in earlier
+                 if r.state == FAILED and r.run_id != execution.run_id]
+        decision = decide(restart_configuration, times + [int(now * 1000)])
+        self.ended(FAILED, epochs, restored_from, failure=error_text[:4000], failed_tasks=failed_tasks,
+                   restart=decision.describe(), backoff_ms=decision.backoff_ms, restarting=decision.restart)
+        return decision

@@ -23,7 +23,7 @@ import re
 from typing import Optional
 
 from runtime.client import CompiledJob
-from runtime.execution.executor import dumps_by_value
+from runtime.execution.dependencies import dumps_by_value
 from runtime.graph.execution_graph import build_execution_graph
 from runtime.graph.job_graph import create_job_graph
 from runtime.storage.filesystems import isdir, isfile, join, read_bytes, rmtree, write_bytes

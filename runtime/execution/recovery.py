@@ -1,0 +1,120 @@
+"""Where a run starts, and where it falls back to when a checkpoint's files turn out damaged.
+
+A run restores the checkpoint (or savepoint) its preflight chose and replays the epochs logged
+after it (their sink commits are no-ops, the plans the same), or replays the epochs a fresh
+start logged before its first checkpoint completed, or starts fresh (Flink's
+CheckpointCoordinator.restoreLatestCheckpointedState with the epoch log as the source of
+replays). A run whose restore finds state files damaged (their checksum, or gone) marks those
+checkpoints INVALID and restores the one ``latest`` now picks, as Flink's failover falls back
+to an earlier checkpoint.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from runtime.checkpoint.coordinator import CheckpointCoordinator
+from runtime.checkpoint.restore import (NoUsableCheckpointException, RestorePoint, choose, damaged_checkpoints,
+                                        invalidate, print_warning, source_positions)
+from runtime.checkpoint.sink_committers import committed_sinks
+from runtime.checkpoint.storage import CheckpointException, CheckpointStorage
+from runtime.common.watermark_strategy import MIN_WATERMARK
+from runtime.execution.options import ExecutionOptions
+from runtime.execution.preflight import START_OVER, warn_start_over
+from runtime.execution.source_coordinator import SourceCoordinator
+from runtime.execution.state_assignment import TaskStates
+from runtime.graph.job_graph import JobGraph
+from runtime.state.snapshot import CorruptStateException
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StartingPoint:
+    """Where a run's epochs start: the first epoch, the job's watermark, the checkpoint restored
+    and the logged plans of the epochs to replay (taken one by one as they run)."""
+    first_epoch: int = 0
+    watermark: int = MIN_WATERMARK
+    restored_from: Optional[int] = None
+    replay: list = field(default_factory=list)
+
+
+class Recovery:
+    def __init__(self, job_graph: JobGraph, options: ExecutionOptions, storage: CheckpointStorage,
+                 coordinator: CheckpointCoordinator, sources: SourceCoordinator, states: TaskStates,
+                 batch: bool, say: Callable[[str], None]):
+        self.job_graph = job_graph
+        self.options = options
+        self.storage = storage
+        self.coordinator = coordinator
+        self.sources = sources
+        self.states = states
+        self.batch = batch
+        self.say = say
+
+    def start(self, point: Optional[RestorePoint], run_id: str) -> StartingPoint:
+        """Restore ``point``, or replay what a fresh start logged, or start fresh."""
+        if point is not None:
+            return self.restore(point)
+        if self.batch:
+            pass    # a fresh run of the whole input: nothing to replay
+        elif self.options.restore_from != START_OVER:
+            logged = self.storage.logged_epochs(-1, None)
+            if any(e["checkpoint_id"] is not None for e in logged):
+                self.say(f"no completed checkpoint since the job started: replaying its {len(logged)} "
+                         f"logged epoch(s) from the start")
+                return StartingPoint(replay=logged)
+        else:
+            warn_start_over(self.job_graph, self.storage)
+        self.storage.log_start(run_id, self.coordinator.next_id)
+        return StartingPoint()
+
+    def restore(self, point: RestorePoint) -> StartingPoint:
+        record = point.record
+        known = {n.operator_id for v in self.job_graph.vertices for n in v.operators}
+        files = [f for f in point.files() if f["operator_id"] in known and not f.get("source_state")]
+        self.states.restore(files, {op["operator_id"]: op["parallelism"] for op in record.operators},
+                            record.watermarks)
+        self.sources.restore(source_positions(point))
+        self.coordinator.restored(record)
+        start = StartingPoint(
+            first_epoch=record.epoch + 1, restored_from=record.checkpoint_id,
+            watermark=min((w["watermark"] if isinstance(w, dict) else w for w in record.watermarks.values()),
+                          default=MIN_WATERMARK))
+        if point.root == self.storage.job_dir:
+            start.replay = self.storage.logged_epochs(record.epoch, record.checkpoint_id)
+        what = f"savepoint {point.root}" if record.kind == "SAVEPOINT" else f"checkpoint {record.checkpoint_id}"
+        replay = f", replaying {len(start.replay)} logged epoch(s)" if start.replay else ""
+        self.say(f"restored {what} (epoch {record.epoch}){replay}")
+        return start
+
+    def fall_back(self, damaged_files: dict, restored_from: Optional[int]) -> Optional[StartingPoint]:
+        """The checkpoints whose ``damaged_files`` were found are marked INVALID and the one
+        ``latest`` now picks is restored. None when the files are no checkpoint's of this job (a
+        savepoint's, a scratch snapshot's): the failure stands. A checkpoint restored by its id
+        is never swapped for another: that fails."""
+        self.coordinator.await_retention()      # it chooses among the checkpoints retention keeps
+        while True:
+            found = damaged_checkpoints(self.storage, damaged_files)
+            if not found:
+                return None
+            pinned = str(self.options.restore_from or "")
+            for record, what in found:
+                if pinned.isdigit() and record.checkpoint_id == int(pinned) == restored_from:
+                    invalidate(self.storage, record, what)
+                    raise CheckpointException(f"checkpoint {pinned} is damaged, now marked INVALID: "
+                                              + "; ".join(what)) from None
+                invalidate(self.storage, record, what, print_warning)
+            try:
+                point = choose(self.storage, "latest")
+            except NoUsableCheckpointException as e:
+                raise e.naming(self.job_graph.job_name, committed_sinks(self.job_graph)) from None
+            if point is None:
+                return None
+            self.states.reset()
+            self.coordinator.pending = {}
+            try:
+                return self.restore(point)
+            except CorruptStateException as e:
+                damaged_files = e.damaged_files
