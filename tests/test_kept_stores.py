@@ -21,25 +21,30 @@ from runtime_env import job_env
 ROOT = Path(__file__).resolve().parents[1]
 
 # A stand-in for a PySpark worker: it waits for its next command on stdin as a worker waits for
-# its next task on its socket, and opens, updates and disposes a store as a task does.
+# its next task on its socket, and opens, updates and releases a store as a task's state manager
+# does (runtime.task.task_state_manager).
 WORKER = r"""
-import sys
+import os, sys
+from types import SimpleNamespace
 from runtime.common import Types
 from runtime.datastream.state import ValueStateDescriptor
 from runtime.state.key_groups import KeyGroupRange
-from runtime.state.rocksdb import RocksDBKeyedStateBackend
+from runtime.task.task_state_manager import create_keyed_state_backend, release_keyed_state_backend
 path, backend = sys.argv[1], None
+node = SimpleNamespace(operator_name="Counts", operator_id=os.path.basename(path))
+ctx = SimpleNamespace(state_backend="rocksdb", state_dir=os.path.dirname(path), key_group_range=KeyGroupRange(0, 127),
+                      max_parallelism=128, subtask_label="(1/1)")
 for line in sys.stdin:
     command, *arg = line.split()
     if command == "open":
-        backend = RocksDBKeyedStateBackend.open("Counts", KeyGroupRange(0, 127), 128, path)
+        backend = create_keyed_state_backend(node, ctx, clock=None)
         backend.set_current_key("a")
         state = backend.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
         print("opened", backend.version, state.value(), flush=True)
     elif command == "update":
         state.update(int(arg[0]))
         backend.version = "v" + arg[0]
-        backend.dispose()
+        release_keyed_state_backend(backend)
         print("disposed", flush=True)
     elif command == "exit":
         break

@@ -572,8 +572,9 @@ def test_each_concept_of_the_backend_is_a_module_of_its_own():
     for part in ("RocksDBStore", "RocksDBReadAhead", "RocksDBWriteBuffer", "RocksDBSnapshots", "RocksDBRestore"):
         assert part in [c.__name__ for c in backend.__mro__]
     # The timer queue's, the write buffer's and the store's methods are theirs, not the backend's.
-    assert "put" not in vars(backend) and "open" not in vars(backend) and "snapshot" not in vars(backend)
-    # What the task layer opens, destroys and catches (runtime.task) is importable from here.
-    assert backend.open.__func__ and backend.destroy
+    assert "put" not in vars(backend) and "resume" not in vars(backend) and "snapshot" not in vars(backend)
+    # What the task layer resumes, suspends, destroys and catches (runtime.task) is the store's.
+    assert all(getattr(backend, m).__qualname__.startswith("RocksDBStore.")
+               for m in ("resume", "suspend", "dispose", "destroy"))
     assert rocksdb.CorruptStateStoreException.__module__ == "runtime.state.rocksdb_store"
     assert issubclass(rocksdb.StateStoreInUseException, rocksdb.StateStoreException)

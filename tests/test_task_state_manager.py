@@ -4,6 +4,7 @@ snapshots them and versions a subtask's local stores; the task loop and the oper
 touch state files. Spark-free: a StreamTask of a keyed vertex, run through the manager's API."""
 import ast
 import os
+import re
 
 import pytest
 
@@ -50,6 +51,22 @@ def test_only_the_task_state_manager_creates_backends_and_touches_state_files():
                         (what == "imports" and name_ in STATE_FILES and os.sep + "task" + os.sep in path):
                     found.append(f"{os.path.relpath(path, ROOT)}:{line} {what} {name_}")
     assert found == []
+
+
+def test_only_the_task_state_manager_hands_kept_stores_over():
+    """Which store a process keeps open between tasks, and taking it back, is decided in one
+    place; the RocksDB store only deregisters itself on close and asks a keeper to release it."""
+    users = {}
+    for folder, _, files in os.walk(RUNTIME):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                with open(path) as f:
+                    calls = set(re.findall(r"kept_stores\.(\w+)\(", f.read()))
+                if calls:
+                    users[os.path.relpath(path, RUNTIME)] = calls
+    assert users == {os.path.join("task", "task_state_manager.py"): {"take", "keeps_stores", "keep"},
+                     os.path.join("state", "rocksdb_store.py"): {"request_release", "withdraw_request", "discard"}}
 
 
 def _counts_job(backend: str):

@@ -8,7 +8,7 @@ The backend is split by concept, one module each:
 * ``rocksdb_timers``: the timer queue;
 * ``rocksdb_read_ahead``: the current key and the batch's reads;
 * ``rocksdb_write_buffer``: the buffered, change-tracked writes;
-* ``rocksdb_store``: the store's lifecycle and version (open, kept, close, dispose, destroy);
+* ``rocksdb_store``: the store's lifecycle and version (open, resume, suspend, close, dispose, destroy);
 * ``rocksdb_snapshots``: reading entries in key order, full snapshots and increments;
 * ``rocksdb_restore``: writing restored rows.
 

@@ -7,8 +7,9 @@ restores only read and write entries of an open store.
 
 The store is a directory the caller chooses (a subtask's local directory, kept across epochs);
 ``close()`` releases RocksDB's lock so that another process can open it. A reused PySpark
-worker keeps its store open between tasks instead (``dispose``, ``open``:
-runtime.state.kept_stores).
+worker keeps its store open between tasks instead (``suspend``, ``resume``): which stores it
+keeps is the task state manager's decision (runtime.task.task_state_manager), the registry of
+kept stores and their release to another process runtime.state.kept_stores.
 
 The version: ``backend.version`` is what the store was at when it was opened (None when it
 was never set, or the store holds another key-group range or max parallelism). Opening a
@@ -85,24 +86,21 @@ class RocksDBStore:
     """The store of RocksDBKeyedStateBackend: ``db`` at ``path``, its metadata (``_meta``) and
     version."""
 
-    @classmethod
-    def open(cls, operator_name: str, key_group_range: KeyGroupRange, max_parallelism: int, path: str,
-             clock: Optional[Callable[[], int]] = None) -> "RocksDBKeyedStateBackend":
-        """The local store at ``path`` for a task: the one this process kept open since its last
-        task there (runtime.state.kept_stores), else opened."""
-        kept = kept_stores.take(os.path.abspath(path))
-        if kept is not None:
-            if kept._same_directory():
-                kept._begin(operator_name, key_group_range, max_parallelism, clock)
-                return kept
-            # Its folder was removed or replaced since: never trusted, and its files are gone.
-            log.warning("%s: RocksDB state store %s was removed while this process kept it open; "
-                        "opening it anew (the task rebuilds it from the checkpoint)", operator_name, kept.path)
-            try:
-                kept.close()
-            except Exception:       # RocksDB cannot finish its files in a folder that is gone
-                kept.db = None
-        return cls(operator_name, key_group_range, max_parallelism, path, clock=clock)
+    def resume(self, operator_name: str, key_group_range: KeyGroupRange, max_parallelism: int,
+               clock: Optional[Callable[[], int]] = None) -> bool:
+        """Ready a store this process kept open since its last task on it for the next task
+        (runtime.state.kept_stores). False, and the store closed, when its directory was removed
+        or replaced since: never trusted, its files are gone (the caller opens it anew)."""
+        if self._same_directory():
+            self._begin(operator_name, key_group_range, max_parallelism, clock)
+            return True
+        log.warning("%s: RocksDB state store %s was removed while this process kept it open; "
+                    "opening it anew (the task rebuilds it from the checkpoint)", operator_name, self.path)
+        try:
+            self.close()
+        except Exception:       # RocksDB cannot finish its files in a folder that is gone
+            self.db = None
+        return False
 
     def _begin_version(self, operator_name: str, key_group_range: KeyGroupRange, max_parallelism: int) -> None:
         """The version the store was at, for a task of ``key_group_range`` (``version``), removed
@@ -280,18 +278,23 @@ class RocksDBStore:
         self.timer_queues = {}
         self.states = {}
 
+    @property
+    def keepable(self) -> bool:
+        """Whether a process may keep the store open for its next task on it: a local store,
+        open, at the version its task set."""
+        return self.db is not None and self._versioned and not self.temporary
+
+    def suspend(self) -> None:
+        """The task is done with a store its process keeps open: what the task held is dropped,
+        the store stays open at its version (``resume`` readies it again)."""
+        self.flush()
+        self._detach()
+        self._batch = None
+        self._forget_prefetched()
+        self._key_cache.clear()
+
     def dispose(self) -> None:
-        """The task is done with the store: a reused PySpark worker keeps it open at the version
-        the task set, for its next task on it (runtime.state.kept_stores); otherwise it is closed
-        (and a temporary one removed)."""
-        if self.db is not None and self._versioned and not self.temporary and kept_stores.keeps_stores():
-            self.flush()
-            self._detach()
-            self._batch = None
-            self._forget_prefetched()
-            self._key_cache.clear()
-            kept_stores.keep(self)
-            return
+        """The task is done with the store: closed (and a temporary one removed)."""
         self.close()
         if self.temporary:
             shutil.rmtree(self.path, ignore_errors=True)

@@ -4,9 +4,10 @@ The one place that creates the operators' keyed state backends (heap, or a Rocks
 subtask's local store, or a temporary one), restores them from the state files the deployment
 names (or uses a local store as it is, when it is at the version the previous epoch of the run
 left it at), snapshots them into this epoch's state files (whole, or only what changed) and moves
-a local store to the next version. Its own module: neither the operators nor the task loop touch
-state files or store versions. Which process keeps a store open between tasks is the RocksDB
-store's side (runtime.state.kept_stores); where a subtask runs, the driver's (runtime.execution).
+a local store to the next version; when the task ends, it keeps a local store open for this
+process's next task on it (a reused PySpark worker: runtime.state.kept_stores) or closes it. Its
+own module: neither the operators nor the task loop touch state files, stores or their versions.
+Where a subtask runs (the same worker every epoch) is the driver's side (runtime.execution).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import tempfile
 import time
 from typing import Optional
 
+from runtime.state import kept_stores
 from runtime.state.backend import ROCKSDB, KeyedStateBackend
 from runtime.state.heap import HeapKeyedStateBackend
 from runtime.state.snapshot import (
@@ -37,8 +39,12 @@ def create_keyed_state_backend(node, ctx, clock) -> KeyedStateBackend:
                                             tempfile.mkdtemp(prefix="sluice-state-"), clock=clock, temporary=True)
 
         def local(path: str) -> RocksDBKeyedStateBackend:
-            return RocksDBKeyedStateBackend.open(node.operator_name, ctx.key_group_range, ctx.max_parallelism,
-                                                 path, clock=clock)
+            kept = kept_stores.take(os.path.abspath(path))      # kept open since this process's last task
+            if kept is not None and kept.resume(node.operator_name, ctx.key_group_range, ctx.max_parallelism,
+                                                clock):
+                return kept
+            return RocksDBKeyedStateBackend(node.operator_name, ctx.key_group_range, ctx.max_parallelism,
+                                            path, clock=clock)
 
         if not ctx.state_dir:
             return temporary()
@@ -56,6 +62,17 @@ def create_keyed_state_backend(node, ctx, clock) -> KeyedStateBackend:
             log.warning("%s %s: %s; using a temporary store", node.operator_name, ctx.subtask_label, e)
             return temporary()
     return HeapKeyedStateBackend(node.operator_name, ctx.key_group_range, ctx.max_parallelism, clock=clock)
+
+
+def release_keyed_state_backend(backend: KeyedStateBackend) -> None:
+    """The task is done with ``backend``: a local store at the version its task set stays open
+    for this process's next task on it when the process keeps stores (a reused PySpark worker);
+    any other backend is disposed (a store closed, a temporary one removed)."""
+    if getattr(backend, "keepable", False) and kept_stores.keeps_stores():
+        backend.suspend()
+        kept_stores.keep(backend)
+    else:
+        backend.dispose()
 
 
 def local_state_dir(job_id: str, tdd: TaskDeploymentDescriptor) -> str:
