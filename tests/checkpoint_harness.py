@@ -1,15 +1,19 @@
 """Inputs and expected answers for the checkpoint tests (tests/jobs/checkpointed_counts.py)."""
+import atexit
 import collections
+import json
 import os
 import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from deltalake import DeltaTable
 
 from jvm_options import share_spark_classes
+from waiting import wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = os.path.join(os.path.dirname(__file__), "jobs", "checkpointed_counts.py")
@@ -52,6 +56,118 @@ def job_args(tmp_path, *extra) -> list[str]:
             "--running", str(tmp_path / "running"), *extra]
 
 
+# The drivers kill_at starts are forked from one server per test run that has imported what a
+# driver imports before its JVM starts (runtime, pyspark, pyarrow, deltalake: about 0.7 s of each
+# `python -m runtime.cli run`). Each child is the driver: it leaves the server's session for one
+# of its own, takes the run's environment (SLUICE_HALT_AT and SLUICE_HALT_MARKER are read when a
+# fault point is reached, runtime.common.faults), then runs runtime.cli as `python -m` does; its
+# JVM and Python workers start as they would from a fresh process, and the test SIGKILLs the
+# child's process group as before. The server itself starts no thread and no JVM.
+_FORK_SERVER = r"""
+import json, os, sys
+import runtime.cli, runtime.client, runtime.execution.executor, runtime.execution.spark
+import runtime.datastream, runtime.connectors.files, runtime.task.stream_task, runtime.checkpoint.savepoint
+import pyspark.sql, pyspark.java_gateway, pyarrow, pyarrow.dataset, deltalake
+import threading
+if threading.active_count() != 1:
+    sys.exit("the fork server's imports started threads: " + repr(threading.enumerate()))
+requests, replies = os.fdopen(os.dup(0), "r"), os.dup(1)
+null = os.open(os.devnull, os.O_RDWR)
+os.dup2(null, 0)
+os.dup2(null, 1)
+for line in requests:
+    req = json.loads(line)
+    if req["op"] == "poll":         # {"pid"}: its exit code, or null while it runs
+        done, status = os.waitpid(req["pid"], os.WNOHANG)
+        os.write(replies, (json.dumps(os.waitstatus_to_exitcode(status) if done else None) + "\n").encode())
+        continue
+    ready_r, ready_w = os.pipe()   # {"args", "env", "cwd", "log"}: fork a driver
+    pid = os.fork()
+    if pid == 0:
+        break
+    os.close(ready_w)
+    os.read(ready_r, 1)             # its own session first: the test kills its process group
+    os.close(ready_r)
+    os.write(replies, f"{pid}\n".encode())
+else:
+    sys.exit(0)                     # the tests closed the pipe
+os.setsid()
+os.close(ready_r)
+os.write(ready_w, b"x")
+os.close(ready_w)
+requests.close()
+os.close(replies)
+log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+os.dup2(log, 1)
+os.dup2(log, 2)
+os.close(log)
+os.close(null)
+os.environ.clear()
+os.environ.update(req["env"])
+os.chdir(req["cwd"])
+sys.path[0] = req["cwd"]
+sys.argv = ["-m", *req["args"]]
+del json, line, requests, replies, null, log, req, pid, ready_r, ready_w
+import runpy
+runpy.run_module("runtime.cli", run_name="__main__", alter_sys=True)
+"""
+
+
+class _ForkServer:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.proc = subprocess.Popen([sys.executable, "-c", _FORK_SERVER], cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT},
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        atexit.register(self.close)
+
+    def _ask(self, request: dict) -> str:
+        with self.lock:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+            reply = self.proc.stdout.readline()
+        assert reply, f"the fork server exited with {self.proc.wait()}"
+        return reply
+
+    def start(self, args: list[str], env: dict, log) -> "_Driver":
+        return _Driver(self, int(self._ask({"op": "run", "args": args, "env": env, "cwd": ROOT, "log": str(log)})))
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+class _Driver:
+    """A forked driver, as much of subprocess.Popen as kill_at uses."""
+
+    def __init__(self, server: _ForkServer, pid: int):
+        self.server, self.pid, self.returncode = server, pid, None
+
+    def poll(self):
+        if self.returncode is None:
+            self.returncode = json.loads(self.server._ask({"op": "poll", "pid": self.pid}))
+        return self.returncode
+
+    def wait(self):
+        while self.poll() is None:
+            time.sleep(0.01)
+        return self.returncode
+
+
+_server = []
+_server_lock = threading.Lock()
+
+
+def _fork_server() -> _ForkServer:
+    with _server_lock:
+        if not _server:
+            _server.append(_ForkServer())
+        return _server[0]
+
+
 def kill_at(tmp_path, point: str, epoch: int, restore: bool, *extra: str, job: str = JOB, args=None) -> str:
     """Run the job with ``sluice run`` until it reaches ``point`` in ``epoch``, then SIGKILL its
     process group ("killed"); "finished" if it ended first. ``restore``: --restore-from latest.
@@ -60,17 +176,17 @@ def kill_at(tmp_path, point: str, epoch: int, restore: bool, *extra: str, job: s
     marker = tmp_path / f"halted-{point}-{epoch}"
     env = {**os.environ, "SLUICE_HALT_AT": f"{point}:{epoch}", "SLUICE_HALT_MARKER": str(marker),
            "PYTHONPATH": ROOT}
-    cmd = [sys.executable, "-m", "runtime.cli", "run", job, "--warehouse", str(tmp_path / "warehouse"),
-           "--master", "local[1]", "--max-records-per-split", str(LINES_PER_EPOCH)]
+    cmd = ["run", job, "--warehouse", str(tmp_path / "warehouse"), "--master", "local[1]",
+           "--max-records-per-split", str(LINES_PER_EPOCH)]
     if restore:
         cmd += ["--restore-from", "latest"]
     cmd += list(extra)
-    with open(tmp_path / f"log-{point}-{epoch}.txt", "w") as log:
-        proc = subprocess.Popen(cmd + ["--", *(job_args(tmp_path) if args is None else args)], env=env, cwd=ROOT, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.time() + 240
-        while not marker.exists() and proc.poll() is None and time.time() < deadline:
-            time.sleep(0.05)
+    log = tmp_path / f"log-{point}-{epoch}.txt"
+    proc = _fork_server().start(cmd + ["--", *(job_args(tmp_path) if args is None else args)], env, log)
+    try:
+        wait_until(lambda: marker.exists() or proc.poll() is not None, 240, f"{point}:{epoch} or the run's end",
+                   interval=0.05, log=log)
+    finally:
         halted = marker.exists()
         try:
             os.killpg(proc.pid, signal.SIGKILL)     # the driver, its JVM and their children
@@ -83,5 +199,5 @@ def kill_at(tmp_path, point: str, epoch: int, restore: bool, *extra: str, job: s
             except ProcessLookupError:
                 pass
         proc.wait()
-    assert halted or proc.returncode == 0, (tmp_path / f"log-{point}-{epoch}.txt").read_text()[-3000:]
+    assert halted or proc.returncode == 0, log.read_text()[-3000:]
     return "killed" if halted else "finished"
