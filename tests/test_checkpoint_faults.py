@@ -1,10 +1,11 @@
 """Kill the job at each point of an epoch and its checkpoint, restore, and check that the
 sinks and the final state equal those of a run without failures: nothing lost, nothing twice.
 
-The job runs in a subprocess (`sluice run`); when it reaches the chosen point it stops there
-(runtime.common.faults) and the test kills its whole process group with SIGKILL. A chain
-kills one run after another at several points, each run restoring the latest checkpoint;
-the last run completes in this process. SLUICE_FAULT_SEEDS=N runs N chains (default 2).
+The job runs in a driver process of its own (`sluice run`, forked from a server that has the
+engine's imports done: tests/checkpoint_harness.py), with its own JVM; when it reaches the chosen
+point it stops there (runtime.common.faults) and the test kills its whole process group with
+SIGKILL. A chain kills one run after another at several points, each run restoring the latest
+checkpoint; the last run completes in this process. SLUICE_FAULT_SEEDS=N runs N chains (default 2).
 """
 import collections
 import os
