@@ -6,9 +6,10 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from dataclasses import dataclass
+
+from waiting import wait_until
 
 
 @dataclass
@@ -51,15 +52,8 @@ def moto_server(log_path: str, **env):
         proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                                 stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env})
     try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    raise RuntimeError(f"moto server did not start: {open(log_path).read()[-2000:]}")
-                time.sleep(0.2)
+        wait_until(lambda: urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2), 60, "the moto server's answer",
+                   interval=0.1, log=log_path, proc=proc, ignoring=(OSError,))
         yield S3Server(endpoint, log_path)
     finally:
         proc.terminate()

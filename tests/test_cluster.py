@@ -11,13 +11,13 @@ import re
 import socket
 import subprocess
 import sys
-import time
 from collections import Counter
 
 import pytest
 
 from jvm_options import SHORT_LIVED_JVM, share_spark_classes
 from seed import ROOT, WORDCOUNT
+from waiting import wait_until
 
 SPARK_HOME = os.path.dirname(__import__("pyspark").__file__)
 SLUICE = os.path.join(os.path.dirname(sys.executable), "sluice")
@@ -31,15 +31,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_port(port: int, timeout: float = 60) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.3)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+def wait_for_port(port: int, timeout: float = 60, log=None) -> None:
+    def accepts():
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    wait_until(accepts, timeout, f"a connection to 127.0.0.1:{port}", interval=0.1, log=log, ignoring=(OSError,))
 
 
 @contextlib.contextmanager
@@ -60,7 +56,7 @@ def spark_standalone(logs, environ=None):
          "--port", str(port), "--webui-port", str(free_port())],
         env=env, stdout=open(logs / "master.log", "w"), stderr=subprocess.STDOUT)]
     try:
-        wait_for_port(port)
+        wait_for_port(port, log=logs / "master.log")
         for i, host in enumerate(WORKER_HOSTS):
             procs.append(subprocess.Popen(
                 [spark_class, "org.apache.spark.deploy.worker.Worker", master_url, "--host", host,

@@ -15,6 +15,7 @@ from runtime.datastream.timerservice import TimerService
 from runtime.execution.dependencies import DependencyException
 from runtime.storage.layout import job_dir
 from runtime_env import job_env
+from waiting import wait_until
 
 ORDER = Types.TUPLE([Types.INT(), Types.STRING(), Types.DOUBLE()])
 
@@ -88,14 +89,13 @@ def test_cancel_ends_an_unbounded_job_after_its_epoch(spark, tmp_path):
     source = DataGeneratorSource(lambda i: i, rate_limiter=RateLimiterStrategy.per_second(50), type_info=Types.LONG())
     env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers").print()
     client = env.execute_async("endless")
-    import time
     # Cancel once epochs 1 to 3 are planned (a plan is logged before its epoch runs): 0 to 2 ran.
     epoch_log = CheckpointStorage(job_dir(str(tmp_path / "warehouse"), "endless"))
-    deadline = time.time() + 300
-    while len(epoch_log.logged_epochs(0, None)) < 3 and client.get_job_status().result() is not JobStatus.FAILED \
-            and time.time() < deadline:
-        time.sleep(0.1)
-    client.cancel()
+    try:
+        wait_until(lambda: len(epoch_log.logged_epochs(0, None)) >= 3 or
+                   client.get_job_status().result() is JobStatus.FAILED, 300, "three epochs planned", interval=0.1)
+    finally:
+        client.cancel()
     result = client.get_job_execution_result().result(timeout=300)
     assert client.get_job_status().result() is JobStatus.CANCELED
     assert len(result.epochs) >= 3      # it ran, then stopped at an epoch's end

@@ -34,6 +34,7 @@ from checkpoint_harness import JOB, LINES_PER_EPOCH, job_args, write_input
 from runtime.client import run_job
 from runtime.jobmaster import overview
 from runtime.jobmaster.deployment import JOBS_FOLDER_ENV
+from waiting import wait_until
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -120,17 +121,8 @@ def _start_api_server(root: Path, warehouse: Path, jobs: Path) -> tuple[subproce
 
 
 def _wait_until_up(proc: subprocess.Popen, url: str, log: Path, timeout: float = 180) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"airflow api-server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            if _get(url + "/api/v2/monitor/health")[0] == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(1)
-    pytest.fail(f"airflow api-server did not answer within {timeout} s:\n{log.read_text()[-3000:]}")
+    wait_until(lambda: _get(url + "/api/v2/monitor/health")[0] == 200, timeout, "the airflow api-server's answer",
+               interval=0.2, log=log, proc=proc, ignoring=(OSError,))
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -188,7 +180,7 @@ def browser(tmp_path_factory):
 
 def _wait(driver, condition, what: str, timeout: float = 60):
     try:
-        return WebDriverWait(driver, timeout).until(condition)
+        return WebDriverWait(driver, timeout, poll_frequency=0.1).until(condition)
     except TimeoutException:
         raise AssertionError(f"timed out waiting for {what}; at {driver.current_url}:\n"
                              f"{driver.find_element(By.TAG_NAME, 'body').text[:2000]}") from None
