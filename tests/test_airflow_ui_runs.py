@@ -19,7 +19,6 @@ import os
 import signal
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -28,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from jvm_options import share_spark_classes
+from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 USER, PASSWORD = "admin", "sluice-test-password"
@@ -120,13 +120,10 @@ class Airflow:
         return self.api("POST", f"/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})["dag_run_id"]
 
     def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 900) -> str:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
+        def ended():
             state = self.api("GET", f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}")["state"]
-            if state in ("success", "failed"):
-                return state
-            time.sleep(2)
-        pytest.fail(f"{dag_id} run {run_id} did not end within {timeout} s:\n{self.log.read_text()[-3000:]}")
+            return state if state in ("success", "failed") else None
+        return wait_until(ended, timeout, f"the end of {dag_id} run {run_id}", interval=0.5, log=self.log)
 
     def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> list[dict]:
         path = (f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}/taskInstances/{task_id}/logs/{try_number}"
@@ -194,30 +191,16 @@ def airflow(tmp_path_factory):
                                 stderr=subprocess.STDOUT, start_new_session=True)
     site = Airflow(f"http://127.0.0.1:{port}", home, warehouse, log, proc)
     try:
-        deadline = time.time() + 300
-        while time.time() < deadline:
-            if proc.poll() is not None:
-                pytest.fail(f"bin/dev airflow exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                if site.request("GET", "/api/v2/monitor/health")[0] == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(2)
-        else:
-            pytest.fail(f"Airflow did not answer within 300 s:\n{log.read_text()[-3000:]}")
+        wait_until(lambda: site.request("GET", "/api/v2/monitor/health")[0] == 200, 300, "Airflow's answer",
+                   interval=0.5, log=log, proc=proc, ignoring=(OSError,))
         status, text = site.request("POST", "/auth/token", {"username": USER, "password": PASSWORD})
         assert status in (200, 201), text
         site.token = json.loads(text)["access_token"]
-        deadline = time.time() + 300
-        while time.time() < deadline:       # the DAG processor parses the DAG files
+        def parsed():       # the DAG processor parses the DAG files
             status, text = site.request("GET", "/api/v2/dags?dag_id_pattern=%25")
-            if status == 200 and {"wordcount", "always_failing", "slow_counts"} <= {
-                    d["dag_id"] for d in json.loads(text)["dags"]}:
-                break
-            time.sleep(3)
-        else:
-            pytest.fail(f"the job DAGs were not parsed within 300 s:\n{log.read_text()[-3000:]}")
+            return status == 200 and {"wordcount", "always_failing", "slow_counts"} <= {
+                d["dag_id"] for d in json.loads(text)["dags"]}
+        wait_until(parsed, 300, "the job DAGs parsed", interval=0.5, log=log, proc=proc)
         yield site
     finally:
         if proc.poll() is None:
@@ -270,23 +253,15 @@ def test_a_failing_job_is_retried_as_its_strategy_says_and_each_attempt_logs_why
 
 def test_cancel_in_the_web_view_stops_a_running_job(airflow):
     run_id = airflow.trigger("slow_counts", {})
-    deadline = time.time() + 240
-    while time.time() < deadline:
-        running = [r for r in airflow.executions("slow counts") if r.dag_run_id == run_id and r.epochs >= 0
-                   and r.state == "RUNNING"]
-        if running:
-            break
-        time.sleep(2)
-    else:
-        pytest.fail("the slow job never ran")
+    wait_until(lambda: [r for r in airflow.executions("slow counts") if r.dag_run_id == run_id and r.epochs >= 0
+                        and r.state == "RUNNING"], 240, "the slow job running", interval=0.5, log=airflow.log)
     page = airflow.request("GET", "/sluice/jobs/slow_counts", cookie=True)[1]
     assert 'class="inline cancel"' in page and run_id in page
     status, _ = airflow.request("POST", "/sluice/jobs/slow_counts/cancel", form={"dag_run_id": run_id}, cookie=True)
     assert status == 303
     assert airflow.wait_for_run("slow_counts", run_id, timeout=60) == "failed"
-    deadline = time.time() + 90
-    while time.time() < deadline and airflow.executions("slow counts")[0].state == "RUNNING":
-        time.sleep(2)
+    wait_until(lambda: airflow.executions("slow counts")[0].state != "RUNNING", 90, "the canceled run's record",
+               interval=0.5, log=airflow.log)
     record = airflow.executions("slow counts")[0]
     assert (record.dag_run_id, record.state, record.attempt) == (run_id, "CANCELED", 1)
     tis = airflow.api("GET", f"/dags/slow_counts/dagRuns/{urllib.parse.quote(run_id)}/taskInstances")
@@ -305,7 +280,5 @@ def test_bin_dev_airflow_is_quiet_local_and_stops_its_whole_tree(airflow):
     assert len(tree) >= 4       # standalone, scheduler, DAG processor, API server, triggerer, ...
     airflow.proc.send_signal(signal.SIGTERM)
     assert airflow.proc.wait(60) == 143
-    deadline = time.time() + 30
-    while _alive(tree) and time.time() < deadline:
-        time.sleep(0.5)
+    wait_until(lambda: not _alive(tree), 30, "the end of bin/dev airflow's process tree", interval=0.1)
     assert not _alive(tree)
