@@ -7,13 +7,14 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
 from deltalake import DeltaTable
 
 from jvm_options import share_spark_classes
-from waiting import wait_until
+from waiting import log_tail, wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = os.path.join(os.path.dirname(__file__), "jobs", "checkpointed_counts.py")
@@ -64,10 +65,14 @@ def job_args(tmp_path, *extra) -> list[str]:
 # JVM and Python workers start as they would from a fresh process, and the test SIGKILLs the
 # child's process group as before. The server itself starts no thread and no JVM.
 _FORK_SERVER = r"""
-import json, os, sys
-import runtime.cli, runtime.client, runtime.execution.executor, runtime.execution.spark
-import runtime.datastream, runtime.connectors.files, runtime.task.stream_task, runtime.checkpoint.savepoint
-import pyspark.sql, pyspark.java_gateway, pyarrow, pyarrow.dataset, deltalake
+import importlib, json, os, sys
+import runtime.cli, pyspark.sql, pyarrow, deltalake
+for name in ("runtime.execution.executor", "runtime.execution.spark", "runtime.datastream", "runtime.connectors.files",
+             "runtime.task.stream_task", "runtime.checkpoint.savepoint", "pyspark.java_gateway", "pyarrow.dataset"):
+    try:                            # what a run imports later anyway: only sooner here
+        importlib.import_module(name)
+    except ImportError:
+        pass
 import threading
 if threading.active_count() != 1:
     sys.exit("the fork server's imports started threads: " + repr(threading.enumerate()))
@@ -107,7 +112,7 @@ os.environ.update(req["env"])
 os.chdir(req["cwd"])
 sys.path[0] = req["cwd"]
 sys.argv = ["-m", *req["args"]]
-del json, line, requests, replies, null, log, req, pid, ready_r, ready_w
+del importlib, json, name, line, requests, replies, null, log, req, pid, ready_r, ready_w
 import runpy
 runpy.run_module("runtime.cli", run_name="__main__", alter_sys=True)
 """
@@ -116,16 +121,20 @@ runpy.run_module("runtime.cli", run_name="__main__", alter_sys=True)
 class _ForkServer:
     def __init__(self):
         self.lock = threading.Lock()
+        self.log = tempfile.NamedTemporaryFile(prefix="sluice-fork-server-", suffix=".log")     # its own errors
         self.proc = subprocess.Popen([sys.executable, "-c", _FORK_SERVER], cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT},
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True)
         atexit.register(self.close)
 
     def _ask(self, request: dict) -> str:
         with self.lock:
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
-            reply = self.proc.stdout.readline()
-        assert reply, f"the fork server exited with {self.proc.wait()}"
+            try:
+                self.proc.stdin.write(json.dumps(request) + "\n")
+                self.proc.stdin.flush()
+                reply = self.proc.stdout.readline()
+            except BrokenPipeError:
+                reply = ""
+        assert reply, f"the fork server exited with {self.proc.wait()}:\n{log_tail(self.log.name)}"
         return reply
 
     def start(self, args: list[str], env: dict, log) -> "_Driver":
@@ -138,6 +147,7 @@ class _ForkServer:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+        self.log.close()
 
 
 class _Driver:
