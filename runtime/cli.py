@@ -71,7 +71,7 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("sluice run: cancelled", file=sys.stderr)
         return 130
-    print(f"Job '{result.job_name}' ({result.job_id}) finished: {len(result.epochs)} epoch(s) in "
+    print(f"Job '{result.job_name}' ({result.job_id}) finished: {result.epoch_count} epoch(s) in "
           f"{result.net_runtime_ms / 1000:.1f} s, run {result.run_id}", file=sys.stderr)
     return 0
 

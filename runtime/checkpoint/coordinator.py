@@ -277,3 +277,7 @@ class CheckpointCoordinator:
         ids = [r.checkpoint_id for r in doomed]
         for table in {op["table"] for r in doomed for op in r.operators}:
             self.storage.discard_state(table, ids)
+        # Everything discarded is deleted: the checkpoints table may forget what it no longer needs.
+        self.storage.compact_checkpoints(needed | set(self.kept), epoch)
+        self.storage.clean_state_logs(sorted({state_table_name(n) for v in self.job_graph.vertices
+                                              for n in v.operators}), epoch)

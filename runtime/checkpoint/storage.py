@@ -27,11 +27,18 @@ from typing import Optional
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from runtime.storage.delta_files import (
-    CHECKPOINTED_TABLE_PROPERTIES, AppendOnlyTable, DeltaTables, add_new_columns, append, arrow_table, read_table)
+from runtime.storage.delta_files import AppendOnlyTable, DeltaTables, add_new_columns, append, arrow_table, read_table
 from runtime.storage.filesystems import join, relative, rmtree
+from runtime.storage.maintenance import (COMPACT_AFTER_FILES, LOG_RETENTION_S, OWN_TABLE_PROPERTIES, clean_log,
+                                         compact_and_vacuum)
 
 COMPLETED, FAILED, DISCARDED, INVALID = "COMPLETED", "FAILED", "DISCARDED", "INVALID"
+# Checkpoints a compacted checkpoints table still lists besides the completed ones, savepoints
+# and those whose state is still in use (Flink's web.checkpoints.history, for the web view).
+CHECKPOINT_HISTORY = 100
+# Epochs whose metrics a compacted epoch log keeps (the web view's and `sluice` tools' history).
+METRICS_HISTORY = 1000
+RUNS_HISTORY = 100      # runs whose start and end a compacted epoch log keeps
 CHECKPOINT, SAVEPOINT = "CHECKPOINT", "SAVEPOINT"
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -123,8 +130,11 @@ def _serialized(method):
 
 
 class CheckpointStorage:
-    def __init__(self, job_dir: str):
+    def __init__(self, job_dir: str, compact_after: int = COMPACT_AFTER_FILES,
+                 log_retention_s: float = LOG_RETENTION_S):
         self.job_dir = job_dir
+        self.compact_after = compact_after     # files an append-only table has before it is compacted
+        self.log_retention_s = log_retention_s  # age of Delta log entries a Delta checkpoint covers, deleted
         self.epoch_log_path = join(job_dir, "epoch_log")
         self.checkpoints_path = join(job_dir, "checkpoints")
         self._epoch_log = None      # the DeltaTable this run appends to (fencing, see claim())
@@ -132,7 +142,9 @@ class CheckpointStorage:
         self._log_lock = threading.Lock()   # the epoch log is written while the epoch runs (log_epoch_async)
         self._log_writer: Optional[ThreadPoolExecutor] = None
         self._checkpoints = AppendOnlyTable(self.checkpoints_path)     # read at every checkpoint
-        self._tables = DeltaTables(CHECKPOINTED_TABLE_PROPERTIES)     # the checkpoints and state tables
+        self._latest: dict = {}     # (checkpoint id, kind, external path) -> (recorded_at, record)
+        self._tables = DeltaTables(OWN_TABLE_PROPERTIES)     # the checkpoints and state tables
+        self._log_commits = 0       # epoch-log commits since its last compaction check
         self._lock = threading.RLock()
 
     def state_table_path(self, table: str) -> str:
@@ -146,15 +158,17 @@ class CheckpointStorage:
 
     @_serialized
     def history(self) -> list[CheckpointRecord]:
-        """Every checkpoint in its latest state, by id (savepoints as separate entries)."""
-        table = self._checkpoints.read()
-        if table is None:
-            return []
-        latest: dict = {}
-        for row in table.sort_by([("recorded_at", "ascending")]).to_pylist():
-            latest[(row["checkpoint_id"], row["kind"], row["external_path"])] = row
-        return sorted((CheckpointRecord.from_row(r) for r in latest.values()),
-                      key=lambda r: (r.checkpoint_id, r.kind))
+        """Every checkpoint in its latest state, by id (savepoints as separate entries). Only the
+        rows committed since the last call are parsed."""
+        new, restarted = self._checkpoints.read_new()
+        if restarted:
+            self._latest = {}
+        for row in ([] if new is None else new.to_pylist()):
+            key = (row["checkpoint_id"], row["kind"], row["external_path"])
+            known = self._latest.get(key)
+            if known is None or row["recorded_at"] >= known[0]:
+                self._latest[key] = (row["recorded_at"], CheckpointRecord.from_row(row))
+        return sorted((record for _, record in self._latest.values()), key=lambda r: (r.checkpoint_id, r.kind))
 
     def completed(self) -> list[CheckpointRecord]:
         return [r for r in self.history() if r.status == COMPLETED and r.kind == CHECKPOINT]
@@ -164,6 +178,26 @@ class CheckpointStorage:
         """Append checkpoint rows in one commit; ``before_commit`` runs once the file is staged."""
         append(self.checkpoints_path, arrow_table(CHECKPOINTS_SCHEMA, [r.to_row() for r in records]),
                before_commit=before_commit, tables=self._tables)
+
+    @_serialized
+    def compact_checkpoints(self, in_use: set, epoch: int = -1) -> Optional[list]:
+        """Rewrite the checkpoints table as the latest row of each checkpoint it must still list
+        (completed ones, savepoints, those whose state files ``in_use`` by a retained chain or
+        not yet deleted, and the last CHECKPOINT_HISTORY others), once it has more than
+        COMPACT_AFTER_FILES files; the files deleted, None when it did not."""
+        clean_log(self.checkpoints_path, epoch, self.log_retention_s)
+        dt = self._tables.get(self.checkpoints_path)
+        if dt is None or len(dt.file_uris()) <= self.compact_after:
+            return None
+        records = self.history()
+        others = [r for r in records if not (r.status == COMPLETED or r.kind == SAVEPOINT or r.checkpoint_id in in_use)]
+        dropped = {id(r) for r in others[:-CHECKPOINT_HISTORY]}
+        rows = [self._latest_row(r) for r in records if id(r) not in dropped]
+        return compact_and_vacuum(dt, arrow_table(_table_schema(dt), rows), epoch)
+
+    def _latest_row(self, record: "CheckpointRecord") -> dict:
+        recorded_at, _ = self._latest[(record.checkpoint_id, record.kind, record.external_path)]
+        return {**record.to_row(), "recorded_at": recorded_at}
 
     def max_checkpoint_id(self) -> int:
         ids = [r.checkpoint_id for r in self.history()]
@@ -200,16 +234,29 @@ class CheckpointStorage:
 
     @_serialized
     def discard_state(self, table: str, checkpoint_ids: list[int]) -> None:
+        """Remove checkpoints' partitions from a state table (one commit of remove actions, no
+        scan), then their folders."""
+        from deltalake.transaction import RemoveAction
         path = self.state_table_path(table)
         dt = self._tables.get(path) if checkpoint_ids else None
         if dt is None:
             return
-        present = {p.get("checkpoint_id") for p in dt.partitions()}
-        doomed = [i for i in checkpoint_ids if str(i) in present]
-        if doomed:
-            dt.delete(f"checkpoint_id IN ({', '.join(str(int(i)) for i in doomed)})")
+        doomed = {str(int(i)) for i in checkpoint_ids}
+        now = int(time.time() * 1000)
+        removes = [RemoveAction(a["path"], True, now, a["size_bytes"],
+                                {"checkpoint_id": str(a["partition.checkpoint_id"])})
+                   for a in pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+                   if str(a["partition.checkpoint_id"]) in doomed]
+        if removes:
+            dt.create_write_transaction(removes, "append", _table_schema(dt), partition_by=["checkpoint_id"])
+            dt.update_incremental()
         for i in checkpoint_ids:
             rmtree(join(path, f"checkpoint_id={i}"))
+
+    def clean_state_logs(self, tables: list[str], epoch: int = -1) -> None:
+        """Log entries of the state tables that their latest Delta checkpoints cover (maintenance)."""
+        for table in tables:
+            clean_log(self.state_table_path(table), epoch, self.log_retention_s)
 
     # ---- the epoch log ------------------------------------------------------------------
 
@@ -225,13 +272,14 @@ class CheckpointStorage:
             holder = self.running_holder(lease_timeout_s)
             if holder is not None:
                 raise JobAlreadyRunningException(already_running(self.job_dir, holder))
+            own = DeltaTables(OWN_TABLE_PROPERTIES)
             if not DeltaTable.is_deltatable(self.epoch_log_path):
                 try:
-                    append(self.epoch_log_path, arrow_table(EPOCH_LOG_SCHEMA, []), create_only=True)
+                    append(self.epoch_log_path, arrow_table(EPOCH_LOG_SCHEMA, []), create_only=True, tables=own)
                 except Exception:
                     if not DeltaTable.is_deltatable(self.epoch_log_path):
                         raise
-            self._epoch_log = DeltaTable(self.epoch_log_path)
+            self._epoch_log = own.get(self.epoch_log_path)
             add_new_columns(self._epoch_log, EPOCH_LOG_SCHEMA)     # a log older than its metrics column
             try:
                 self._log([{"run_id": run_id, "kind": "run", "status": "RUNNING"}])
@@ -267,6 +315,28 @@ class CheckpointStorage:
                     "processing_time": processing_time, "input_watermark": input_watermark,
                     "end_of_input": end_of_input, "splits": json.dumps(readable, default=str),
                     "plan": pickle.dumps(plan, protocol=5)}])
+        self._log_commits += 1
+        if self._log_commits >= self.compact_after:
+            self._log_commits = 0
+            self.compact_epoch_log(epoch)
+            clean_log(self.epoch_log_path, epoch, self.log_retention_s)
+
+    def compact_epoch_log(self, epoch: int = -1) -> Optional[list]:
+        """Rewrite the epoch log as the rows its readers need (``epoch_log_rows_to_keep``), by
+        the run that holds the job, at exactly the version it read (a run taken over meanwhile
+        changes nothing); the files deleted, None when it did not."""
+        with self._log_lock:
+            if self._epoch_log is None:
+                return None
+            self._epoch_log.update_incremental()
+            log = read_table(self.epoch_log_path)
+            if log is None:
+                return None
+            rows = log.sort_by([("logged_at", "ascending")]).to_pylist()
+            kept = epoch_log_rows_to_keep(rows, [r for r in self.history() if r.status == COMPLETED and r.kind == CHECKPOINT])
+            if len(kept) == len(rows) and len(self._epoch_log.file_uris()) <= 1:
+                return None
+            return compact_and_vacuum(self._epoch_log, arrow_table(log.schema, kept), epoch)
 
     def log_epoch_async(self, *args) -> Future:
         """``log_epoch`` on a thread of its own, while the epoch's tasks run: the write-ahead
@@ -368,6 +438,31 @@ class CheckpointStorage:
                 if type(e).__name__ == "CommitFailedError":     # another writer took the version
                     raise _Fenced(str(e)) from e
                 raise
+
+
+def epoch_log_rows_to_keep(rows: list[dict], completed: list) -> list[dict]:
+    """Of the epoch log's rows (oldest first), those its readers need: every row from the plan
+    of the epoch that took the oldest completed checkpoint on (a restore of any of them replays
+    the epochs logged after it), or from the latest fresh start when no checkpoint completed; the
+    latest fresh start; each of the last RUNS_HISTORY runs' latest row (a running run's claim
+    among them); the last METRICS_HISTORY epochs' metrics."""
+    anchor = max((i for i, r in enumerate(rows) if r["kind"] == "start"), default=0)
+    if completed:
+        oldest = min(completed, key=lambda r: r.checkpoint_id)
+        anchor = min((i for i, r in enumerate(rows) if r["kind"] == "epoch" and r["epoch"] == oldest.epoch
+                      and r["checkpoint_id"] == oldest.checkpoint_id), default=0)
+    runs: dict = {}
+    for i, r in enumerate(rows):
+        if r["kind"] == "run":
+            runs.pop(r["run_id"], None)
+            runs[r["run_id"]] = i
+    keep = set(list(runs.values())[-RUNS_HISTORY:])
+    keep.update([i for i, r in enumerate(rows) if r["kind"] == "metrics"][-METRICS_HISTORY:])
+    keep.update(i for i, r in enumerate(rows) if i >= anchor and r["kind"] in ("epoch", "start"))
+    last_start = max((i for i, r in enumerate(rows) if r["kind"] == "start"), default=None)
+    if last_start is not None:
+        keep.add(last_start)
+    return [rows[i] for i in sorted(keep)]
 
 
 class _Fenced(JobAlreadyRunningException):

@@ -11,6 +11,8 @@ from __future__ import annotations
 import gc
 import pickle
 
+from pyspark import accumulators
+
 from runtime.execution.locality import StateLocality
 from runtime.execution.python_rdds import PythonRDDs
 from runtime.graph.job_graph import JobGraph
@@ -140,7 +142,12 @@ class EpochJob:
         finally:
             for rdd in cached:
                 rdd.unpersist(False)
-        return list(acks_accumulator.value) + collected
+        acks = list(acks_accumulator.value)
+        # PySpark registers every accumulator, value included, for the driver's life: an epoch's
+        # acknowledgements would stay in memory forever. Its tasks' updates are all merged once
+        # its job returned.
+        accumulators._accumulatorRegistry.pop(acks_accumulator.aid, None)
+        return acks + collected
 
     def release(self) -> None:
         """The run ends: the local stores' anchors go."""

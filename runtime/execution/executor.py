@@ -67,7 +67,7 @@ class JobRunner:
         # Per job: checkpoints, epoch log, state tables, source logs; per run: scratch snapshots.
         self.job_dir = job_dir(options.warehouse, stream_graph.job_name)
         self.run_dir = join(self.job_dir, "runs", self.run_id)
-        self.storage = CheckpointStorage(self.job_dir)
+        self.storage = CheckpointStorage(self.job_dir, options.compact_after_files, options.log_retention_s)
         # The first thing a run reads is the warehouse: a store it cannot reach fails here, naming
         # the URI and the setting to fix, before anything reads or writes (the preflight's start).
         check_writable(options.warehouse, "sluice.warehouse (--warehouse, SLUICE_WAREHOUSE)")
@@ -144,7 +144,8 @@ class JobRunner:
         broadcast = None
         recorder = RunRecorder(self.job_dir, ExecutionRecord(
             self.run_id, self.job_graph.job_name, RUNNING, started, self.options.dag_run_id or "",
-            self.options.attempt, parallelism={v.name: v.parallelism for v in self.job_graph.vertices}))
+            self.options.attempt, parallelism={v.name: v.parallelism for v in self.job_graph.vertices}),
+            self.options.compact_after_files)
         try:
             try:
                 self._begin(self.recovery.start(self.restore_point, self.run_id))
@@ -188,7 +189,7 @@ class JobRunner:
             result.execution_graph = self.execution_graph
             result.net_runtime_ms = (time.time() - started) * 1000
             if status != "FAILED":
-                recorder.ended(status, result.epochs, self.restored_from)
+                recorder.ended(status, result, self.restored_from)
         return result
 
     def _run_epochs(self, broadcast, result: JobExecutionResult) -> bool:
@@ -204,7 +205,7 @@ class JobRunner:
                     raise
                 epoch = self.start.first_epoch
                 continue
-            result.epochs.append(summary)
+            result.add_epoch(summary)
             if not self.checkpoints.holds(summary):
                 self._report(summary)       # else once its checkpoint completed
             epoch += 1
@@ -284,7 +285,7 @@ class JobRunner:
         names = tuple(self.execution_graph.vertex(v, s).task_name_with_subtask_index
                       for v, s in getattr(error, "failed_tasks", ()))
         text = str(error) if isinstance(error, JobExecutionException) else f"{type(error).__name__}: {error}"
-        decision = recorder.failed(text, names, result.epochs, self.restored_from, effective_configuration(
+        decision = recorder.failed(text, names, result, self.restored_from, effective_configuration(
             settings.restart_strategy, dict(settings.configuration), self.coordinator.enabled))
         if self.options.dag_run_id:     # a control plane restarts on this decision: say it now
             log.error("[%s] attempt %s failed: %s", self.job_graph.job_name, self.options.attempt, error)

@@ -20,8 +20,9 @@ from typing import Optional
 import pyarrow as pa
 
 from runtime.scheduler.restart import decide
-from runtime.storage.delta_files import append, arrow_table, read_table
+from runtime.storage.delta_files import DeltaTables, append, arrow_table, read_table
 from runtime.storage.filesystems import join
+from runtime.storage.maintenance import COMPACT_AFTER_FILES, OWN_TABLE_PROPERTIES, clean_log, compact_and_vacuum
 
 RUNNING, FINISHED, FAILED, CANCELED = "RUNNING", "FINISHED", "FAILED", "CANCELED"
 
@@ -83,8 +84,20 @@ class ExecutionHistory:
         row = {**asdict(record), "started_at": _us(record.started_at), "ended_at": _us(record.ended_at),
                "parallelism": json.dumps(record.parallelism), "failed_tasks": json.dumps(list(record.failed_tasks)),
                "host": socket.gethostname(), "pid": os.getpid(), "recorded_at": _us(now)}
-        append(self.path, arrow_table(EXECUTIONS_SCHEMA, [row]))
+        append(self.path, arrow_table(EXECUTIONS_SCHEMA, [row]), tables=DeltaTables(OWN_TABLE_PROPERTIES))
         return replace(record, recorded_at=now)
+
+    def compact(self, after_files: int = COMPACT_AFTER_FILES) -> Optional[list]:
+        """Rewrite the table as each run's latest row (all its readers read) once it has more
+        than ``after_files`` files; by the run that holds the job. The files deleted."""
+        dt = DeltaTables(OWN_TABLE_PROPERTIES).get(self.path)
+        if dt is None or len(dt.file_uris()) <= after_files:
+            return None
+        clean_log(self.path)
+        latest: dict = {}
+        for row in self._rows():
+            latest[row["run_id"]] = row
+        return compact_and_vacuum(dt, pa.Table.from_pylist(list(latest.values()), schema=pa.schema(dt.schema().to_arrow())))
 
     def _rows(self) -> list[dict]:
         table = read_table(self.path)
@@ -113,18 +126,19 @@ class RunRecorder:
     a failure with the restart strategy's decision on it (Flink's JobMaster asks its
     RestartBackoffTimeStrategy; here the history of the Airflow run is the strategy's memory)."""
 
-    def __init__(self, job_dir: str, started: ExecutionRecord):
+    def __init__(self, job_dir: str, started: ExecutionRecord, compact_after: int = COMPACT_AFTER_FILES):
         self.history = ExecutionHistory(job_dir)
+        self.history.compact(compact_after)
         self.execution = self.history.record(started)
 
-    def ended(self, state: str, epochs: list, restored_from: Optional[int], **more) -> ExecutionRecord:
-        last = max((e.checkpoint_id for e in epochs if e.checkpoint_id), default=None)
+    def ended(self, state: str, result, restored_from: Optional[int], **more) -> ExecutionRecord:
+        """The run ended in ``state``; ``result`` its JobExecutionResult so far."""
         return self.history.record(replace(
-            self.execution, state=state, ended_at=time.time(), epochs=len(epochs),
-            records_in=sum(e.records_in for e in epochs), last_checkpoint=last, restored_from=restored_from,
-            **more))
+            self.execution, state=state, ended_at=time.time(), epochs=result.epoch_count,
+            records_in=result.records_in_total, last_checkpoint=result.last_checkpoint,
+            restored_from=restored_from, **more))
 
-    def failed(self, error_text: str, failed_tasks: tuple, epochs: list, restored_from: Optional[int],
+    def failed(self, error_text: str, failed_tasks: tuple, result, restored_from: Optional[int],
                restart_configuration: dict):
         """Record the failure with the restart strategy's decision on it, which is returned."""
         execution, now = self.execution, time.time()
@@ -132,6 +146,6 @@ class RunRecorder:
         times = [int((r.ended_at or r.recorded_at or now) * 1000) for r in earlier
                  if r.state == FAILED and r.run_id != execution.run_id]
         decision = decide(restart_configuration, times + [int(now * 1000)])
-        self.ended(FAILED, epochs, restored_from, failure=error_text[:4000], failed_tasks=failed_tasks,
+        self.ended(FAILED, result, restored_from, failure=error_text[:4000], failed_tasks=failed_tasks,
                    restart=decision.describe(), backoff_ms=decision.backoff_ms, restarting=decision.restart)
         return decision

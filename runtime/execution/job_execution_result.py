@@ -71,6 +71,23 @@ class JobExecutionResult:
     printed: list = field(default_factory=list)         # lines of print() sinks, in order
     sink_files: dict = field(default_factory=dict)      # Delta sink node id -> the files it committed
     restored_from: Optional[int] = None                 # the checkpoint id the run started from
+    epoch_count: int = 0                                # epochs run, also those no longer in ``epochs``
+    records_in_total: int = 0
+
+    # A run of months takes millions of epochs: ``epochs`` keeps the last of them (their
+    # metrics rows in the epoch log are the history; the totals count them all).
+    MAX_EPOCHS_KEPT = 10_000
+
+    def add_epoch(self, summary: "EpochSummary") -> None:
+        self.epochs.append(summary)
+        self.epoch_count += 1
+        self.records_in_total += summary.records_in
+        if len(self.epochs) > self.MAX_EPOCHS_KEPT:
+            del self.epochs[:len(self.epochs) - self.MAX_EPOCHS_KEPT]
+
+    @property
+    def last_checkpoint(self) -> Optional[int]:
+        return max((e.checkpoint_id for e in self.epochs if e.checkpoint_id), default=None)
 
     def get_job_id(self) -> str:
         return self.job_id

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from runtime.checkpoint.incremental import FULL_EVERY, FULL_RATIO
+from runtime.storage.maintenance import COMPACT_AFTER_FILES, LOG_RETENTION_S
 
 # Sluice's keys that configure the job rather than its run (read where the job graph is).
 JOB_KEYS = (FULL_EVERY, FULL_RATIO)
@@ -52,6 +53,11 @@ class ExecutionOptions:
     restore_from: Optional[str] = None
     allow_non_restored_state: bool = False  # skip checkpointed state no operator claims
     lease_timeout_s: float = 600.0          # a run on another host is presumed dead after this
+    # Sluice's append-only tables (checkpoints, epoch log, executions) are compacted into one
+    # file once they hold more (runtime.storage.maintenance).
+    compact_after_files: int = COMPACT_AFTER_FILES
+    # Their Delta log entries that a Delta checkpoint covers are deleted once this old (seconds).
+    log_retention_s: float = LOG_RETENTION_S
     # Set by the control plane: which Airflow run and try this is, and the subtasks' attempt
     # numbers after earlier failures (JSON {"vertex/subtask": n}), for the execution history.
     dag_run_id: Optional[str] = None
@@ -73,6 +79,8 @@ class ExecutionOptions:
         "execution.savepoint.path": ("restore_from", str, "SLUICE_RESTORE_FROM"),
         "execution.savepoint.ignore-unclaimed-state": ("allow_non_restored_state", _boolean, None),
         "sluice.lease-timeout": ("lease_timeout_s", float, None),
+        "sluice.maintenance.compact-after-files": ("compact_after_files", int, None),
+        "sluice.maintenance.log-retention": ("log_retention_s", float, None),
         "sluice.airflow.dag-run-id": ("dag_run_id", str, "SLUICE_DAG_RUN_ID"),
         "sluice.airflow.attempt": ("attempt", int, "SLUICE_ATTEMPT"),
         "sluice.subtask-attempts": ("subtask_attempts", str, "SLUICE_SUBTASK_ATTEMPTS"),

@@ -86,7 +86,15 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
                    .config("spark.task.maxDirectResultSize", "64m")
                    # A keyed task goes where its state store is (execution/locality.py), not
                    # where most of its (small) epoch input was written.
-                   .config("spark.shuffle.reduceLocality.enabled", "false"))
+                   .config("spark.shuffle.reduceLocality.enabled", "false")
+                   # Every epoch is a Spark job: the driver's status store (UI or not) keeps 1,000
+                   # jobs and stages, 100,000 tasks and every root RDD's graph by default, so
+                   # its memory grew with the job's age. Kept for the last ~100 epochs.
+                   .config("spark.ui.retainedJobs", "100")
+                   .config("spark.ui.retainedStages", "200")
+                   .config("spark.ui.retainedTasks", "10000")
+                   .config("spark.ui.dagGraph.retainedRootRDDs", "100")
+                   .config("spark.sql.ui.retainedExecutions", "100"))
         if master.startswith("local"):
             builder = builder.config("spark.ui.enabled", "false")
         for key, value in (settings or {}).items():

@@ -26,28 +26,24 @@ def read_table(path: str) -> Optional[pa.Table]:
 
     Its files are scanned by Arrow's own file system, not through delta-rs's: Arrow threads
     calling into delta-rs's file system while the interpreter exits abort the process (seen
-    for 1 exit in 4 when a CLI command failed right after reading the checkpoints)."""
+    for 1 exit in 4 when a CLI command failed right after reading the checkpoints). A file
+    gone while it was read (the table was compacted meanwhile) makes it read the table anew."""
     import pyarrow.dataset as ds
     from deltalake import DeltaTable
-    if not DeltaTable.is_deltatable(path):
-        return None
-    table = DeltaTable(path)
-    schema = pa.schema(table.schema().to_arrow())      # files written before a column was added lack it
-    if table.metadata().partition_columns:
-        return pa.table(table.to_pyarrow_dataset().to_table())
-    fs = filesystem(path)[0]
-    return ds.dataset([filesystem(uri)[1] for uri in table.file_uris()], schema=schema, format="parquet",
-                      filesystem=fs).to_table()
-
-
-# Tables committed to at every checkpoint (state, checkpoints): a Delta checkpoint every 10
-# commits, and log entries a checkpoint covers removed after 10 minutes. Opening or updating a
-# table lists its log and replays it since its last checkpoint; with Delta's defaults (every 100
-# commits, 30 days) both grew with every epoch, and so did the commit of a checkpoint. Nothing
-# reads these tables' history: restores read the files the checkpoints' records list.
-CHECKPOINTED_TABLE_PROPERTIES = {"delta.checkpointInterval": "10",
-                                 "delta.logRetentionDuration": "interval 10 minutes",
-                                 "delta.enableExpiredLogCleanup": "true"}
+    for attempt in range(3):
+        if not DeltaTable.is_deltatable(path):
+            return None
+        table = DeltaTable(path)
+        schema = pa.schema(table.schema().to_arrow())      # files written before a column was added lack it
+        try:
+            if table.metadata().partition_columns:
+                return pa.table(table.to_pyarrow_dataset().to_table())
+            fs = filesystem(path)[0]
+            return ds.dataset([filesystem(uri)[1] for uri in table.file_uris()], schema=schema, format="parquet",
+                              filesystem=fs).to_table()
+        except FileNotFoundError:
+            if attempt == 2:
+                raise
 
 
 class DeltaTables:
@@ -160,9 +156,9 @@ def file_stats(table: pa.Table) -> str:
 class AppendOnlyTable:
     """One of the runtime's append-only tables (unpartitioned), read as it grows: each data file
     is read once per reader, so a run that reads its checkpoints table at every checkpoint pays
-    for the commits since its last read, not for the table's whole history (one file per commit,
-    nothing compacts them). Every writer's commits are seen (``update_incremental``); a file
-    gone since the last read (the table was rewritten) makes the next read start over."""
+    for the commits since its last read. Every writer's commits are seen (``update_incremental``);
+    a file gone since the last read (the table was compacted or rewritten) makes the next read
+    start over."""
 
     def __init__(self, path: str):
         self.path = path
@@ -172,27 +168,43 @@ class AppendOnlyTable:
 
     def read(self) -> Optional[pa.Table]:
         """The whole table as it is now, None if there is none."""
+        new, restarted = self.read_new()
+        if new is None:
+            return None
+        self._table = new if restarted or self._table is None else pa.concat_tables(
+            [self._table, new], promote_options="default")     # a column added since: nulls before
+        return self._table
+
+    def read_new(self) -> tuple[Optional[pa.Table], bool]:
+        """The rows committed since the last read, and whether they are the whole table (the
+        first read, or one that started over); (None, True) when there is no table."""
         import pyarrow.dataset as ds
         from deltalake import DeltaTable
-        if self._delta is not None:
-            try:
-                self._delta.update_incremental()
-            except Exception:       # the table was removed (or replaced): read it anew
-                self._delta, self._files, self._table = None, set(), None
-        if self._delta is None:
-            if not DeltaTable.is_deltatable(self.path):
-                return None
-            self._delta = DeltaTable(self.path)
-        uris = self._delta.file_uris()
-        if not self._files.issubset(uris):
-            self._files, self._table = set(), None
-        new = [u for u in uris if u not in self._files]
-        if new or self._table is None:
+        for attempt in range(3):
+            if self._delta is not None:
+                try:
+                    self._delta.update_incremental()
+                except Exception:       # the table was removed (or replaced): read it anew
+                    self._delta = None
+            if self._delta is None:
+                self._files, self._table = set(), None
+                if not DeltaTable.is_deltatable(self.path):
+                    return None, True
+                self._delta = DeltaTable(self.path)
+            uris = self._delta.file_uris()
+            restarted = not self._files or not self._files.issubset(uris)
+            if restarted:
+                self._files = set()
+            new = [u for u in uris if u not in self._files]
             schema = pa.schema(self._delta.schema().to_arrow())
-            fs = filesystem(self.path)[0]
-            read = ds.dataset([filesystem(u)[1] for u in new], schema=schema, format="parquet",
-                              filesystem=fs).to_table()
-            self._table = read if self._table is None else pa.concat_tables(
-                [self._table, read], promote_options="default")     # a column added since: nulls before
-            self._files.update(new)
-        return self._table
+            try:
+                read = ds.dataset([filesystem(u)[1] for u in new], schema=schema, format="parquet",
+                                  filesystem=filesystem(self.path)[0]).to_table()
+            except FileNotFoundError:   # compacted while this read listed its files
+                self._delta = None
+                if attempt == 2:
+                    raise
+                continue
+            self._files = set(uris) if restarted else self._files | set(new)
+            return read, restarted
+        raise AssertionError("unreachable")

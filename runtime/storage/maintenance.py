@@ -1,0 +1,146 @@
+"""Keeping Delta tables small as a job runs for months: compaction, vacuum and log clean-up.
+
+Every epoch appends to Sluice's own tables (the epoch log, the checkpoints table, the state
+tables) and every reader replays what was appended; left alone, an epoch's cost grows with the
+job's age. Structured Streaming bounds its metadata the same ways: it compacts its commit and
+offset logs, keeps ``minBatchesToRetain`` batches and cleans its state store's old versions.
+
+* ``OWN_TABLE_PROPERTIES``: a Delta checkpoint every 10 commits, and tombstones dropped from it
+  after 30 seconds. Nothing reads the history of Sluice's own tables: restores read the files
+  the checkpoints' records list, so short retentions cost nothing.
+* ``clean_log``: log entries before the table's latest Delta checkpoint, once older than
+  ``LOG_RETENTION_S``, deleted oldest first (``delta.logRetentionDuration``, done here rather
+  than in delta-rs's commit hook so that a kill in the middle is a fault point like the others).
+  30 seconds leaves a reader that is replaying the log (the web view, ``sluice checkpoints``)
+  the time to finish; a table keeps at most its last two Delta checkpoints' worth of entries
+  plus those of the last 30 seconds.
+* ``compact``: an append-only table rewritten as the rows its readers need, in one file and
+  one commit (Delta's overwrite: either the old files or the new one, never a mix), committed
+  at exactly the version read, so a row appended meanwhile is never lost: the commit fails and
+  the compaction waits for its next turn.
+* ``vacuum``: the data files a compaction removed are deleted at once (readers of Sluice's
+  tables start over when a file they listed is gone), and files no version lists (a writer
+  killed between its file and its commit) once older than ``ORPHAN_AGE_S``.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Iterable, Optional
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from runtime.common.faults import fault_point
+from runtime.storage.delta_files import file_stats
+from runtime.storage.filesystems import filesystem
+
+log = logging.getLogger(__name__)
+
+LOG_RETENTION_S = 30
+OWN_TABLE_PROPERTIES = {"delta.checkpointInterval": "10",
+                        "delta.logRetentionDuration": f"interval {LOG_RETENTION_S} seconds",
+                        "delta.deletedFileRetentionDuration": f"interval {LOG_RETENTION_S} seconds",
+                        "delta.enableExpiredLogCleanup": "false"}    # clean_log does it
+COMPACT_AFTER_FILES = 20        # an append-only table with more files than this is compacted
+ORPHAN_AGE_S = 60               # a file no version lists, older than this, is a dead writer's
+
+
+class CompactionConflict(RuntimeError):
+    """Another writer committed to the table since it was read: nothing was changed."""
+
+
+def compact(dt, rows: pa.Table, epoch: int = -1) -> list[str]:
+    """Replace every file of the table ``dt`` (a DeltaTable at the version ``rows`` were read
+    from) with one file of ``rows``; returns the paths of the files it removed (for ``vacuum``).
+    Raises CompactionConflict when another commit came first."""
+    from deltalake import CommitProperties
+    from deltalake.transaction import AddAction
+    removed = dt.file_uris()
+    version = dt.version()
+    fs, root = filesystem(dt.table_uri)
+    name = f"part-{uuid.uuid4().hex}.parquet"
+    pq.write_table(rows, f"{root}/{name}", filesystem=fs)
+    fault_point("during-compaction", epoch)     # the new file written, not committed
+    add = AddAction(name, fs.get_file_info(f"{root}/{name}").size, {}, int(time.time() * 1000), True,
+                    file_stats(rows))
+    try:
+        # max_commit_retries=0: committed at version + 1 or not at all.
+        dt.create_write_transaction([add], "overwrite", rows.schema,
+                                    commit_properties=CommitProperties(max_commit_retries=0))
+    except Exception as e:
+        fs.delete_file(f"{root}/{name}")
+        if type(e).__name__ == "CommitFailedError":
+            raise CompactionConflict(f"{dt.table_uri}: committed to since version {version}") from e
+        raise
+    dt.update_incremental()
+    return removed
+
+
+def vacuum(dt, removed: Iterable[str] = (), epoch: int = -1) -> list[str]:
+    """Delete ``removed`` (files a compaction of ``dt`` just removed) and files no version of the
+    table lists that are older than ORPHAN_AGE_S; returns what it deleted. Never a file the
+    table's current version lists."""
+    fs, root = filesystem(dt.table_uri)
+    active = {filesystem(u)[1] for u in dt.file_uris()}
+    doomed = {filesystem(u)[1] for u in removed} - active
+    cutoff = time.time() - ORPHAN_AGE_S
+    for info in fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True)):
+        relative = info.path[len(root):].lstrip("/")
+        if (info.type == pafs.FileType.File and relative.endswith(".parquet") and "_delta_log" not in relative
+                and info.path not in active and info.mtime is not None and info.mtime.timestamp() < cutoff):
+            doomed.add(info.path)
+    deleted = []
+    for path in sorted(doomed):
+        if deleted:
+            fault_point("during-vacuum", epoch)     # some deleted, some not
+        try:
+            fs.delete_file(path)
+            deleted.append(path)
+        except FileNotFoundError:
+            pass
+    return deleted
+
+
+def compact_and_vacuum(dt, rows: pa.Table, epoch: int = -1) -> Optional[list[str]]:
+    """``compact`` then ``vacuum``: the files deleted, or None when another writer came first."""
+    try:
+        removed = compact(dt, rows, epoch)
+    except CompactionConflict as e:
+        log.info("compaction skipped: %s", e)
+        return None
+    return vacuum(dt, removed, epoch)
+
+
+def clean_log(table_uri: str, epoch: int = -1, retention_s: float = LOG_RETENTION_S) -> list[str]:
+    """Delete the table's log entries (commits, checkpoints, checksums) older than its latest
+    Delta checkpoint and than ``retention_s``, oldest first, so that what remains always starts
+    at a checkpoint; returns what it deleted."""
+    import json
+    fs, root = filesystem(table_uri)
+    log_dir = f"{root}/_delta_log"
+    try:
+        with fs.open_input_stream(f"{log_dir}/_last_checkpoint") as f:
+            last = json.loads(f.read().decode())["version"]
+    except (FileNotFoundError, OSError, ValueError, KeyError):
+        return []
+    cutoff = time.time() - retention_s
+    doomed = []
+    for info in fs.get_file_info(pafs.FileSelector(log_dir, allow_not_found=True)):
+        name = info.path.rsplit("/", 1)[-1]
+        head = name.split(".", 1)[0]
+        if (info.type == pafs.FileType.File and head.isdigit() and len(head) == 20 and int(head) < last
+                and info.mtime is not None and info.mtime.timestamp() < cutoff):
+            doomed.append((int(head), info.path))
+    deleted = []
+    for _, path in sorted(doomed):
+        if deleted:
+            fault_point("during-log-cleanup", epoch)
+        try:
+            fs.delete_file(path)
+            deleted.append(path)
+        except FileNotFoundError:
+            pass
+    return deleted
