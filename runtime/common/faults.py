@@ -1,7 +1,7 @@
 """Named points where a test harness can stop the job with a real process kill.
 
-With ``SLUICE_HALT_AT=<point>:<epoch>`` (``<point>:*``: the first time it is reached) the process that reaches the point (the driver, or
-a Spark task's Python worker for ``mid-epoch``) writes ``SLUICE_HALT_MARKER`` and waits; the
+With ``SLUICE_HALT_AT=<point>:<epoch>`` (``<point>:*``: the first time it is reached) the
+process that reaches the point (the driver, or a Spark task's Python worker for ``mid-epoch``) writes ``SLUICE_HALT_MARKER`` and waits; the
 harness then kills the whole process group. Nothing is raised or caught inside the job.
 """
 from __future__ import annotations
