@@ -6,6 +6,7 @@
     sluice checkpoints JOB.py [-- JOB ARGS]
     sluice savepoint JOB.py [--checkpoint N] [--target DIR] [-- JOB ARGS]
     sluice state JOB.py --operator UID [--checkpoint N | --savepoint PATH] [-- JOB ARGS]
+    sluice maintain JOB.py [--warehouse DIR] [-- JOB ARGS]
 """
 from __future__ import annotations
 
@@ -136,6 +137,16 @@ def _state(args: argparse.Namespace) -> int:
     return 0
 
 
+def _maintain(args: argparse.Namespace) -> int:
+    """Compact and vacuum the job's sinks as their policies say and, when no run holds the job,
+    its own tables; print what was removed."""
+    from runtime.jobmaster.maintenance import maintain_job
+    report = maintain_job(compile_job(args.job, args.job_args), args.warehouse)
+    for line in report.lines():
+        print(line)
+    return 0
+
+
 def _job_argument(p: argparse.ArgumentParser, warehouse: bool = True) -> None:
     p.add_argument("job", help="path of the job script, e.g. include/jobs/wordcount.py")
     p.add_argument("--verbose", "-v", action="store_true", help="print the traceback of a failure")
@@ -204,6 +215,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     state.add_argument("--format", choices=("table", "json"), default="table")
     state.add_argument("--limit", type=int, default=50, help="rows to print as a table (default 50)")
     state.set_defaults(func=_state)
+    maintain = sub.add_parser("maintain", help="compact and vacuum a job's Delta sinks (as DeltaSink.with_maintenance "
+                                               "says) and, when it is stopped, its own tables")
+    _job_argument(maintain)
+    maintain.set_defaults(func=_maintain)
     # Everything after "--" belongs to the job script.
     argv = list(sys.argv[1:] if argv is None else argv)
     job_args = argv[argv.index("--") + 1:] if "--" in argv else []

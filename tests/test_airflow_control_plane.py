@@ -386,3 +386,43 @@ def test_a_run_runs_the_job_script_once_and_later_readers_use_its_stored_plan(co
     script.write_text(script.read_text() + "\n# a new version of the job\n")
     DagBag(dag_folder=os.path.join(ROOT, "dags"))
     assert script_runs()[before:] == ["parse"]      # a changed script is compiled again
+
+
+MAINTAINED_JOB = '''
+"""maintained_sink: a sink with a maintenance policy"""
+from runtime.common import Types
+from runtime.datastream import StreamExecutionEnvironment
+from runtime.datastream.connectors import DeltaSink, TableMaintenance
+
+
+def main():
+    env = StreamExecutionEnvironment.get_execution_environment()
+    (env.from_collection([1, 2, 3], type_info=Types.INT())
+     .sink_to(DeltaSink.for_row_data({table!r}).with_maintenance(TableMaintenance(compact_min_files=3))))
+    env.execute("maintained sink")
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_maintenance_dag_compacts_a_jobs_sink_and_says_what_it_removed(control_plane):
+    """The task logs report.lines() (what `sluice maintain` prints, tests/test_table_maintenance.py)."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    table = str(control_plane / "maintained")
+    for i in range(5):
+        write_deltalake(table, pa.table({"f0": [i]}), mode="append")
+    (control_plane / "jobs" / "maintained_sink.py").write_text(MAINTAINED_JOB.format(table=table))
+    from airflow.dag_processing.dagbag import DagBag
+    dag = DagBag(dag_folder=os.path.join(ROOT, "dags")).dags["sluice_maintenance"]
+    assert dag.schedule == "@daily" or str(dag.timetable.summary) == "@daily"
+    run, tis = dag_test("sluice_maintenance", {"job": "maintained_sink"})
+    assert tis["maintain"].state == "success"
+    report = xcom(run, "maintain")
+    (sink,) = report["tables"]
+    assert (sink["table"], sink["files_before"], sink["files_after"]) == (table, 5, 1)
+    assert "compacted 5 file(s) into 1" in sink["done"]
+    assert report["own_tables"] == "none yet (the job has not run)"
+    assert sink["files_deleted"] == 0      # the policy's default retention: a week

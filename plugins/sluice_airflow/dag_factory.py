@@ -3,6 +3,7 @@
     <job>                          compile -> execution_graph -> allocate_slots -> deploy -> run -> finish
     sluice_restart_from_checkpoint any job: check the restore point, then trigger the job's DAG with it
     sluice_savepoint               any job: copy a completed checkpoint into a self-contained savepoint
+    sluice_maintenance             daily, a job or all: compact and vacuum sinks and stopped jobs' own tables
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from airflow.sdk import DAG, Param, chain
 from runtime.jobmaster import JobSpec, discover_jobs
 from runtime.jobmaster.steps import dag_profile
 from sluice_airflow import warehouse_root
-from sluice_airflow.operators import SluiceJobOperator, SluiceStepOperator, SluiceTriggerRunOperator
+from sluice_airflow.operators import ALL_JOBS, SluiceJobOperator, SluiceStepOperator, SluiceTriggerRunOperator
 
 log = logging.getLogger(__name__)
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -99,4 +100,20 @@ def savepoint_dag(specs=None) -> DAG:
     with DAG(dag_id="sluice_savepoint", schedule=None, start_date=START, catchup=False, tags=["sluice"],
              params=params, doc_md=savepoint_dag.__doc__, description="Take a savepoint of a job") as dag:
         SluiceStepOperator(task_id="savepoint", step="savepoint", job="{{ params.job }}")
+    return dag
+
+
+def maintenance_dag(specs=None, schedule: str = "@daily") -> DAG:
+    """Maintain a job's tables (or every job's, the default): compact and vacuum its Delta sinks as
+    their policies say (`DeltaSink.with_maintenance(TableMaintenance(...))`) and, when no run holds
+    the job, Sluice's own tables of it. The `maintain` task's log and return value say what it
+    removed."""
+    specs = discover_jobs(errors=[]) if specs is None else specs
+    names = [spec.name for spec in specs]
+    params = {"job": Param(ALL_JOBS, type="string", enum=[ALL_JOBS, *names], title="Job",
+                           description=f"The job (its DAG id), or {ALL_JOBS!r} for every job")}
+    with DAG(dag_id="sluice_maintenance", schedule=schedule, start_date=START, catchup=False, max_active_runs=1,
+             tags=["sluice"], params=params, doc_md=maintenance_dag.__doc__,
+             description="Compact and vacuum jobs' tables") as dag:
+        SluiceStepOperator(task_id="maintain", step="maintain", job="{{ params.job }}")
     return dag

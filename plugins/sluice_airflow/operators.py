@@ -24,7 +24,7 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseOperator
 
-from runtime.jobmaster import find_job
+from runtime.jobmaster import discover_jobs, find_job
 from runtime.execution.options import ExecutionOptions
 from runtime.jobmaster.plans import load_plan
 from runtime.jobmaster.steps import (
@@ -49,6 +49,7 @@ from runtime.jobmaster.steps import (
     slots_for,
 )
 from runtime.checkpoint.storage import CheckpointException
+from runtime.jobmaster.maintenance import maintain_job
 from runtime.scheduler.slots import NoResourceAvailableException
 from sluice_airflow import SLOTS_POOL, warehouse_root
 from sluice_airflow.policy import RESERVATION_KEY
@@ -56,6 +57,7 @@ from sluice_airflow.policy import RESERVATION_KEY
 # Airflow's count of retries only caps the restarts; the job's restart strategy decides.
 RESTART_RETRY_CAP = 100
 IN_PROCESS, SPARK_SUBMIT = "in-process", "spark-submit"
+ALL_JOBS = "all"        # the maintenance DAG's job parameter: every job
 
 
 def compiled_plan(context) -> str:
@@ -79,7 +81,7 @@ class SluiceStepOperator(BaseOperator):
     template_fields = ("job",)
     ui_color = "#d6eaf8"
     STEPS = ("compile", "execution_graph", "allocate_slots", "deploy", "check_restore_point", "savepoint",
-             "finish")
+             "finish", "maintain")
 
     def __init__(self, *, job: str, step: str, conn_id: str = "spark_default", **kwargs):
         if step not in self.STEPS:
@@ -88,6 +90,8 @@ class SluiceStepOperator(BaseOperator):
         self.job, self.step, self.conn_id = job, step, conn_id
 
     def execute(self, context) -> Any:
+        if self.step == "maintain" and self.job == ALL_JOBS:
+            return {spec.name: self._maintain(context, spec, None) for spec in discover_jobs(errors=[])}
         try:
             spec = find_job(self.job)
         except FileNotFoundError as e:
@@ -182,6 +186,15 @@ class SluiceStepOperator(BaseOperator):
                       result["job"], result["state"], result["epochs"], result["records_in"],
                       result["checkpoint_id"], result["checkpoints"], ", ".join(result["sinks"]) or "none")
         return result
+
+
+    def _maintain(self, context, spec, request) -> dict:
+        """The job's sinks compacted and vacuumed as their policies say, its own tables when it is
+        stopped; the log says what was removed, the return value is the report."""
+        report = maintain_job(spec, warehouse_root())
+        for line in report.lines():
+            self.log.info("%s", line)
+        return report.to_json()
 
 
 class SluiceJobOperator(SparkSubmitOperator):

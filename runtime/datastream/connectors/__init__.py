@@ -2,7 +2,7 @@
 from runtime.datastream.connectors.base import Boundedness, Sink, Source
 from runtime.datastream.connectors.collection import CollectionSource
 from runtime.datastream.connectors.datagen import DataGeneratorSource, RateLimiterStrategy
-from runtime.datastream.connectors.delta import DeltaSink, DeltaSource
+from runtime.datastream.connectors.delta import DeltaSink, DeltaSource, TableMaintenance
 from runtime.datastream.connectors.file_system import (
     BucketAssigner, FileSink, FileSource, OutputFileConfig, RollingPolicy, StreamFormat)
 from runtime.datastream.connectors.number_seq import NumberSequenceSource
@@ -10,7 +10,7 @@ from runtime.datastream.connectors.socket import SocketTextSource
 
 __all__ = [
     "Boundedness", "Sink", "Source", "CollectionSource", "DataGeneratorSource",
-    "RateLimiterStrategy", "DeltaSink", "DeltaSource", "FileSource", "StreamFormat",
+    "RateLimiterStrategy", "DeltaSink", "DeltaSource", "TableMaintenance", "FileSource", "StreamFormat",
     "BucketAssigner", "FileSink", "OutputFileConfig", "RollingPolicy",
     "NumberSequenceSource", "SocketTextSource",
 ]
