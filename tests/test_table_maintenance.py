@@ -68,14 +68,15 @@ def test_a_sink_is_compacted_while_a_job_appends_and_its_exactly_once_commits_st
 
     def job_commits_meanwhile(dt, most):
         # The job commits checkpoint 13 after the maintenance read the table, before its
-        # compaction commits: the dataChange=false commit does not conflict with the append.
+        # compaction commits: the compaction, committed at exactly the version it read, loses
+        # the race and is planned again on the new version, which has the job's file too.
         commit_sink_files(table, [stage(table, 13)], app_id=APP, version=13)
         return crowded(dt, most)
     monkeypatch.setattr(maintenance, "_crowded_partitions", job_commits_meanwhile)
     report = maintain_sink(table, TableMaintenance(compact_min_files=5, vacuum_retention_hours=None))
     monkeypatch.undo()
-    assert (report.files_before, report.files_after, report.files_deleted) == (12, 2, 0)
-    assert "compacted 12 file(s) into 1" in report.done and "no vacuum" in report.done
+    assert (report.files_before, report.files_after, report.files_deleted) == (12, 1, 0)
+    assert "compacted 13 file(s) into 1" in report.done and "no vacuum" in report.done
     assert xs(table) == sorted(rows + list(range(1300, 1303)))
     again = maintain_sink(table, TableMaintenance(compact_min_files=5, vacuum_retention_hours=None))
     assert "no partition has more than 5 files" in again.done and again.version_after == again.version_before
@@ -83,6 +84,20 @@ def test_a_sink_is_compacted_while_a_job_appends_and_its_exactly_once_commits_st
     assert commit_sink_files(table, [stage(table, 14)], app_id=APP, version=13) is False   # a replay: a no-op
     assert commit_sink_files(table, [stage(table, 15)], app_id=APP, version=14) is True
     assert committed_version(table, APP) == 14 and len(xs(table)) == 14 * 3
+
+
+def test_two_maintenances_racing_never_duplicate_rows(tmp_path):
+    from runtime.jobmaster.maintenance import compact_fenced
+    table = str(tmp_path / "sink")
+    for checkpoint in range(1, 9):
+        commit_sink_files(table, [stage(table, checkpoint)], app_id=APP, version=checkpoint)
+    rows = xs(table)
+    late = DeltaTable(table)        # one maintenance planned on this version ...
+    maintain_sink(table, TableMaintenance(compact_min_files=5, vacuum_retention_hours=None))    # ... another won
+    assert len(DeltaTable(table).file_uris()) == 1
+    metrics = compact_fenced(late, None, 128 * 1024 * 1024)     # planned again on the new version
+    assert metrics["numFilesRemoved"] == 0 and xs(table) == rows
+    assert committed_version(table, APP) == 8
 
 
 def test_vacuum_removes_only_files_removed_longer_ago_than_the_retention_never_staged_ones(tmp_path):

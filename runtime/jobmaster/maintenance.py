@@ -32,9 +32,10 @@ from runtime.execution.history import ExecutionHistory
 from runtime.execution.options import ExecutionOptions
 from runtime.storage.filesystems import filesystem, join, listdir
 from runtime.storage.layout import job_dir
-from runtime.storage.maintenance import clean_log, vacuum
+from runtime.storage.maintenance import CompactionConflict, clean_log, compact_files, vacuum
 
 NO_POLICY = "no policy (DeltaSink.with_maintenance)"
+DEFAULT_TARGET_SIZE = 100 * 1024 * 1024     # delta-rs's and Delta's default for OPTIMIZE
 SINK, OWN = "sink", "own"
 
 
@@ -133,6 +134,24 @@ def _job_graph(job, warehouse: Optional[str]):
 
 # ---- sinks ------------------------------------------------------------------------------
 
+COMPACTION_ATTEMPTS = 5
+
+
+def compact_fenced(dt, filters, target_size) -> dict:
+    """One partition's (or the table's) compaction (runtime.storage.maintenance.compact_files),
+    committed at exactly the version it planned on; a commit that lost the race (the job's
+    append, another maintenance) is planned again on the new version, a few times."""
+    for attempt in range(COMPACTION_ATTEMPTS):
+        try:
+            removed, added = compact_files(dt, filters, target_size or DEFAULT_TARGET_SIZE)
+            return {"numFilesRemoved": removed, "numFilesAdded": added}
+        except CompactionConflict:
+            if attempt == COMPACTION_ATTEMPTS - 1:
+                raise
+            dt.update_incremental()
+    raise AssertionError("unreachable")
+
+
 def maintain_sink(path: str, policy) -> TableReport:
     """Compaction and vacuum of one sink table, as ``policy`` (a TableMaintenance) says."""
     from deltalake import DeltaTable
@@ -145,7 +164,7 @@ def maintain_sink(path: str, policy) -> TableReport:
         crowded = _crowded_partitions(dt, policy.compact_min_files)
         added = removed = 0
         for filters in crowded:
-            metrics = dt.optimize.compact(partition_filters=filters, target_size=policy.target_file_size)
+            metrics = compact_fenced(dt, filters, policy.target_file_size)
             added += metrics["numFilesAdded"]
             removed += metrics["numFilesRemoved"]
         if crowded:

@@ -144,3 +144,62 @@ def clean_log(table_uri: str, epoch: int = -1, retention_s: float = LOG_RETENTIO
         except FileNotFoundError:
             pass
     return deleted
+
+
+def compact_files(dt, partition_filter: Optional[list], target_size: int, epoch: int = -1) -> tuple[int, int]:
+    """Delta's OPTIMIZE for a table others write to (a sink): the files of the partition
+    ``partition_filter`` selects ([(column, "=", value)], None: every partition) rewritten as
+    files of about ``target_size`` bytes, in one dataChange=false commit (streaming readers skip
+    it) at exactly the version ``dt`` is at. delta-rs's own OPTIMIZE and its conflict checker
+    commit a compaction planned on an older version past another one that rewrote the same
+    files (the rows are then there twice, seen with delta-rs 1.6.6): this one fails with
+    CompactionConflict instead, and the caller plans again. Returns (files removed, added)."""
+    import pyarrow.dataset as ds
+    from deltalake import CommitProperties
+    from deltalake.transaction import AddAction, RemoveAction
+    columns = list(dt.metadata().partition_columns)
+    wanted = {c: v for c, _, v in (partition_filter or ())}
+    groups: dict = {}
+    for a in pa.table(dt.get_add_actions(flatten=True)).to_pylist():
+        values = {c: None if a[f"partition.{c}"] is None else str(a[f"partition.{c}"]) for c in columns}
+        if all(values.get(c) == v for c, v in wanted.items()):
+            groups.setdefault(tuple(values.items()), []).append(a)
+    groups = {k: files for k, files in groups.items() if len(files) > 1}
+    if not groups:
+        return 0, 0
+    table_schema = pa.schema(dt.schema().to_arrow())
+    file_schema = pa.schema([f for f in table_schema if f.name not in columns])
+    fs, root = filesystem(dt.table_uri)
+    now = int(time.time() * 1000)
+    actions, written = [], []
+    try:
+        for key, files in groups.items():
+            values = dict(key)
+            rows = ds.dataset([f"{root}/{a['path']}" for a in files], schema=file_schema, format="parquet",
+                              filesystem=fs).to_table()
+            size = sum(a["size_bytes"] for a in files)
+            per_file = max(1, int(rows.num_rows * target_size / max(size, 1)))
+            for start in range(0, max(rows.num_rows, 1), per_file):
+                chunk = rows.slice(start, per_file)
+                prefix = "/".join(f"{c}={v if v is not None else '__HIVE_DEFAULT_PARTITION__'}" for c, v in key)
+                name = (prefix + "/" if prefix else "") + f"part-compacted-{uuid.uuid4().hex}.parquet"
+                pq.write_table(chunk, f"{root}/{name}", filesystem=fs)
+                written.append(f"{root}/{name}")
+                actions.append(AddAction(name, fs.get_file_info(f"{root}/{name}").size, values, now, False,
+                                         file_stats(chunk)))
+            actions.extend(RemoveAction(a["path"], False, now, a["size_bytes"], values) for a in files)
+        fault_point("during-compaction", epoch)
+        dt.create_write_transaction(actions, "append", table_schema, partition_by=columns or None,
+                                    commit_properties=CommitProperties(max_commit_retries=0))
+    except BaseException as e:
+        for path in written:
+            try:
+                fs.delete_file(path)
+            except OSError:
+                pass
+        if type(e).__name__ == "CommitFailedError":
+            raise CompactionConflict(f"{dt.table_uri}: committed to since version {dt.version()}") from e
+        raise
+    dt.update_incremental()
+    return (sum(len(files) for files in groups.values()),
+            sum(1 for a in actions if isinstance(a, AddAction)))

@@ -39,8 +39,7 @@ class TableMaintenance:
     (Delta's OPTIMIZE and VACUUM, through delta-rs). ``None`` turns a part off.
 
     compact_min_files       compact a partition once it has more files than this (default 50)
-    target_file_size        bytes a compacted file aims at (default 128 MiB; None: delta-rs's,
-                            the table's ``delta.targetFileSize`` or 100 MB)
+    target_file_size        bytes a compacted file aims at (default 128 MiB; None: Delta's 100 MB)
     vacuum_retention_hours  delete files the table stopped listing this many hours ago
                             (default 168, Delta's); never files it never listed
     """
