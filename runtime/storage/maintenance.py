@@ -92,16 +92,7 @@ def vacuum(dt, removed: Iterable[str] = (), epoch: int = -1) -> list[str]:
         if (info.type == pafs.FileType.File and relative.endswith(".parquet") and "_delta_log" not in relative
                 and info.path not in active and info.mtime is not None and info.mtime.timestamp() < cutoff):
             doomed.add(info.path)
-    deleted = []
-    for path in sorted(doomed):
-        if deleted:
-            fault_point("during-vacuum", epoch)     # some deleted, some not
-        try:
-            fs.delete_file(path)
-            deleted.append(path)
-        except FileNotFoundError:
-            pass
-    return deleted
+    return _delete(fs, sorted(doomed), "during-vacuum", epoch)
 
 
 def compact_and_vacuum(dt, rows: pa.Table, epoch: int = -1) -> Optional[list[str]]:
@@ -134,10 +125,16 @@ def clean_log(table_uri: str, epoch: int = -1, retention_s: float = LOG_RETENTIO
         if (info.type == pafs.FileType.File and head.isdigit() and len(head) == 20 and int(head) < last
                 and info.mtime is not None and info.mtime.timestamp() < cutoff):
             doomed.append((int(head), info.path))
+    return _delete(fs, [path for _, path in sorted(doomed)], "during-log-cleanup", epoch)
+
+
+def _delete(fs, paths: list, point: str, epoch: int) -> list[str]:
+    """Delete ``paths`` in order (the fault point between two: some deleted, some not); the
+    paths deleted (one already gone is not)."""
     deleted = []
-    for _, path in sorted(doomed):
+    for path in paths:
         if deleted:
-            fault_point("during-log-cleanup", epoch)
+            fault_point(point, epoch)
         try:
             fs.delete_file(path)
             deleted.append(path)
