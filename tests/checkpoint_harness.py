@@ -36,6 +36,17 @@ def write_input(folder, seed: int, files: int = 2, lines: int = 160, words: int 
     return events
 
 
+def first_lines(folder, n: int) -> list[tuple[str, int]]:
+    """The events of each input file's first ``n`` lines (what the first epochs read)."""
+    events = []
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name)) as f:
+            for line in list(f)[:n]:
+                word, ts = line.split()
+                events.append((word, int(ts)))
+    return events
+
+
 def expected_windows(events) -> collections.Counter:
     """(word, count) per 10 s window, as a multiset."""
     per_window = collections.Counter((w, ts - ts % 10_000) for w, ts in events)

@@ -11,7 +11,7 @@ import pytest
 from deltalake import DeltaTable
 
 from checkpoint_harness import (
-    JOB, LINES_PER_EPOCH, expected_running, expected_windows, job_args, table_rows, write_input)
+    JOB, LINES_PER_EPOCH, expected_running, expected_windows, first_lines, job_args, table_rows, write_input)
 from runtime.checkpoint.savepoint import read_state, take_savepoint
 from runtime.checkpoint.storage import (
     COMPLETED, DISCARDED, CheckpointException, CheckpointStorage, JobAlreadyRunningException)
@@ -41,7 +41,7 @@ def test_a_stopped_job_restores_its_latest_checkpoint_at_another_parallelism(spa
     store = storage(tmp_path)
     assert [(r.checkpoint_id, r.epoch, r.status) for r in store.completed()] == [(1, 0, COMPLETED), (2, 1, COMPLETED)]
     # The sinks hold exactly what the checkpoints committed so far: nothing of epoch 2 onwards.
-    assert table_rows(tmp_path / "running") == expected_running(_first_lines(tmp_path / "in", 2 * LINES_PER_EPOCH))
+    assert table_rows(tmp_path / "running") == expected_running(first_lines(tmp_path / "in", 2 * LINES_PER_EPOCH))
     second = run(tmp_path, "--parallelism", str(after), restore_from="latest")
     assert second.restored_from == 2
     assert second.epochs[0].epoch == 2 and second.epochs[0].checkpoint_id == 3
@@ -51,15 +51,6 @@ def test_a_stopped_job_restores_its_latest_checkpoint_at_another_parallelism(spa
     assert by_table["running-count"]["parallelism"] == after
     assert by_table["window-counts"]["max_parallelism"] == 128
 
-
-def _first_lines(folder, n):
-    events = []
-    for name in sorted(os.listdir(folder)):
-        with open(os.path.join(folder, name)) as f:
-            for line in list(f)[:n]:
-                word, ts = line.split()
-                events.append((word, int(ts)))
-    return events
 
 
 def test_state_tables_are_plain_delta_tables_with_typed_values(spark, tmp_path):
@@ -71,7 +62,7 @@ def test_state_tables_are_plain_delta_tables_with_typed_values(spark, tmp_path):
     assert running.schema.field("key").type == "string"
     latest = running.filter(running.column("checkpoint_id").to_numpy() == 2)
     counts = {r["key"]: r["value_count"] for r in latest.to_pylist() if r["state_name"] == "count"}
-    seen = _first_lines(tmp_path / "in", 2 * LINES_PER_EPOCH)
+    seen = first_lines(tmp_path / "in", 2 * LINES_PER_EPOCH)
     assert counts == dict(collections.Counter(w for w, _ in seen))
     windows = DeltaTable(str(state / "window-counts")).to_pyarrow_table().to_pylist()
     contents = [r for r in windows if r["state_name"] == "window-contents" and r["checkpoint_id"] == 2]
@@ -257,7 +248,7 @@ def test_a_savepoint_outlives_retention_and_restores_anywhere(spark, tmp_path):
                      max_records_per_split=LINES_PER_EPOCH, restore_from=savepoint)
     assert result.restored_from == 2 and result.epochs[0].epoch == 2
     # Its sinks only hold what came after the savepoint.
-    after = _first_lines(tmp_path / "in", 10 ** 6)
+    after = first_lines(tmp_path / "in", 10 ** 6)
     assert sum(table_rows(other / "running").values()) == len(after) - 2 * 2 * LINES_PER_EPOCH
     assert events
 
@@ -292,7 +283,7 @@ def test_a_run_taken_over_mid_run_commits_nothing_of_the_epoch_it_could_not_log(
     with pytest.raises(JobAlreadyRunningException):
         run(tmp_path)
     assert [r.checkpoint_id for r in storage(tmp_path).completed()] == [1, 2]
-    assert table_rows(tmp_path / "running") == expected_running(_first_lines(tmp_path / "in", 2 * LINES_PER_EPOCH))
+    assert table_rows(tmp_path / "running") == expected_running(first_lines(tmp_path / "in", 2 * LINES_PER_EPOCH))
 
 
 def test_a_run_on_another_host_holds_the_job_until_its_lease_expires(spark, tmp_path):

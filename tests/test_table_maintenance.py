@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from checkpoint_harness import JOB, LINES_PER_EPOCH, expected_running, job_args, table_rows, write_input
+from checkpoint_harness import (JOB, LINES_PER_EPOCH, expected_running, first_lines, job_args, table_rows,
+                                write_input)
 from runtime.checkpoint.storage import CheckpointStorage
 from runtime.client import compile_job, run_job
 from runtime.connectors.delta import commit_sink_files, committed_version
@@ -238,22 +239,13 @@ def test_a_stopped_jobs_own_tables_are_compacted_and_every_retained_checkpoint_r
         result = run_job(JOB, args, warehouse=str(copy / "warehouse"), master="local[2]", quiet=True,
                          max_records_per_split=LINES_PER_EPOCH, restore_from=str(checkpoint))
         assert result.restored_from == checkpoint
-        done = _first_lines(tmp_path / "in", checkpoint * LINES_PER_EPOCH)
+        done = first_lines(tmp_path / "in", checkpoint * LINES_PER_EPOCH)
         assert table_rows(copy / "running") == expected_running(events) - expected_running(done)
     # The job itself goes on from its latest checkpoint, exactly once.
     run_job(JOB, job_args(tmp_path), warehouse=warehouse, master="local[2]", quiet=True,
             max_records_per_split=LINES_PER_EPOCH, restore_from="latest")
     assert table_rows(tmp_path / "running") == expected_running(events)
 
-
-def _first_lines(folder, n):
-    events = []
-    for name in sorted(os.listdir(folder)):
-        with open(os.path.join(folder, name)) as f:
-            for line in list(f)[:n]:
-                word, ts = line.split()
-                events.append((word, int(ts)))
-    return events
 
 
 assert collections  # noqa: used by the harness's Counters
