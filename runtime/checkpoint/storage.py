@@ -19,13 +19,11 @@ import functools
 import socket
 import threading
 import time
-import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Optional
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from runtime.storage.delta_files import AppendOnlyTable, DeltaTables, add_new_columns, append, arrow_table, read_table
 from runtime.storage.filesystems import join, relative, rmtree
@@ -512,7 +510,7 @@ def _table_schema(dt) -> pa.Schema:
 
 def _evolve(dt, schema: pa.Schema, what: str) -> None:
     """Add the columns a new state brings; a state whose stored type changed is refused."""
-    from deltalake import Field, Schema
+    from deltalake import Schema
     current = _table_schema(dt)
     missing = []
     for f in schema:
