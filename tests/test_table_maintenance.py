@@ -183,6 +183,35 @@ def test_sluice_maintain_says_what_it_removed(tmp_path):
     assert not os.path.exists(tmp_path / "warehouse")
 
 
+def test_a_kill_inside_a_sinks_compaction_loses_nothing(tmp_path):
+    """sluice maintain SIGKILLed after its compacted file is written, before its commit: the table
+    is as it was, and the next maintenance compacts it."""
+    import signal
+    from waiting import wait_until
+    script = tmp_path / "maintained.py"
+    script.write_text(MAINTAINED_JOB)
+    kept, plain = str(tmp_path / "kept"), str(tmp_path / "plain")
+    for checkpoint in range(1, 7):
+        commit_sink_files(kept, [stage(kept, checkpoint)], app_id=APP, version=checkpoint)
+    rows, version = xs(kept), DeltaTable(kept).version()
+    marker = tmp_path / "halted"
+    command = [SLUICE, "maintain", str(script), "--warehouse", str(tmp_path / "warehouse"), "--", kept, plain]
+    env = {**os.environ, "SLUICE_HALT_AT": "during-compaction:*", "SLUICE_HALT_MARKER": str(marker)}
+    proc = subprocess.Popen(command, env=env, cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: marker.exists() or proc.poll() is not None, 60, "the compaction's fault point")
+        assert marker.exists()
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    assert xs(kept) == rows and DeltaTable(kept).version() == version
+    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "compacted 6 file(s) into 1" in result.stdout
+    assert xs(kept) == rows and len(DeltaTable(kept).file_uris()) == 1
+
+
 def test_a_job_held_by_a_run_keeps_its_own_tables_untouched(tmp_path):
     script = tmp_path / "maintained.py"
     script.write_text(MAINTAINED_JOB)
