@@ -20,6 +20,9 @@ from runtime.storage.filesystems import deployment_env
 _lock = threading.Lock()
 SPARK_LOG_LEVEL = "WARN"
 spark_log = logging.getLogger("runtime.spark")
+# py4j says INFO for every connection it opens and closes, also from a gateway's __del__ as the
+# interpreter exits, when the handlers' streams may be closed already ("--- Logging error ---").
+logging.getLogger("py4j").setLevel(logging.WARNING)
 _LEVEL = re.compile(r"\b(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\b")
 _LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
            "WARNING": logging.WARNING, "ERROR": logging.ERROR, "FATAL": logging.CRITICAL}
