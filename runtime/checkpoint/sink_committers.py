@@ -35,15 +35,17 @@ def create_committers(job_graph: JobGraph, transaction_suffix: str, result) -> d
 def check_sink_locations(job_graph: JobGraph) -> None:
     """Every sink's table or base folder in an object store is probed as the warehouse is (a local
     one costs nothing): a missing bucket, refused credentials or an unreachable endpoint fail
-    before the first epoch, naming the sink, the URI and the setting to fix."""
+    before the first epoch, naming the sink, the URI and the setting to fix; then each sink's
+    committer checks its own configuration against what is there (``Committer.check``)."""
     for node in sink_nodes(job_graph):
-        where = committer_class(node.operator.sink).output_location(node.operator.sink)
-        if where is None:
-            continue
-        try:
-            check_writable(*where)
-        except StorageException as e:
-            raise StorageException(f"the sink '{node.operator_name}' cannot write its output: {e}") from None
+        committer = committer_class(node.operator.sink)
+        where = committer.output_location(node.operator.sink)
+        if where is not None:
+            try:
+                check_writable(*where)
+            except StorageException as e:
+                raise StorageException(f"the sink '{node.operator_name}' cannot write its output: {e}") from None
+        committer.check(node.operator.sink, node.operator_name)
 
 
 def committed_sinks(job_graph: JobGraph) -> list[str]:

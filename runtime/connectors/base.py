@@ -149,3 +149,8 @@ class Committer:
         """Where ``sink`` writes (its table or base folder) and the setting that names it, for the
         run's preflight to check before the first epoch; None when it writes to no store."""
         return None
+
+    @staticmethod
+    def check(sink, name: str) -> None:
+        """Fail before the first epoch when ``sink`` (the sink named ``name``) cannot take the
+        job's output as configured (a Delta upsert sink's keys that its table lacks)."""

@@ -32,6 +32,7 @@ from typing import Any, Iterator, Optional
 from urllib.parse import quote, unquote
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -39,8 +40,9 @@ from runtime.common.arrow import (
     CONVERSION_ERRORS, FieldTypeError, batch_fields, encode, field_columns, fields_of, first_misfit,
     infer_array)
 from runtime.common.typeinfo import PickledBytesTypeInfo, Types
-from runtime.common.types import Row, make_rows
+from runtime.common.types import Row, RowKind, make_rows
 from runtime.connectors.base import Committer, SourceReader, SplitEnumerator
+from runtime.datastream.connectors.delta import upsert_key_values
 from runtime.storage.delta_files import file_stats
 from runtime.storage.filesystems import filesystem, isdir, join
 from runtime.task.sink_writer import BufferingSinkWriter
@@ -398,8 +400,44 @@ def _partition_dir(columns: list[str], values: tuple) -> str:
                     for c, v in zip(columns, values))
 
 
+DELETE_COLUMN = "_sluice_delete"     # an upsert committable's column: the change deletes its key
+
+
+def _insert_kind(record):
+    """A changelog Row as a plain record of its values (Arrow conversion takes INSERT rows only)."""
+    if isinstance(record, Row) and record._row_kind is not RowKind.INSERT:
+        return Row(**record.as_dict()) if record._field_names is not None else Row(*record)
+    return record
+
+
 class DeltaSinkWriter(BufferingSinkWriter):
-    """Task side of the Delta sink: stages this subtask's records of the epoch as Parquet files."""
+    """Task side of the Delta sink: stages this subtask's records of the epoch as Parquet files.
+
+    In upsert mode (``DeltaSink.with_upsert_keys``) it keeps each key's last change of the epoch
+    instead (UPDATE_BEFORE rows ignored) and hands them to the driver as one Arrow table with a
+    ``_sluice_delete`` column: the driver merges them into the table (``merge_upserts``)."""
+
+    def __init__(self, sink, context):
+        super().__init__(sink, context)
+        self.changes: dict = {}         # upsert mode: key -> (record, deletes)
+
+    def write(self, values: list) -> None:
+        if not self.sink.upsert:
+            return super().write(values)
+        keys, table, changes = self.sink.upsert_keys, self.sink.table_path, self.changes
+        for i, value in enumerate(values):
+            kind = value._row_kind if isinstance(value, Row) else RowKind.INSERT
+            if kind is RowKind.UPDATE_BEFORE:
+                continue
+            try:
+                key = tuple(upsert_key_values(value, keys, table))
+                hash(key)
+            except ValueError as e:
+                self.ctx.fail(ValueError(f"{self.ctx.operator_name}: {e}"), value, values, i)
+            except TypeError:
+                key = repr(key)          # an unhashable key value (a list): keyed by its text
+            changes.pop(key, None)      # the last change, in the order the last changes came
+            changes[key] = (value, kind is RowKind.DELETE)
 
     def _target(self) -> tuple[Optional[pa.Schema], list[str]]:
         from deltalake import DeltaTable
@@ -413,8 +451,29 @@ class DeltaSinkWriter(BufferingSinkWriter):
             return _arrow_schema(dt), columns
         return None, list(self.sink.partition_by or ())
 
+    def _upsert_changes(self) -> list[dict]:
+        """Upsert mode: the epoch's last change per key as an Arrow table (with DELETE_COLUMN),
+        typed as the stream declares and cast to the table's schema when it exists."""
+        changes, self.changes = self.changes, {}
+        if not changes:
+            return []
+        target, _ = self._target()
+        if target is not None:
+            missing = [k for k in self.sink.upsert_keys if k not in target.names]
+            if missing:
+                raise ValueError(f"{self.ctx.operator_name}: the upsert Delta sink's key column(s) {missing} "
+                                 f"are not columns of {self.sink.table_path} ({target.names})")
+        records = [_insert_kind(record) for record, _ in changes.values()]
+        table = records_to_table(records, target, self.ctx.input_type,
+                                 f"{self.ctx.operator_name} {self.ctx.subtask_label}, table {self.sink.table_path}")
+        table = table.append_column(DELETE_COLUMN, pa.array([d for _, d in changes.values()], pa.bool_()))
+        return [{"upsert": table, "subtask": self.ctx.subtask_index, "epoch": self.ctx.epoch}]
+
     def finish(self) -> list[dict]:
-        """Write the staged records; returns the file handles the driver commits."""
+        """Write the staged records; returns the file handles the driver commits (upsert mode:
+        the epoch's last changes per key)."""
+        if self.sink.upsert:
+            return self._upsert_changes()
         records = self.take()
         if not records:
             return []
@@ -478,8 +537,16 @@ class DeltaCommitter(Committer):
     at_checkpoint = True
 
     def commit(self, committables: list, version: int) -> dict:
-        files = [handle for handles in committables for handle in handles]
         table = self.sink.table_path
+        if self.sink.upsert:
+            changes = [c["upsert"] for handles in committables for c in handles]
+            if not changes:
+                return {}
+            merge_upserts(table, changes, self.sink.upsert_keys, self.context.app_id, version,
+                          partition_by=self.sink.partition_by, what=f"the upsert Delta sink to {table}")
+            from deltalake import DeltaTable
+            return {table: DeltaTable(table).version()}
+        files = [handle for handles in committables for handle in handles]
         commit_sink_files(table, files, None, self.context.app_id, version)
         self.context.result.sink_files.setdefault(self.context.sink_id, []).extend(files)
         if not files and not isdir(join(table, "_delta_log")):
@@ -494,6 +561,22 @@ class DeltaCommitter(Committer):
     @staticmethod
     def output_location(sink) -> tuple[str, str]:
         return sink.table_path, "the Delta sink's table path (sink_to / DeltaSink.for_row_data)"
+
+    @staticmethod
+    def check(sink, name: str) -> None:
+        """An upsert sink's key columns must be columns of its table, if the table exists."""
+        if not sink.upsert:
+            return
+        from deltalake import DeltaTable
+        if not DeltaTable.is_deltatable(sink.table_path):
+            return
+        columns = _arrow_schema(DeltaTable(sink.table_path)).names
+        missing = [k for k in sink.upsert_keys if k not in columns]
+        if missing:
+            raise ValueError(
+                f"the sink '{name}' upserts by key column(s) {missing} that its table {sink.table_path} does "
+                f"not have (its columns are {columns}): upsert by columns the table has "
+                f"(DeltaSink...with_upsert_keys(...)), or write to another table")
 
 
 def committed_version(table_path: str, app_id: str) -> Optional[int]:
@@ -540,4 +623,71 @@ def commit_sink_files(table_path: str, handles: list, schema: Optional[pa.Schema
     dt.create_write_transaction(actions, "append", _arrow_schema(dt),
                                 partition_by=list(dt.metadata().partition_columns) or None,
                                 commit_properties=properties)
+    return True
+
+
+# ---- upsert sink: merge (driver side) ----------------------------------------------------------
+
+def _quoted(column: str) -> str:
+    return "`" + column.replace("`", "``") + "`"
+
+
+def last_changes(changes: list, keys) -> pa.Table:
+    """The changes of several subtasks and epochs (tables with DELETE_COLUMN, in epoch then
+    subtask order) reduced to each key's last one."""
+    try:
+        table = pa.concat_tables(changes, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise TypeError(f"Delta sink: the subtasks' upserts have different types ({e}); declare the "
+                        "stream's output_type, or create the table first with the schema you want") from None
+    if len(changes) == 1:
+        return table        # one subtask's epoch: one change per key already
+    order = "__sluice_order"
+    table = table.append_column(order, pa.array(range(table.num_rows), pa.int64()))
+    last = table.group_by(list(keys), use_threads=False).aggregate([(order, "max")])
+    kept = last.column(f"{order}_max")
+    return table.take(pc.take(kept, pc.sort_indices(kept))).drop_columns([order])
+
+
+def merge_upserts(table_path: str, changes: list, keys, app_id: str, version: int,
+                  partition_by=None, what: str = "Delta sink") -> bool:
+    """Merge an epoch's (or a checkpoint's) upserts into the table in ONE Delta commit carrying the
+    app transaction (app_id, version): each key's last change inserts or updates its row, or
+    deletes it (DELETE_COLUMN). Creates the table if missing. A no-op (False) when the table's
+    transaction version for ``app_id`` is already ``>= version``, so a replayed commit does nothing."""
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+    source = last_changes(changes, keys)
+    properties = CommitProperties(app_transactions=[Transaction(app_id, version)])
+    if not DeltaTable.is_deltatable(table_path):
+        rows = source.filter(pc.invert(source.column(DELETE_COLUMN))).drop_columns([DELETE_COLUMN])
+        try:
+            write_deltalake(table_path, rows, mode="error", partition_by=list(partition_by or ()) or None,
+                            commit_properties=properties)
+            return True
+        except Exception:
+            if not DeltaTable.is_deltatable(table_path):
+                raise
+            # Another writer created the table meanwhile: merge into it below.
+    dt = DeltaTable(table_path)
+    done = dt.transaction_version(app_id)
+    if done is not None and done >= version:
+        return False
+    target = _arrow_schema(dt)
+    missing = [k for k in keys if k not in target.names]
+    if missing:
+        raise ValueError(f"{what}: the key column(s) {missing} are not columns of the table "
+                         f"({target.names}); upsert by columns it has, or write to another table")
+    columns = [f.name for f in target if f.name in source.column_names]
+    for name in columns:        # the table's types (a table made before the job, e.g. int32 counts)
+        i = source.column_names.index(name)
+        if source.schema.field(i).type != target.field(name).type:
+            source = source.set_column(i, name, source.column(i).cast(target.field(name).type))
+    values = {_quoted(c): f"s.{_quoted(c)}" for c in columns}
+    delete = f"s.{_quoted(DELETE_COLUMN)}"
+    (dt.merge(source, " AND ".join(f"t.{_quoted(k)} = s.{_quoted(k)}" for k in keys),
+              source_alias="s", target_alias="t", commit_properties=properties)
+       .when_matched_delete(delete)
+       .when_matched_update(values, f"NOT {delete}")
+       .when_not_matched_insert(values, f"NOT {delete}")
+       .execute())
     return True

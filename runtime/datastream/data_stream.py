@@ -14,7 +14,7 @@ from runtime.datastream import functions as fn
 from runtime.datastream import partitioner as part
 from runtime.datastream.key_selector import KeyByKeySelector
 from runtime.datastream.connectors.base import Sink
-from runtime.datastream.connectors.delta import DeltaSink
+from runtime.datastream.connectors.delta import DeltaSink, UpsertKeySelector
 from runtime.datastream.connectors.file_system import FileSink
 from runtime.datastream.operators import (
     Aggregation, BroadcastProcessSpec, ChainingStrategy, CoProcessSpec, CoFlatMapSpec, CoMapSpec,
@@ -565,7 +565,27 @@ class DataStream:
                 f"sink_to() takes a Delta table path, a DeltaSink or a FileSink, got {sink!r}; "
                 "use add_sink(function) for a custom sink.")
         kind = "delta" if isinstance(sink, DeltaSink) else "file"
+        if kind == "delta" and sink.upsert:
+            return self._upsert_input(sink)._sink(SinkSpec(kind=kind, sink=sink), sink.default_name)
         return self._sink(SinkSpec(kind=kind, sink=sink), sink.default_name)
+
+    def _upsert_input(self, sink: DeltaSink) -> "KeyedStream":
+        """An upsert Delta sink's input: the key columns must be fields of the declared record type,
+        and the stream is keyed by them (as Flink's upsert sinks shuffle by their primary key), so
+        all changes of a key reach one sink subtask, in the order they were made."""
+        type_info = self._t.output_type
+        operator = f"sink_to(DeltaSink ... .with_upsert_keys{sink.upsert_keys!r}) to {sink.table_path}"
+        if not _is_unknown(type_info):
+            names = list(type_info.get_field_names()) if hasattr(type_info, "get_field_names") else []
+            missing = [k for k in sink.upsert_keys if k not in names]
+            if missing:
+                fields = f"its fields are {names}" if names else "it has no named fields"
+                raise ValueError(
+                    f"{operator}: the key column(s) {missing} are not fields of the stream's record type "
+                    f"{type_info} ({fields}). Key the sink by fields the records have, or declare them "
+                    f"in the output_type, e.g. Types.ROW_NAMED([{', '.join(repr(k) for k in sink.upsert_keys)}, "
+                    f"...], [...])")
+        return self.key_by(UpsertKeySelector(sink.upsert_keys, sink.table_path))
 
     def add_sink(self, sink_func) -> "DataStreamSink":
         """Calls a SinkFunction's ``invoke(value, context)``, or a function of the record, per record.

@@ -5,6 +5,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar, Optional
 
 from runtime.datastream.connectors.base import Boundedness, Sink, Source
+from runtime.datastream.functions import KeySelector
 
 
 @dataclass(frozen=True)
@@ -63,13 +64,44 @@ class TableMaintenance:
 
 @dataclass(frozen=True)
 class DeltaSink(Sink):
-    """Appends records to a Delta table; with checkpoints, exactly once per checkpoint."""
+    """Appends records to a Delta table; with checkpoints, exactly once per checkpoint. With
+    ``with_upsert_keys``, keeps one row per key instead (Flink's upsert sinks)."""
 
     default_name: ClassVar[str] = "Delta Sink"
 
     table_path: str
     partition_by: Optional[tuple] = None
     maintenance: Optional[TableMaintenance] = None      # with_maintenance: what `sluice maintain` does
+    upsert_keys: Optional[tuple] = None                 # with_upsert_keys: the key columns
+
+    def with_upsert_keys(self, *keys) -> "DeltaSink":
+        """This sink in upsert mode: the table keeps ONE row per value of the key columns.
+
+            counts.sink_to(DeltaSink.for_row_data("warehouse/word-counts").with_upsert_keys("word"))
+
+        The records are a changelog, as Flink's upsert sinks read one: a Row whose kind is
+        INSERT or UPDATE_AFTER (``Row.get_row_kind()``) inserts or replaces its key's row, a
+        DELETE removes it, an UPDATE_BEFORE is ignored. Per checkpoint the last change of each key
+        is merged into the table in one Delta commit carrying the sink's app transaction, so a
+        replayed commit is a no-op (exactly once). ``sink_to`` keys the stream by the key columns
+        before the sink (as Flink's upsert sinks shuffle by their primary key), so each key's
+        changes reach one subtask, in order. ``keys``: column names, or one list of them."""
+        if len(keys) == 1 and isinstance(keys[0], (list, tuple)):
+            keys = tuple(keys[0])
+        if not keys:
+            raise ValueError("DeltaSink.with_upsert_keys(): name at least one key column, e.g. "
+                             "with_upsert_keys(\"word\")")
+        bad = [k for k in keys if not isinstance(k, str) or not k.strip()]
+        if bad:
+            raise TypeError(f"DeltaSink.with_upsert_keys{tuple(keys)!r}: key columns are column names "
+                            f"(non-empty strings), got {bad[0]!r}")
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"DeltaSink.with_upsert_keys{tuple(keys)!r}: a key column is named twice")
+        return replace(self, upsert_keys=tuple(keys))
+
+    @property
+    def upsert(self) -> bool:
+        return bool(self.upsert_keys)
 
     @staticmethod
     def for_row_data(table_path: str, partition_by=None) -> "DeltaSink":
@@ -84,6 +116,53 @@ class DeltaSink(Sink):
                             f"TableMaintenance(compact_min_files=..., target_file_size=..., "
                             f"vacuum_retention_hours=...)")
         return replace(self, maintenance=policy)
+
+
+class UpsertKeySelector(KeySelector):
+    """The key an upsert sink keys its input by (``sink_to`` adds the ``key_by``): the key
+    columns' values as a tuple. A record without a key field, or with a null key, fails naming
+    the sink, the field and the fix."""
+
+    def __init__(self, keys: tuple, table_path: str):
+        self.keys = tuple(keys)
+        self.table_path = table_path
+
+    def get_key(self, value):
+        return tuple(upsert_key_values(value, self.keys, self.table_path))
+
+    def __eq__(self, other):
+        return isinstance(other, UpsertKeySelector) and (other.keys, other.table_path) == (self.keys, self.table_path)
+
+    def __hash__(self):
+        return hash(("UpsertKeySelector", self.keys, self.table_path))
+
+
+def upsert_key_values(value, keys: tuple, table_path: str) -> list:
+    """The values of the key columns ``keys`` of a record (a named Row, a dict, a tuple's f0..);
+    a missing field or a null value raises a ValueError naming the sink and the fix."""
+    out = []
+    for k in keys:
+        try:
+            if isinstance(value, dict):
+                v = value[k]
+            elif getattr(value, "_field_names", None) is not None:
+                v = value[value._field_names.index(k)]
+            elif isinstance(value, tuple) and k[:1] == "f" and k[1:].isdigit():
+                v = value[int(k[1:])]
+            else:
+                raise KeyError(k)
+        except (KeyError, ValueError, IndexError):
+            raise ValueError(
+                f"the upsert Delta sink to {table_path} (keys {list(keys)}) got a record without the key "
+                f"field {k!r}: {value!r}. Give every record the key columns (a Row with field {k!r}, "
+                f"declared in the stream's output_type), or change the sink's with_upsert_keys(...)") from None
+        if v is None:
+            raise ValueError(
+                f"the upsert Delta sink to {table_path} (keys {list(keys)}) got a record whose key field "
+                f"{k!r} is null: {value!r}. A key column cannot be null (the row could never be updated "
+                f"or deleted): filter such records out or give them a key before the sink")
+        out.append(v)
+    return out
 
 
 def _check_path(path) -> str:
