@@ -372,7 +372,7 @@ def test_a_run_runs_the_job_script_once_and_later_readers_use_its_stored_plan(co
     compiled = xcom(run, "compile")
     assert os.path.dirname(compiled["plan"]) == str(control_plane / "warehouse" / "counts_once" / "plans")
     assert sorted(os.listdir(compiled["plan"])) == [
-        "compiled.json", "job_graph.json", "slots.json", "stream_graph.json", "stream_graph.pickle"]
+        "compiled.json", "job_graph.json", "pointer.json", "slots.json", "stream_graph.json", "stream_graph.pickle"]
     assert xcom(run, "deploy")["plan"] == compiled["plan"]
     assert table_rows(job["running"]) == expected_running(job["events"])
     before = len(script_runs())

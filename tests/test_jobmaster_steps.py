@@ -227,3 +227,33 @@ def test_an_executions_table_from_before_the_restarting_column_stays_readable(tm
     assert restart_decision(str(tmp_path), "job", "r", 2) == (False, "not restarting after failure 2 (new)")
     assert restart_decision(str(tmp_path), "job", "r", 9)[1] == \
         "the job failed before it started, so there is nothing to restart"
+
+
+COUNTING = '''"""Counts numbers."""
+from runtime.common import Types
+from runtime.datastream import StreamExecutionEnvironment
+from runtime.jobmaster import JobDeployment
+DEPLOYMENT = JobDeployment()
+if __name__ == "__main__":
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_collection([1, 2, 3], type_info=Types.INT()).key_by(lambda x: x % 2).reduce(lambda a, b: a + b).print()
+    env.execute("counting")
+'''
+
+
+def test_a_runs_plan_becomes_the_jobs_plan_only_when_it_deploys(tmp_path):
+    """A run refused after its compile step (a parallelism above the max parallelism, too few
+    slots) leaves the job's plan, which the web view draws and a default run reserves slots by."""
+    from runtime.jobmaster.plans import latest_plan
+    from runtime.jobmaster.steps import compile_step, deploy_step
+    spec = load_job_spec(write(tmp_path, "counting.py", COUNTING))
+    warehouse = str(tmp_path / "warehouse")
+    first = compile_step(spec, RunRequest(parallelism=2), warehouse, "run-1")
+    assert latest_plan(warehouse, "counting") is None       # compiled, not deployed yet
+    deploy_step(spec, first["plan"], warehouse)
+    deployed = latest_plan(warehouse, "counting")
+    assert deployed["plan"] == first["plan"] and deployed["job_name"] == "counting"
+    refused = compile_step(spec, RunRequest(parallelism=200), warehouse, "run-2")
+    assert latest_plan(warehouse, "counting") == deployed   # the refused run changed nothing
+    deploy_step(spec, refused["plan"], warehouse)
+    assert latest_plan(warehouse, "counting")["plan"] == refused["plan"]

@@ -35,6 +35,7 @@ from runtime.jobmaster.steps import (
     cancel_spark_jobs,
     compile_run,
     compile_step,
+    deploy_step,
     execution_graph_step,
     finish_step,
     outcome,
@@ -167,6 +168,7 @@ class SluiceStepOperator(BaseOperator):
         plan = compiled_plan(context)
         deployed = {**self._check_restore_point(context, spec, request, load_plan(plan)), "master": master,
                     "mode": mode, "plan": plan}
+        deploy_step(spec, plan, warehouse_root())
         self.log.info("Deploying %s %s on Spark %s.", spec.name,
                       "in this process" if mode == IN_PROCESS else "with spark-submit", master)
         return deployed

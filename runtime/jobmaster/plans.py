@@ -11,8 +11,11 @@ stores what it built; the later steps, the run (also a spark-submitted one: ``sl
     compiled.json         the compile step's summary
     slots.json            the slot plan, once the allocate-slots step made it
 
-``<warehouse>/plans/<dag id>.json`` points at a DAG's latest plan, so a reader that knows the
-DAG but not the job's name (which only the script's ``execute()`` says) finds it.
+``<warehouse>/plans/<dag id>.json`` points at the plan of the DAG's latest run that deployed,
+so a reader that knows the DAG but not the job's name (which only the script's ``execute()``
+says) finds it. A run's plan becomes the job's plan only when that run deploys
+(``promote_plan``): a run refused later (a parallelism above the max parallelism, too few
+slots) changes neither what the web view shows nor what the next default run reserves.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from runtime.storage.filesystems import isdir, isfile, join, read_bytes, rmtree,
 from runtime.storage.layout import job_dir
 
 STREAM_GRAPH = "stream_graph.pickle"
+POINTER = "pointer.json"        # what the DAG's pointer says once the run deploys
 SLOTS = "slots.json"
 
 
@@ -37,8 +41,7 @@ class PlanNotFoundError(FileNotFoundError):
     pass
 
 
-def store_plan(job: CompiledJob, warehouse: str, run: str, summary: dict, pointer: Optional[dict] = None,
-               dag_id: Optional[str] = None) -> str:
+def store_plan(job: CompiledJob, warehouse: str, run: str, summary: dict, pointer: Optional[dict] = None) -> str:
     """Write the plan of ``run`` (e.g. the Airflow run id) whole or not at all; returns its folder."""
     folder = join(job_dir(warehouse, job.job_graph.job_name), "plans", _safe(run))
     rmtree(folder)      # a retried compile step replaces its own plan
@@ -47,10 +50,17 @@ def store_plan(job: CompiledJob, warehouse: str, run: str, summary: dict, pointe
     _write_json(join(folder, "compiled.json"), summary)
     # Last: a folder without it is no plan (load_plan), so it is whole or not at all, also on
     # an object store, which has no folders to rename into place.
+    _write_json(join(folder, POINTER), {**(pointer or {}), "plan": folder, "job_name": job.job_graph.job_name})
     write_bytes(join(folder, STREAM_GRAPH), dumps_by_value(job.stream_graph))
-    if dag_id:
-        _write_json(_pointer(warehouse, dag_id), {**(pointer or {}), "plan": folder, "job_name": job.job_graph.job_name})
     return folder
+
+
+def promote_plan(warehouse: str, dag_id: str, folder: str) -> None:
+    """The run of the plan at ``folder`` deploys: its plan is now the DAG's latest."""
+    pointer = _read_json(join(folder, POINTER))
+    if pointer is None:
+        raise PlanNotFoundError(f"No compiled plan at {folder}: run the job's compile step first")
+    _write_json(_pointer(warehouse, dag_id), pointer)
 
 
 def load_plan(folder: str) -> CompiledJob:

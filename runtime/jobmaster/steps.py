@@ -24,7 +24,7 @@ from runtime.execution.history import FAILED, ExecutionHistory, ExecutionRecord
 from runtime.execution.options import ExecutionOptions
 from runtime.graph.execution_graph import ExecutionGraph
 from runtime.jobmaster.deployment import CONTROL_PLANE_CONFIGURATION, JobSpec, resolve_args
-from runtime.jobmaster.plans import latest_plan, load_plan, script_sha256, store_plan, store_slot_plan
+from runtime.jobmaster.plans import latest_plan, load_plan, promote_plan, script_sha256, store_plan, store_slot_plan
 from runtime.scheduler.failover import FAILOVER_STRATEGY_KEY, REGION, pipelined_regions, tasks_to_restart
 from runtime.scheduler.restart import effective_configuration
 from runtime.scheduler.slots import TaskManager, compute_slot_plan
@@ -118,7 +118,7 @@ def compile_step(spec: JobSpec, request: RunRequest, warehouse: str, run: str) -
     }
     pointer = {"script_sha256": script_sha256(spec.path), "slot_profile": slot_profile_of(job),
                "restart_strategy": summary["restart_strategy"]}
-    plan = store_plan(job, warehouse, run, summary, pointer, dag_id=spec.name)
+    plan = store_plan(job, warehouse, run, summary, pointer)
     return {**summary, "plan": plan, "job_dir": job_dir(warehouse, job.job_graph.job_name)}
 
 
@@ -244,6 +244,12 @@ def resolve_restore_point(job: CompiledJob, request: RunRequest, warehouse: str)
             point = chosen.root if chosen.record.kind == SAVEPOINT else chosen.record.checkpoint_id
     return {"job_name": job.job_graph.job_name, "job_dir": directory, "restore_from": request.restore_from,
             "restore_point": point}
+
+
+def deploy_step(spec: JobSpec, plan: str, warehouse: str) -> None:
+    """The run deploys: its plan becomes the job's (the web view's, the next default run's slot
+    reservation). Earlier steps that refused the run left the job's plan as it was."""
+    promote_plan(warehouse, spec.name, plan)
 
 
 def savepoint_step(spec: JobSpec, warehouse: str, checkpoint: Optional[int], target: Optional[str]) -> str:
