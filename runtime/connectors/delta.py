@@ -42,6 +42,9 @@ from runtime.common.arrow import (
 from runtime.common.typeinfo import PickledBytesTypeInfo, Types
 from runtime.common.types import Row, RowKind, make_rows
 from runtime.connectors.base import Committer, SourceReader, SplitEnumerator
+from runtime.connectors.delta_features import (
+    check_reader_protocol, column_mapping, deleted_rows, dv_key, file_column, physical_name,
+    snapshot_deletion_vectors)
 from runtime.datastream.connectors.delta import upsert_key_values
 from runtime.storage.delta_files import file_stats
 from runtime.storage.filesystems import filesystem, isdir, join
@@ -68,13 +71,7 @@ def _open_table(table_path: str, version: Optional[int] = None, what: str = "Del
             f"{what}: there is no Delta table at {table_path} (no _delta_log). Create it first, "
             "e.g. with deltalake.write_deltalake or a job that sinks to it with sink_to().")
     dt = DeltaTable(table_path) if version is None else DeltaTable(table_path, version=version)
-    protocol = dt.protocol()
-    features = set(protocol.reader_features or ()) - {"timestampNtz", "vacuumProtocolCheck"}
-    if protocol.min_reader_version == 2 or features:
-        raise NotImplementedError(
-            f"{what}: {table_path} needs Delta reader features Sluice does not implement "
-            f"(reader version {protocol.min_reader_version}, features {sorted(features) or ['columnMapping']}); "
-            "it reads tables of reader version 1 (as delta-rs writes them)")
+    check_reader_protocol(dt, table_path, what)
     return dt
 
 
@@ -84,8 +81,12 @@ def _arrow_schema(dt) -> pa.Schema:
 
 # ---- source --------------------------------------------------------------------------------
 
-def _snapshot_files(dt) -> list[dict]:
-    """The data files of a loaded table version: path, rows, partition values."""
+CHANGE_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
+
+
+def _snapshot_files(dt, fs=None, root: Optional[str] = None) -> list[dict]:
+    """The data files of a loaded table version: path, rows (physical: with deleted ones),
+    partition values and, on a table with deletion vectors, the file's deletion vector."""
     actions = pa.table(dt.get_add_actions(flatten=False))
     paths = actions.column("path").to_pylist()
     rows = actions.column("num_records").to_pylist()
@@ -93,7 +94,15 @@ def _snapshot_files(dt) -> list[dict]:
         parts = actions.column("partition").to_pylist()
     else:
         parts = [{}] * len(paths)
-    return [{"path": p, "num_rows": n, "partition": dict(pv or {})} for p, n, pv in zip(paths, rows, parts)]
+    dvs: dict = {}
+    if fs is not None and "deletionVectors" in set(dt.protocol().reader_features or ()):
+        dvs = snapshot_deletion_vectors(fs, root, dt.version(), lambda v: _log_commit(fs, root, v))
+        unknown = set(dvs) - {unquote(p) for p in paths}
+        if unknown:
+            raise ValueError(f"Delta source: the log of {root} gives deletion vectors for files the "
+                             f"snapshot does not list ({sorted(unknown)[:3]}); refusing to guess its rows")
+    return [{"path": p, "num_rows": n, "partition": dict(pv or {}), "dv": dvs.get(unquote(p))}
+            for p, n, pv in zip(paths, rows, parts)]
 
 
 def _partition_string(value: Any) -> Optional[str]:
@@ -125,78 +134,175 @@ def _log_commit(fs: pafs.FileSystem, root: str, version: int) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+def _commit_timestamp(fs, root: str, version: int, actions: list[dict]) -> int:
+    """A commit's timestamp in ms as Spark's change feed shows it: the in-commit timestamp when
+    the table has them, else the commit file's modification time (commitInfo's as a fallback)."""
+    info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+    if info.get("inCommitTimestamp") is not None:
+        return int(info["inCommitTimestamp"])
+    stat = fs.get_file_info(f"{root}/_delta_log/{version:020d}.json")
+    if stat.mtime_ns is not None:
+        return stat.mtime_ns // 1_000_000
+    return int(info.get("timestamp") or 0)
+
+
+def _stats_rows(action: dict) -> Optional[int]:
+    stats = action.get("stats")
+    return json.loads(stats).get("numRecords") if stats else None
+
+
 class DeltaSourceEnumerator(SplitEnumerator):
     def __init__(self, source, context):
         super().__init__(source, context)
         self._fs, self._root = filesystem(source.table_path)
         self._table = None
 
-    # positions: file path -> {"offset", "num_rows", "partition", "index", "version"}
-    #            TABLE_KEY -> {"version": last version read, "files": number of splits}
+    # positions: split id -> {"offset", "num_rows", "partition", "index", "version", "dv"}
+    #            (a change feed's splits also "path", "change", "timestamp"; their id is
+    #            "<version>:<change>:<path>")
+    #            TABLE_KEY -> {"version": last version read, "files": number of splits,
+    #                          a bounded change feed's "end": the last version it reads}
+
+    def check(self) -> None:
+        """The table exists and Sluice reads its reader features (before Spark starts)."""
+        source = self.source
+        dt = _open_table(source.table_path)
+        if source.starting_version is not None:
+            _open_table(source.table_path, source.starting_version)
+        if source.change_data_feed:
+            if (dt.metadata().configuration or {}).get("delta.enableChangeDataFeed", "false").lower() != "true":
+                raise ValueError(
+                    f"Delta source: {source.table_path} does not record a change data feed; turn it on "
+                    "(ALTER TABLE ... SET TBLPROPERTIES (delta.enableChangeDataFeed = true)) and read the "
+                    "changes from a version after that, or read its rows with for_bounded_row_data")
 
     def _files(self) -> list[tuple[str, dict]]:
         return sorted(((k, v) for k, v in self.positions.items() if k != TABLE_KEY),
                       key=lambda kv: kv[1].get("index", 0))
 
-    def _add_file(self, path: str, num_rows: Optional[int], partition: dict, version: int) -> None:
-        if path in self.positions:
+    def _add_file(self, path: str, num_rows: Optional[int], partition: dict, version: int,
+                  dv: Optional[dict] = None, split_id: Optional[str] = None, **extra) -> None:
+        split_id = split_id or path
+        if split_id in self.positions:
             return
         if num_rows is None:
             num_rows = pq.ParquetFile(_data_path(self._root, path), filesystem=self._fs).metadata.num_rows
         table = self.positions.setdefault(TABLE_KEY, {})
         index = table.get("files", 0)
         table["files"] = index + 1
-        self.positions[path] = {"offset": 0, "num_rows": int(num_rows), "partition": partition,
-                                "index": index, "version": version}
+        state = {"offset": 0, "num_rows": int(num_rows), "partition": partition, "index": index,
+                 "version": version}
+        if dv:
+            state["dv"] = dict(dv)
+        if split_id != path:
+            state["path"] = path
+        state.update(extra)
+        self.positions[split_id] = state
 
     def _discover(self) -> None:
         source = self.source
         table = self.positions.get(TABLE_KEY)
         if table is None or "version" not in table:
             self.positions.setdefault(TABLE_KEY, {})
-            if source.continuous and source.starting_version is not None:
-                # Flink's Delta connector: a starting version reads changes from it on.
+            if source.starting_version is not None and (source.continuous or source.change_data_feed):
+                # Flink's Delta connector (and Spark's change feed): a starting version reads
+                # changes from it on.
                 _open_table(source.table_path, source.starting_version)    # checks it exists
                 self.positions[TABLE_KEY]["version"] = source.starting_version - 1
             else:
-                dt = _open_table(source.table_path, source.starting_version if not source.continuous else None)
+                dt = _open_table(source.table_path,
+                                 None if source.continuous or source.change_data_feed else source.starting_version)
                 version = dt.version()
-                for f in _snapshot_files(dt):
-                    self._add_file(f["path"], f["num_rows"], f["partition"], version)
+                extra = {}
+                if source.change_data_feed:     # no starting version: the snapshot as inserts
+                    extra = {"change": "insert",
+                             "timestamp": _commit_timestamp(self._fs, self._root, version,
+                                                            _log_commit_or_none(self._fs, self._root, version))}
+                for f in _snapshot_files(dt, self._fs, self._root):
+                    split_id = f"{version}:insert:{f['path']}" if source.change_data_feed else None
+                    self._add_file(f["path"], f["num_rows"], f["partition"], version, f["dv"], split_id, **extra)
                 self.positions[TABLE_KEY]["version"] = version
                 self._table = dt
-        if not source.continuous:
+            if source.change_data_feed and not source.continuous:
+                self.positions[TABLE_KEY]["end"] = (self._table or _open_table(source.table_path)).version()
+        if not source.continuous and not source.change_data_feed:
             return
         if self._table is None:
             self._table = _open_table(source.table_path)
-        else:
+        elif source.continuous:
             self._table.update_incremental()
-        latest = self._table.version()
+        latest = self._table.version() if source.continuous else self.positions[TABLE_KEY]["end"]
         last = self.positions[TABLE_KEY]["version"]
         for version in range(last + 1, latest + 1):
-            for action in _log_commit(self._fs, self._root, version):
-                if "add" in action and action["add"].get("dataChange", True):
-                    add = action["add"]
-                    stats = add.get("stats")
-                    num_rows = json.loads(stats).get("numRecords") if stats else None
-                    self._add_file(add["path"], num_rows, dict(add.get("partitionValues") or {}), version)
-                elif "remove" in action and action["remove"].get("dataChange", True):
-                    raise ValueError(
-                        f"Delta source: version {version} of {source.table_path} removes data "
-                        f"({action['remove'].get('path')}); a continuous Delta source reads appends only, "
-                        "as Flink's (restart it with a starting_version after that change)")
+            actions = _log_commit(self._fs, self._root, version)
+            if source.change_data_feed:
+                self._discover_changes(version, actions)
+            else:
+                self._discover_appends(version, actions)
             self.positions[TABLE_KEY]["version"] = version
+
+    def _discover_appends(self, version: int, actions: list[dict]) -> None:
+        for action in actions:
+            if "add" in action and action["add"].get("dataChange", True):
+                add = action["add"]
+                self._add_file(add["path"], _stats_rows(add), dict(add.get("partitionValues") or {}), version,
+                               add.get("deletionVector"))
+            elif "remove" in action and action["remove"].get("dataChange", True):
+                path = action["remove"].get("path")
+                with_dv = action["remove"].get("deletionVector") or any(
+                    "add" in a and a["add"].get("deletionVector") for a in actions)
+                how = (" with deletion vectors (a DELETE, UPDATE or MERGE on a table with "
+                       "delta.enableDeletionVectors)" if with_dv else "")
+                raise ValueError(
+                    f"Delta source: version {version} of {self.source.table_path} removes data{how} "
+                    f"({path}); a continuous Delta source reads appends only, as Flink's (restart it with "
+                    "a starting_version after that change, or read the table's changes with "
+                    "DeltaSource.for_change_data_feed on a table with delta.enableChangeDataFeed)")
+
+    def _discover_changes(self, version: int, actions: list[dict]) -> None:
+        """A commit's change rows, as Spark's change feed reads them (Delta's PROTOCOL.md, Change
+        Data Files): its ``cdc`` files when it has some, else its data-changing adds as inserts
+        and removes as deletes."""
+        timestamp = _commit_timestamp(self._fs, self._root, version, actions)
+        cdc = [a["cdc"] for a in actions if "cdc" in a]
+        if cdc:
+            for c in cdc:
+                self._add_file(c["path"], None, dict(c.get("partitionValues") or {}), version, None,
+                               f"{version}:cdc:{c['path']}", change="cdc", timestamp=timestamp)
+            return
+        adds = [a["add"] for a in actions if "add" in a and a["add"].get("dataChange", True)]
+        removes = [a["remove"] for a in actions if "remove" in a and a["remove"].get("dataChange", True)]
+        both = {unquote(a["path"]) for a in adds} & {unquote(r["path"]) for r in removes}
+        if both:
+            raise ValueError(
+                f"Delta source: version {version} of {self.source.table_path} changed the deletion vector "
+                f"of {sorted(both)[0]} without change data files, so its change rows are unknown (Spark's "
+                "change feed refuses such a commit too); read the changes from a later starting_version")
+        for r in removes:
+            self._add_file(r["path"], _stats_rows(r), dict(r.get("partitionValues") or {}), version,
+                           r.get("deletionVector"), f"{version}:delete:{r['path']}", change="delete",
+                           timestamp=timestamp)
+        for a in adds:
+            self._add_file(a["path"], _stats_rows(a), dict(a.get("partitionValues") or {}), version,
+                           a.get("deletionVector"), f"{version}:insert:{a['path']}", change="insert",
+                           timestamp=timestamp)
 
     def plan_epoch(self, epoch):
         self._discover()
         plan: dict[int, list] = {s: [] for s in range(self.parallelism)}
         everything = True
+        cut = None          # a change feed: no version after one this epoch reads in part
         for path, state in self._files():
             start, total = state.get("offset", 0), state["num_rows"]
             if start >= total:
                 continue
+            if cut is not None and state["version"] > cut:
+                everything = False
+                break
             end = total if self.max_records_per_split is None else min(total, start + self.max_records_per_split)
             everything &= end >= total
+            if end < total and self.source.change_data_feed:
+                cut = state["version"]
             plan[state["index"] % self.parallelism].append(SplitRead(path, start, end, dict(state)))
         self.input_ends_with_plan = not self.source.continuous and everything
         return {s: tuple(reads) for s, reads in plan.items()}
@@ -210,53 +316,101 @@ class DeltaSourceEnumerator(SplitEnumerator):
         return all(state.get("offset", 0) >= state["num_rows"] for _, state in self._files())
 
 
+def _log_commit_or_none(fs, root: str, version: int) -> list[dict]:
+    try:
+        return _log_commit(fs, root, version)
+    except FileNotFoundError:
+        return []
+
+
 class DeltaSourceReader(SourceReader):
     def __init__(self, source, ctx):
         super().__init__(source, ctx)
         self._fs, self._root = filesystem(source.table_path)
         self._schemas: dict = {}
+        self._deleted: dict = {}        # deletion vector -> the sorted rows it deletes (a few kept)
 
-    def _schema(self, version) -> tuple[pa.Schema, list]:
+    def _schema(self, version) -> tuple[pa.Schema, list, dict]:
         if version not in self._schemas:
             dt = _open_table(self.source.table_path, version)
             schema = _arrow_schema(dt)
-            self._schemas[version] = (schema, list(dt.metadata().partition_columns))
+            self._schemas[version] = (schema, list(dt.metadata().partition_columns), column_mapping(dt))
         return self._schemas[version]
 
     def read(self, split, batch_size):
-        schema, partition_columns = self._schema(split.state.get("version"))
-        names = list(self.source.columns) if self.source.columns else schema.names
-        missing = [n for n in names if n not in schema.names]
+        schema, partition_columns, mapping = self._schema(split.state.get("version"))
+        changes = self.source.change_data_feed
+        known = schema.names + (list(CHANGE_COLUMNS) if changes else [])
+        names = list(self.source.columns) if self.source.columns else known
+        missing = [n for n in names if n not in known]
         if missing:
             raise ValueError(f"Delta source: {self.source.table_path} has no column(s) {missing}; "
-                             f"its columns are {schema.names}")
+                             f"its columns are {known}")
         self.ends[split.split_id] = {"offset": split.end}
-        return self._batches(split, schema, partition_columns, names, batch_size)
+        return self._batches(split, schema, partition_columns, mapping, names, batch_size)
 
-    def _batches(self, split, schema, partition_columns, names, batch_size) -> Iterator[tuple]:
-        pf = pq.ParquetFile(_data_path(self._root, split.split_id), filesystem=self._fs)
+    def _deleted_rows(self, dv: Optional[dict]):
+        key = dv_key(dv)
+        if key is None:
+            return None
+        if key not in self._deleted:
+            if len(self._deleted) >= 8:
+                self._deleted.pop(next(iter(self._deleted)))
+            import numpy as np
+            self._deleted[key] = np.asarray(deleted_rows(self._fs, self._root, dv), dtype=np.int64)
+        return self._deleted[key]
+
+    def _batches(self, split, schema, partition_columns, mapping, names, batch_size) -> Iterator[tuple]:
+        import numpy as np
+        state = split.state
+        pf = pq.ParquetFile(_data_path(self._root, state.get("path", split.split_id)), filesystem=self._fs)
         in_file = set(pf.schema_arrow.names)
-        file_columns = [n for n in names if n not in partition_columns and n in in_file]
-        partition = split.state.get("partition") or {}
+        wanted = [n for n in names if n not in partition_columns and n not in CHANGE_COLUMNS]
+        file_columns = [c for c in dict.fromkeys(physical_name(mapping.get(n), n) for n in wanted) if c in in_file]
+        if mapping and len(file_columns) < len(wanted):     # id mode: a column found by its field id
+            file_columns = None
+        change = state.get("change")
+        if change == "cdc":
+            file_columns = None if file_columns is None else file_columns + ["_change_type"]
+        partition = state.get("partition") or {}
+        deleted = self._deleted_rows(state.get("dv"))
         first = 0
-        row_names = list(names)
         for group in range(pf.metadata.num_row_groups):
             rows = pf.metadata.row_group(group).num_rows
             lo, hi = max(split.start, first), min(split.end, first + rows)
             if lo < hi:
                 table = pf.read_row_group(group, columns=file_columns).slice(lo - first, hi - lo)
+                if deleted is not None and len(deleted):
+                    a, b = np.searchsorted(deleted, [lo, hi])
+                    if b > a:   # positions count physical rows; the deleted ones are skipped
+                        keep = np.ones(hi - lo, dtype=bool)
+                        keep[deleted[a:b] - lo] = False
+                        table = table.filter(pa.array(keep))
+                n = table.num_rows
                 columns = []
                 for name in names:
+                    if name == "_change_type":
+                        columns.append(table.column("_change_type") if change == "cdc"
+                                       else pa.array([change] * n, pa.string()))
+                        continue
+                    if name == "_commit_version":
+                        columns.append(pa.array([state["version"]] * n, pa.int64()))
+                        continue
+                    if name == "_commit_timestamp":
+                        columns.append(pa.array([state["timestamp"] * 1000] * n, pa.timestamp("us", tz="UTC")))
+                        continue
                     field = schema.field(name)
                     if name in partition_columns:
-                        columns.append(_partition_column(partition.get(name), field.type, table.num_rows))
-                    elif name in in_file:
-                        column = table.column(name)
+                        value = partition.get(name, partition.get(physical_name(mapping.get(name), name)))
+                        columns.append(_partition_column(value, field.type, n))
+                        continue
+                    column = file_column(table, mapping.get(name), name)
+                    if column is None:      # a column added to the table after this file was written
+                        columns.append(pa.nulls(n, field.type))
+                    else:
                         columns.append(column if column.type == field.type else column.cast(field.type))
-                    else:      # a column added to the table after this file was written
-                        columns.append(pa.nulls(table.num_rows, field.type))
                 values = [c.to_pylist() for c in columns]
-                records = make_rows(zip(*values), row_names)
+                records = make_rows(zip(*values), list(names))
                 for i in range(0, len(records), batch_size):
                     chunk = records[i:i + batch_size]
                     yield chunk, [None] * len(chunk)
@@ -273,7 +427,6 @@ def _partition_column(value, type_: pa.DataType, length: int) -> pa.Array:
     else:
         scalar = pa.scalar(value, type_)
     return pa.array([scalar.as_py()] * length, type_)
-
 
 # ---- sink: records to Arrow -----------------------------------------------------------------
 
@@ -466,6 +619,11 @@ class DeltaSinkWriter(BufferingSinkWriter):
         records = [_insert_kind(record) for record, _ in changes.values()]
         table = records_to_table(records, target, self.ctx.input_type,
                                  f"{self.ctx.operator_name} {self.ctx.subtask_label}, table {self.sink.table_path}")
+        if target is not None:      # the table's other columns keep their values in an update
+            own = ([name for name, _ in batch_fields(self.ctx.input_type)]
+                   if self.ctx.input_type is not None and not isinstance(self.ctx.input_type, PickledBytesTypeInfo)
+                   else _record_columns(records)[0])
+            table = table.select([n for n in table.column_names if n in own])
         table = table.append_column(DELETE_COLUMN, pa.array([d for _, d in changes.values()], pa.bool_()))
         return [{"upsert": table, "subtask": self.ctx.subtask_index, "epoch": self.ctx.epoch}]
 
