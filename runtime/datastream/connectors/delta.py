@@ -10,7 +10,8 @@ from runtime.datastream.functions import KeySelector
 
 @dataclass(frozen=True)
 class DeltaSource(Source):
-    """Reads a Delta table's rows; continuous mode also reads versions committed later."""
+    """Reads a Delta table's rows; continuous mode also reads versions committed later;
+    ``for_change_data_feed`` reads its change data feed instead."""
 
     default_name: ClassVar[str] = "Delta Source"
 
@@ -18,6 +19,7 @@ class DeltaSource(Source):
     continuous: bool = False
     starting_version: Optional[int] = None
     columns: Optional[tuple] = None
+    change_data_feed: bool = False          # for_change_data_feed: the table's change rows
 
     @staticmethod
     def for_bounded_row_data(table_path: str, columns=None, starting_version: Optional[int] = None) -> "DeltaSource":
@@ -28,6 +30,23 @@ class DeltaSource(Source):
     def for_continuous_row_data(table_path: str, columns=None, starting_version: Optional[int] = None) -> "DeltaSource":
         return DeltaSource(_check_path(table_path), True, starting_version,
                            tuple(columns) if columns else None)
+
+    @staticmethod
+    def for_change_data_feed(table_path: str, starting_version: Optional[int] = None, columns=None,
+                             continuous: bool = True) -> "DeltaSource":
+        """The change data feed of a table with ``delta.enableChangeDataFeed``, as Spark's
+        ``readChangeFeed``: each record is a row of the table with ``_change_type`` (insert,
+        update_preimage, update_postimage, delete), ``_commit_version`` and ``_commit_timestamp``
+        (UTC), from ``starting_version`` on (None: the latest version's rows as inserts, then the
+        changes after it, as Spark's streaming change feed). Continuous by default (the commits
+        made while the job runs too); ``continuous=False`` reads up to the version that was the
+        latest when the job started. ``columns`` may name the three change columns as well."""
+        if starting_version is not None and (isinstance(starting_version, bool) or not isinstance(
+                starting_version, int) or starting_version < 0):
+            raise ValueError(f"DeltaSource.for_change_data_feed: starting_version is a table version "
+                             f"(an int >= 0) or None, got {starting_version!r}")
+        return DeltaSource(_check_path(table_path), bool(continuous), starting_version,
+                           tuple(columns) if columns else None, True)
 
     @property
     def boundedness(self) -> Boundedness:
