@@ -281,3 +281,28 @@ def test_kills_after_the_merge_and_during_the_record_then_restore_leave_each_key
                   for line in open(log) if '"txn"' in line}
         versions = txn_versions(tmp_path / name, app)
         assert versions == sorted(set(versions)), (name, versions)    # no checkpoint merged twice
+
+
+def test_a_merge_that_a_compaction_overtook_is_read_and_merged_again(tmp_path, monkeypatch):
+    """`sluice maintain` compacts the table between the merge's read and its commit: delta-rs
+    refuses the stale commit (no row twice, none lost) and the merge runs again on the new version."""
+    import runtime.connectors.delta as delta
+    from runtime.storage.maintenance import compact_files
+    table = str(tmp_path / "counts")
+    for i in range(4):
+        write_deltalake(table, pa.table({"word": [f"w{i}"], "count": pa.array([i], pa.int64())}), mode="append")
+    real, calls = delta._merge, []
+
+    def overtaken(dt, *args):
+        calls.append(dt.version())
+        if len(calls) == 1:
+            assert compact_files(DeltaTable(table), None, 1 << 20) == (4, 1)
+        return real(dt, *args)
+
+    monkeypatch.setattr(delta, "_merge", overtaken)
+    w = writer(table)
+    w.write([Row(word="w1", count=10), Row(word="w9", count=9), Row.of_kind(RowKind.DELETE, word="w2", count=2)])
+    assert merge_upserts(table, [c["upsert"] for c in w.finish()], ("word",), "app", 1)
+    assert calls == [3, 4]
+    assert rows(table, "word", "count") == [("w0", 0), ("w1", 10), ("w3", 3), ("w9", 9)]
+    assert DeltaTable(table).transaction_version("app") == 1

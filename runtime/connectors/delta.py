@@ -814,6 +814,7 @@ def merge_upserts(table_path: str, changes: list, keys, app_id: str, version: in
     deletes it (DELETE_COLUMN). Creates the table if missing. A no-op (False) when the table's
     transaction version for ``app_id`` is already ``>= version``, so a replayed commit does nothing."""
     from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+    from deltalake.exceptions import CommitFailedError
     source = last_changes(changes, keys)
     properties = CommitProperties(app_transactions=[Transaction(app_id, version)])
     if not DeltaTable.is_deltatable(table_path):
@@ -826,7 +827,23 @@ def merge_upserts(table_path: str, changes: list, keys, app_id: str, version: in
             if not DeltaTable.is_deltatable(table_path):
                 raise
             # Another writer created the table meanwhile: merge into it below.
-    dt = DeltaTable(table_path)
+    for attempt in range(MERGE_ATTEMPTS):
+        try:
+            return _merge(DeltaTable(table_path), source, keys, properties, app_id, version, what)
+        except CommitFailedError:
+            # Another writer committed since the merge read the table (a `sluice maintain`
+            # compaction rewriting its files): delta-rs refuses the commit; read it again and
+            # merge again, unless this was the last try (the checkpoint then fails and the job
+            # replays from the one before).
+            if attempt == MERGE_ATTEMPTS - 1:
+                raise
+    return False
+
+
+MERGE_ATTEMPTS = 3
+
+
+def _merge(dt, source: pa.Table, keys, properties, app_id: str, version: int, what: str) -> bool:
     done = dt.transaction_version(app_id)
     if done is not None and done >= version:
         return False
