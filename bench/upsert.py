@@ -9,7 +9,7 @@ commit that carries the app transaction (app id, epoch), as the upsert sink comm
                when_matched_update / when_not_matched_insert, in this process (Sluice's driver)
   delta-spark  MERGE INTO delta.`path` USING the epoch's changes (a DataFrame from the same Arrow
                table), spark.databricks.delta.write.txnAppId/txnVersion set for the commit,
-               on local Spark (local[2]) with the jars from .jars/delta (SLUICE_JARS)
+               on local Spark (local[2], shuffle and snapshot partitions 2) with the jars from .jars/delta (SLUICE_JARS)
 
 Both start from a copy of the same table written by delta-rs. Printed: each side's per-epoch
 times (ms), the median, and the ratio. delta-spark's side runs only when its jars are there.
@@ -74,6 +74,7 @@ def spark_session(jars: list[str]):
             .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
             .config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.databricks.delta.snapshotPartitions", "2")      # Delta's default 50: 50 tasks per log replay
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
             .getOrCreate())
 
