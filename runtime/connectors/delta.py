@@ -18,6 +18,12 @@ driver, the ``DeltaCommitter`` commits the handles staged since the last checkpo
 transaction carrying the app transaction (app_id, version), so a replayed commit is a no-op
 (``commit_sink_files``).
 
+Upsert sink (``DeltaSink.with_upsert_keys``): the writer keeps each key's last change of the epoch
+(a changelog as Flink's upsert sinks read it: INSERT/UPDATE_AFTER upsert, DELETE deletes,
+UPDATE_BEFORE ignored) and hands them to the driver as an Arrow table; the committer reduces a
+checkpoint's tables to each key's last change and applies them with delta-rs's MERGE in one
+commit carrying the same app transaction (``merge_upserts``), so a replay is a no-op there too.
+
 Data files are read and written with pyarrow's own filesystems, not delta-rs's pyarrow
 dataset: scanning through delta-rs's filesystem handler can abort the interpreter at exit
 (delta-rs issue #2184, "terminate called without an active exception").
