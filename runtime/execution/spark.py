@@ -65,6 +65,77 @@ def _launch_jvm(conf) -> None:
     SparkContext._ensure_initialized(gateway=gateway, conf=conf)
 
 
+# delta-spark's JVM parts (bin/dev's set-up copies them with Maven from include/maven/pom.xml);
+# SLUICE_JARS names another folder of them (a cluster's driver image, a shared mount).
+JARS_VARIABLE = "SLUICE_JARS"
+# Opt-in fallback when there is no such folder: delta-spark's configure_spark_with_delta_pip,
+# which has Spark download the jars (spark.jars.packages) as the session starts.
+DELTA_PIP_VARIABLE = "SLUICE_DELTA_PIP"
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+_PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_said_no_delta = False
+
+
+def delta_jars_folder() -> Optional[str]:
+    """The folder holding delta-spark's jars: ``$SLUICE_JARS`` when set, else the project's
+    ``.jars/delta`` (made by ``bin/dev``'s set-up); None when it does not exist or has no jar."""
+    named = os.environ.get(JARS_VARIABLE)
+    folder = named or os.path.join(_PROJECT_ROOT, ".jars", "delta")
+    if os.path.isdir(folder) and any(f.endswith(".jar") for f in os.listdir(folder)):
+        return os.path.abspath(folder)
+    if named:
+        spark_log.warning("%s=%s holds no jar: Spark starts without delta-spark", JARS_VARIABLE, named)
+    return None
+
+
+def delta_jars() -> list[str]:
+    """delta-spark's jars for ``spark.jars``, from ``delta_jars_folder()`` (none without it)."""
+    folder = delta_jars_folder()
+    if folder is None:
+        return []
+    return [os.path.join(folder, f) for f in sorted(os.listdir(folder)) if f.endswith(".jar")]
+
+
+def _joined(*values: Optional[str]) -> str:
+    """Comma-separated values, each once, in order (``spark.jars``, ``spark.sql.extensions``)."""
+    seen: list[str] = []
+    for value in values:
+        seen.extend(v for v in (value or "").split(",") if v and v not in seen)
+    return ",".join(seen)
+
+
+def _with_delta(builder, settings: dict):
+    """Delta Lake in the session, as a Spark estate has it: the jars from ``delta_jars_folder()``
+    with Delta's SQL extension and catalog (``spark.read.format("delta")``, ``DESCRIBE HISTORY``,
+    time travel). Without the folder: ``configure_spark_with_delta_pip`` when ``SLUICE_DELTA_PIP``
+    opts in (a download as the session starts), else no Delta in Spark (Sluice writes and reads its
+    tables with delta-rs and does not need it)."""
+    global _said_no_delta
+    jars = delta_jars()
+    if jars:
+        builder = builder.config("spark.jars", _joined(",".join(jars), settings.get("spark.jars")))
+    elif os.environ.get(DELTA_PIP_VARIABLE, "").lower() in ("1", "true", "yes"):
+        try:
+            from delta import configure_spark_with_delta_pip
+        except ImportError:
+            spark_log.warning("%s is set but delta-spark is not installed: Spark starts without Delta",
+                              DELTA_PIP_VARIABLE)
+            return builder
+        spark_log.info("no delta-spark jars (.jars/delta, %s) and %s is set: Spark downloads them "
+                       "(spark.jars.packages) as the session starts", JARS_VARIABLE, DELTA_PIP_VARIABLE)
+        builder = configure_spark_with_delta_pip(builder)
+    else:
+        if not _said_no_delta:
+            _said_no_delta = True
+            spark_log.info("Spark starts without delta-spark: spark.read.format(\"delta\") needs its jars "
+                           "(bin/dev's set-up puts them in .jars/delta; %s names another folder, "
+                           "%s=1 has Spark download them)", JARS_VARIABLE, DELTA_PIP_VARIABLE)
+        return builder
+    return (builder.config("spark.sql.extensions", _joined(DELTA_EXTENSION, settings.get("spark.sql.extensions")))
+            .config("spark.sql.catalog.spark_catalog", settings.get("spark.sql.catalog.spark_catalog", DELTA_CATALOG)))
+
+
 def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[dict] = None):
     """The process's SparkSession, created on first use (start-up is paid once per run) with
     ``settings`` (Spark configuration keys) on top of Sluice's own."""
@@ -100,7 +171,12 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
                    .config("spark.sql.ui.retainedExecutions", "100"))
         if master.startswith("local"):
             builder = builder.config("spark.ui.enabled", "false")
-        for key, value in (settings or {}).items():
+        settings = dict(settings or {})
+        builder = _with_delta(builder, settings)
+        for key in ("spark.jars", "spark.sql.extensions", "spark.sql.catalog.spark_catalog"):
+            if key in builder._options:     # merged with Delta's by _with_delta
+                settings.pop(key, None)
+        for key, value in settings.items():
             builder = builder.config(key, value)
         from pyspark import SparkConf
         conf = SparkConf(loadDefaults=False)
