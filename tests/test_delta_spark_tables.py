@@ -279,3 +279,97 @@ def test_a_change_feed_job_killed_and_stopped_resumes_at_the_right_change_exactl
             max_records_per_split=1, restore_from="latest")
     assert spark_rows(dspark, out) == expected
     assert stop is not None
+
+
+def test_type_widening_reads_older_files_under_the_widened_type(dspark, tmp_path):
+    path = str(tmp_path / "widened")
+    (dspark.sql("SELECT cast(id AS int) AS n, cast(id AS float) AS f FROM range(3)").write.format("delta")
+        .option("delta.enableTypeWidening", "true").save(path))
+    dspark.sql(f"ALTER TABLE delta.`{path}` CHANGE COLUMN n TYPE bigint")
+    dspark.sql(f"ALTER TABLE delta.`{path}` CHANGE COLUMN f TYPE double")
+    dspark.sql(f"INSERT INTO delta.`{path}` VALUES (5000000000, 0.1)")
+    assert sluice_rows(tmp_path, DeltaSource.for_bounded_row_data(path)) == spark_rows(dspark, path)
+
+
+def test_every_retained_position_of_a_change_feed_resumes_at_its_change_row(dspark, tmp_path):
+    """Positions taken after each epoch (what each checkpoint holds), each restored into a new
+    enumerator: the rows before it and the rows after it are the feed, each row once."""
+    path = str(tmp_path / "cdf")
+    cdf_table(dspark, path)
+    expected = spark_rows(dspark, path, readChangeFeed="true", startingVersion=1)
+    source = DeltaSource.for_change_data_feed(path, 1, continuous=False)
+    enumerator = DeltaSourceEnumerator(source, EnumeratorContext(parallelism=2, max_records_per_split=1))
+    reader = DeltaSourceReader(source, TaskContext("Delta Source", 0, 1, 128, 0, 1_700_000_000_000, {}))
+    read, retained, versions = [], [({}, [])], []
+    for epoch in range(100):
+        states, first = {}, len(read)
+        for reads in enumerator.plan_epoch(epoch).values():
+            for split in reads:
+                read += [tuple(_plain(v) for v in r) for values, _ in reader.read(split, 3) for r in values]
+                states[split.split_id] = reader.end_state(split)
+        enumerator.complete_epoch(states)
+        versions.append({r[3] for r in read[first:]})
+        retained.append((enumerator.snapshot(), list(read)))
+        if enumerator.input_ends_with_plan:
+            break
+    assert sorted(read, key=repr) == expected and len(retained) > 5
+    # Versions come in order across epochs: no epoch reads a version before one an earlier epoch read.
+    versions = [v for v in versions if v]
+    assert all(max(a) <= min(b) for a, b in zip(versions, versions[1:])), versions
+    for positions, before in retained:
+        restored = DeltaSourceEnumerator(source, EnumeratorContext(parallelism=1, max_records_per_split=2))
+        if positions:
+            restored.restore(positions)
+        rest, _ = read_directly(source, max_records_per_split=2, enumerator=restored)
+        assert sorted(before + rest, key=repr) == expected
+
+
+def _z85_encode(data: bytes) -> str:
+    from runtime.connectors.delta_features import _Z85
+    data += b"\0" * (-len(data) % 4)
+    out = []
+    for i in range(0, len(data), 4):
+        value = int.from_bytes(data[i:i + 4], "big")
+        out += [_Z85[value // 85 ** k % 85] for k in range(4, -1, -1)]
+    return "".join(out)
+
+
+def test_inline_and_file_deletion_vectors_decode_with_their_checks(tmp_path):
+    import struct
+    import zlib
+
+    import pyarrow.fs as pafs
+    from pyroaring import BitMap
+
+    from runtime.connectors.delta_features import DV_MAGIC, deleted_rows, dv_file, z85_decode
+
+    # Two 32-bit bitmaps: rows 1, 3 and 70,000 run of 5,000 in the low one, one row past 2**32.
+    low = BitMap([1, 3] + list(range(70_000, 75_000)))
+    low.run_optimize()
+    high = BitMap([7])
+    data = (struct.pack("<iq", DV_MAGIC, 2) + struct.pack("<i", 0) + low.serialize()
+            + struct.pack("<i", 1) + high.serialize())
+    rows = [1, 3] + list(range(70_000, 75_000)) + [2 ** 32 + 7]
+    inline = {"storageType": "i", "pathOrInlineDv": _z85_encode(data), "sizeInBytes": len(data),
+              "cardinality": len(rows)}
+    fs = pafs.LocalFileSystem()
+    assert deleted_rows(fs, str(tmp_path), inline) == rows
+    # A file: a version byte, then at the offset the size (big-endian), the bitmap and its CRC.
+    uid = "}P.m<z:=%dM>4M=s+]#Q"
+    stored = {"storageType": "u", "pathOrInlineDv": "ab" + uid, "offset": 1, "sizeInBytes": len(data),
+              "cardinality": len(rows)}
+    target = dv_file(str(tmp_path), stored)
+    assert target.startswith(str(tmp_path / "ab" / "deletion_vector_")) and len(z85_decode(uid)) == 16
+    os.makedirs(os.path.dirname(target))
+    with open(target, "wb") as f:
+        f.write(b"\1" + struct.pack(">i", len(data)) + data + struct.pack(">I", zlib.crc32(data)))
+    assert deleted_rows(fs, str(tmp_path), stored) == rows
+    with pytest.raises(ValueError, match="holds 5003 rows, its add action says 4"):
+        deleted_rows(fs, str(tmp_path), {**stored, "cardinality": 4})
+    with open(target, "r+b") as f:       # a flipped bit: the CRC does not match
+        f.seek(20)
+        byte = f.read(1)
+        f.seek(20)
+        f.write(bytes([byte[0] ^ 1]))
+    with pytest.raises(ValueError, match="damaged"):
+        deleted_rows(fs, str(tmp_path), stored)
