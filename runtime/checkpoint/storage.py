@@ -27,8 +27,8 @@ import pyarrow as pa
 
 from runtime.storage.delta_files import AppendOnlyTable, DeltaTables, add_new_columns, append, arrow_table, read_table
 from runtime.storage.filesystems import join, relative, rmtree
-from runtime.storage.maintenance import (COMPACT_AFTER_FILES, LOG_RETENTION_S, OWN_TABLE_PROPERTIES, clean_log,
-                                         compact_and_vacuum)
+from runtime.storage.maintenance import (COMPACT_AFTER_FILES, LOG_RETENTION_S, clean_log,
+                                         compact_and_vacuum, own_table_properties)
 
 COMPLETED, FAILED, DISCARDED, INVALID = "COMPLETED", "FAILED", "DISCARDED", "INVALID"
 # Checkpoints a compacted checkpoints table still lists besides the completed ones, savepoints
@@ -141,7 +141,8 @@ class CheckpointStorage:
         self._log_writer: Optional[ThreadPoolExecutor] = None
         self._checkpoints = AppendOnlyTable(self.checkpoints_path)     # read at every checkpoint
         self._latest: dict = {}     # (checkpoint id, kind, external path) -> (recorded_at, record)
-        self._tables = DeltaTables(OWN_TABLE_PROPERTIES)     # the checkpoints and state tables
+        self.table_properties = own_table_properties(log_retention_s)
+        self._tables = DeltaTables(self.table_properties)     # the checkpoints and state tables
         self._log_commits = 0       # epoch-log commits since its last compaction check
         self._lock = threading.RLock()
 
@@ -270,7 +271,7 @@ class CheckpointStorage:
             holder = self.running_holder(lease_timeout_s)
             if holder is not None:
                 raise JobAlreadyRunningException(already_running(self.job_dir, holder))
-            own = DeltaTables(OWN_TABLE_PROPERTIES)
+            own = DeltaTables(self.table_properties)
             if not DeltaTable.is_deltatable(self.epoch_log_path):
                 try:
                     append(self.epoch_log_path, arrow_table(EPOCH_LOG_SCHEMA, []), create_only=True, tables=own)

@@ -22,7 +22,8 @@ import pyarrow as pa
 from runtime.scheduler.restart import decide
 from runtime.storage.delta_files import DeltaTables, append, arrow_table, read_table
 from runtime.storage.filesystems import join
-from runtime.storage.maintenance import COMPACT_AFTER_FILES, OWN_TABLE_PROPERTIES, clean_log, compact_and_vacuum
+from runtime.storage.maintenance import (COMPACT_AFTER_FILES, LOG_RETENTION_S, clean_log, compact_and_vacuum,
+                                         own_table_properties)
 
 RUNNING, FINISHED, FAILED, CANCELED = "RUNNING", "FINISHED", "FAILED", "CANCELED"
 
@@ -76,24 +77,26 @@ def _s(t) -> Optional[float]:
 
 
 class ExecutionHistory:
-    def __init__(self, job_dir: str):
+    def __init__(self, job_dir: str, log_retention_s: float = LOG_RETENTION_S):
         self.path = join(job_dir, "executions")
+        self.log_retention_s = log_retention_s
+        self.table_properties = own_table_properties(log_retention_s)
 
     def record(self, record: ExecutionRecord) -> ExecutionRecord:
         now = time.time()
         row = {**asdict(record), "started_at": _us(record.started_at), "ended_at": _us(record.ended_at),
                "parallelism": json.dumps(record.parallelism), "failed_tasks": json.dumps(list(record.failed_tasks)),
                "host": socket.gethostname(), "pid": os.getpid(), "recorded_at": _us(now)}
-        append(self.path, arrow_table(EXECUTIONS_SCHEMA, [row]), tables=DeltaTables(OWN_TABLE_PROPERTIES))
+        append(self.path, arrow_table(EXECUTIONS_SCHEMA, [row]), tables=DeltaTables(self.table_properties))
         return replace(record, recorded_at=now)
 
     def compact(self, after_files: int = COMPACT_AFTER_FILES) -> Optional[list]:
         """Rewrite the table as each run's latest row (all its readers read) once it has more
         than ``after_files`` files; by the run that holds the job. The files deleted."""
-        dt = DeltaTables(OWN_TABLE_PROPERTIES).get(self.path)
+        dt = DeltaTables(self.table_properties).get(self.path)
         if dt is None or len(dt.file_uris()) <= after_files:
             return None
-        clean_log(self.path)
+        clean_log(self.path, retention_s=self.log_retention_s)
         latest: dict = {}
         for row in self._rows():
             latest[row["run_id"]] = row
@@ -126,8 +129,9 @@ class RunRecorder:
     a failure with the restart strategy's decision on it (Flink's JobMaster asks its
     RestartBackoffTimeStrategy; here the history of the Airflow run is the strategy's memory)."""
 
-    def __init__(self, job_dir: str, started: ExecutionRecord, compact_after: int = COMPACT_AFTER_FILES):
-        self.history = ExecutionHistory(job_dir)
+    def __init__(self, job_dir: str, started: ExecutionRecord, compact_after: int = COMPACT_AFTER_FILES,
+                 log_retention_s: float = LOG_RETENTION_S):
+        self.history = ExecutionHistory(job_dir, log_retention_s)
         self.history.compact(compact_after)
         self.execution = self.history.record(started)
 

@@ -5,8 +5,10 @@ tables) and every reader replays what was appended; left alone, an epoch's cost 
 job's age. Structured Streaming bounds its metadata the same ways: it compacts its commit and
 offset logs, keeps ``minBatchesToRetain`` batches and cleans its state store's old versions.
 
-* ``OWN_TABLE_PROPERTIES``: a Delta checkpoint every 10 commits, and tombstones dropped from it
-  after 30 seconds. Nothing reads the history of Sluice's own tables: restores read the files
+* ``own_table_properties``: a Delta checkpoint every 10 commits, and tombstones dropped from it
+  after 30 seconds (``sluice.maintenance.log-retention``: the log and deleted-file retentions the
+  tables declare are that option, and delta-spark time-travels them within it). Nothing reads
+  the history of Sluice's own tables: restores read the files
   the checkpoints' records list, so short retentions cost nothing.
 * ``clean_log``: log entries before the table's latest Delta checkpoint, once older than
   ``LOG_RETENTION_S``, deleted oldest first (``delta.logRetentionDuration``, done here rather
@@ -25,6 +27,7 @@ offset logs, keeps ``minBatchesToRetain`` batches and cleans its state store's o
 from __future__ import annotations
 
 import logging
+import math
 import time
 import uuid
 from typing import Iterable, Optional
@@ -40,10 +43,21 @@ from runtime.storage.filesystems import filesystem
 log = logging.getLogger(__name__)
 
 LOG_RETENTION_S = 30
-OWN_TABLE_PROPERTIES = {"delta.checkpointInterval": "10",
-                        "delta.logRetentionDuration": f"interval {LOG_RETENTION_S} seconds",
-                        "delta.deletedFileRetentionDuration": f"interval {LOG_RETENTION_S} seconds",
-                        "delta.enableExpiredLogCleanup": "false"}    # clean_log does it
+
+
+def own_table_properties(log_retention_s: float = LOG_RETENTION_S) -> dict:
+    """The table properties of Sluice's own tables for a job whose ``sluice.maintenance.log-retention``
+    is ``log_retention_s``: the retention they declare is the one ``clean_log`` keeps, so that a
+    Delta reader holds to it too (delta-spark refuses time travel to a version older than the
+    declared ``delta.deletedFileRetentionDuration``)."""
+    interval = f"interval {max(1, math.ceil(log_retention_s))} seconds"
+    return {"delta.checkpointInterval": "10",
+            "delta.logRetentionDuration": interval,
+            "delta.deletedFileRetentionDuration": interval,
+            "delta.enableExpiredLogCleanup": "false"}    # clean_log does it
+
+
+OWN_TABLE_PROPERTIES = own_table_properties()
 COMPACT_AFTER_FILES = 20        # an append-only table with more files than this is compacted
 ORPHAN_AGE_S = 60               # a file no version lists, older than this, is a dead writer's
 
