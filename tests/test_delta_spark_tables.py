@@ -163,6 +163,27 @@ def test_column_mapping_renamed_dropped_and_added_columns(dspark, tmp_path, mode
         sorted(((r[1], r[0]) for r in expected), key=repr)
 
 
+def test_a_partitioned_column_mapped_table_with_deletion_vectors_and_its_change_feed(dspark, tmp_path):
+    from deltalake import DeltaTable
+    path = str(tmp_path / "all")
+    (dspark.range(8).selectExpr("id", "cast(id AS string) AS a", "id % 2 AS p").write.format("delta")
+        .option("delta.columnMapping.mode", "name").option("delta.enableDeletionVectors", "true")
+        .partitionBy("p").save(path))
+    # Renames first (delta-spark refuses writes to a table with a change feed after a RENAME or
+    # DROP COLUMN), then the change feed: its change files hold the columns' physical names.
+    dspark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN a TO renamed")
+    dspark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN p TO parity")
+    dspark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    start = DeltaTable(path).version() + 1
+    dspark.sql(f"UPDATE delta.`{path}` SET renamed = 'u' WHERE id = 2")
+    dspark.sql(f"DELETE FROM delta.`{path}` WHERE id IN (3, 4)")
+    dspark.sql(f"INSERT INTO delta.`{path}` VALUES (100, 'x', 0)")
+    assert any((a.get("add") or {}).get("deletionVector") for a in log_actions(path))
+    assert sluice_rows(tmp_path, DeltaSource.for_bounded_row_data(path)) == spark_rows(dspark, path)
+    assert sluice_rows(tmp_path, DeltaSource.for_change_data_feed(path, start, continuous=False)) == \
+        spark_rows(dspark, path, readChangeFeed="true", startingVersion=start)
+
+
 # ---- v2 checkpoints -------------------------------------------------------------------------
 
 def test_v2_checkpoints_with_deletion_vectors_bounded_continuous_and_restored(dspark, tmp_path):
