@@ -165,7 +165,8 @@ class DeltaSourceEnumerator(SplitEnumerator):
 
     # positions: split id -> {"offset", "num_rows", "partition", "index", "version", "dv"}
     #            (a change feed's splits also "path", "change", "timestamp"; their id is
-    #            "<version>:<change>:<path>")
+    #            "<version>:<change>:<path>"; a file whose deletion vector a commit replaced,
+    #            "newly_deleted" and "dv_before": its deletes are the rows "dv" adds)
     #            TABLE_KEY -> {"version": last version read, "files": number of splits,
     #                          a bounded change feed's "end": the last version it reads}
 
@@ -278,12 +279,25 @@ class DeltaSourceEnumerator(SplitEnumerator):
             return
         adds = [a["add"] for a in actions if "add" in a and a["add"].get("dataChange", True)]
         removes = [a["remove"] for a in actions if "remove" in a and a["remove"].get("dataChange", True)]
-        both = {unquote(a["path"]) for a in adds} & {unquote(r["path"]) for r in removes}
-        if both:
-            raise ValueError(
-                f"Delta source: version {version} of {self.source.table_path} changed the deletion vector "
-                f"of {sorted(both)[0]} without change data files, so its change rows are unknown (Spark's "
-                "change feed refuses such a commit too); read the changes from a later starting_version")
+        removed = {unquote(r["path"]): r for r in removes}
+        both = {unquote(a["path"]) for a in adds} & set(removed)
+        for a in adds:
+            if unquote(a["path"]) not in both:
+                continue
+            # A file whose deletion vector the commit replaced (a DELETE with deletion vectors
+            # writes no change files): the rows the new vector deletes and the old one did not
+            # are the commit's deletes, as Spark's change feed derives them.
+            before = removed[unquote(a["path"])].get("deletionVector")
+            if not a.get("deletionVector"):
+                raise ValueError(
+                    f"Delta source: version {version} of {self.source.table_path} dropped the deletion vector "
+                    f"of {a['path']} without change data files (rows deleted before come back), which Sluice's "
+                    "change feed does not read; read the changes from a later starting_version")
+            self._add_file(a["path"], _stats_rows(a), dict(a.get("partitionValues") or {}), version,
+                           a["deletionVector"], f"{version}:delete:{a['path']}", change="delete",
+                           timestamp=timestamp, newly_deleted=True, dv_before=before)
+        adds = [a for a in adds if unquote(a["path"]) not in both]
+        removes = [r for r in removes if unquote(r["path"]) not in both]
         for r in removes:
             self._add_file(r["path"], _stats_rows(r), dict(r.get("partitionValues") or {}), version,
                            r.get("deletionVector"), f"{version}:delete:{r['path']}", change="delete",
@@ -386,7 +400,16 @@ class DeltaSourceReader(SourceReader):
             lo, hi = max(split.start, first), min(split.end, first + rows)
             if lo < hi:
                 table = pf.read_row_group(group, columns=file_columns).slice(lo - first, hi - lo)
-                if deleted is not None and len(deleted):
+                if state.get("newly_deleted"):    # a change feed's deletes by deletion vector
+                    keep = np.zeros(hi - lo, dtype=bool)
+                    a, b = np.searchsorted(deleted, [lo, hi])
+                    keep[deleted[a:b] - lo] = True
+                    before = self._deleted_rows(state.get("dv_before"))
+                    if before is not None:
+                        a, b = np.searchsorted(before, [lo, hi])
+                        keep[before[a:b] - lo] = False
+                    table = table.filter(pa.array(keep))
+                elif deleted is not None and len(deleted):
                     a, b = np.searchsorted(deleted, [lo, hi])
                     if b > a:   # positions count physical rows; the deleted ones are skipped
                         keep = np.ones(hi - lo, dtype=bool)
