@@ -89,11 +89,12 @@ class Submissions:
     (as the provider does on a non-zero exit) while ``fail`` is set."""
 
     def __init__(self):
-        self.submitted, self.fail = [], False
+        self.submitted, self.fail, self.jars = [], False, []
 
     def __call__(self, operator, context):
         from airflow.sdk.exceptions import AirflowException
         self.submitted.append((list(operator.application_args), dict(operator.env_vars)))
+        self.jars.append(operator.jars)
         if self.fail:
             raise AirflowException("Cannot execute: spark-submit ... Error code is: 1.")
 
@@ -154,6 +155,9 @@ def test_submission_arguments_and_environment(submit):
         "-D", "sluice.airflow.dag-run-id=manual__1", "-D", "sluice.airflow.attempt=1",
         "-D", "execution.savepoint.ignore-unclaimed-state=True", "-D", "sluice.subtask-attempts={}"]
     assert env["PYSPARK_PYTHON"] == os.environ.get("PYSPARK_PYTHON", sys.executable)
+    # delta-spark's jars from bin/dev's set-up, on the driver's class path (--jars), once per attempt.
+    from runtime.execution.spark import delta_jars
+    assert delta_jars() and submissions.jars == [",".join(delta_jars())] * 2
     # The plan was compiled at the asked parallelism, with {warehouse} in the job's arguments
     # resolved to this run's warehouse.
     assert load_plan(plan).stream_graph.settings.default_parallelism == 3

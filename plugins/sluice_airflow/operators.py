@@ -26,6 +26,7 @@ from airflow.sdk import BaseOperator
 
 from runtime.jobmaster import discover_jobs, find_job
 from runtime.execution.options import ExecutionOptions
+from runtime.execution.spark import delta_jars
 from runtime.jobmaster.plans import load_plan
 from runtime.jobmaster.steps import (
     RUN_PARAMETERS,
@@ -250,6 +251,11 @@ class SluiceJobOperator(SparkSubmitOperator):
         options = run_options(load_plan(plan), request, warehouse, master, dag_run_id, attempt)
         self.application_args = ["run", spec.path, "--plan", plan, *ExecutionOptions.to_properties(options)]
         self.env_vars = {**(self.env_vars or {}), "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+        # delta-spark's jars (.jars/delta, SLUICE_JARS) go on the driver's class path with --jars:
+        # the driver's session cannot add them to the JVM spark-submit started.
+        delta = ",".join(delta_jars())
+        if delta and delta not in (self.jars or ""):
+            self.jars = ",".join(j for j in (self.jars, delta) if j)
         if shutil.which("spark-submit") is None:     # the project's environment has it next to python
             os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
         self.log.info("Submitting %s to %s with spark-submit (attempt %s)", spec.name, master, attempt)
