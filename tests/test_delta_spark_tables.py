@@ -141,6 +141,21 @@ def test_a_continuous_source_reads_a_snapshot_with_deletion_vectors_then_refuses
     assert path in str(error.value) and "for_change_data_feed" in str(error.value)
 
 
+def test_deletion_vectors_listed_by_a_classic_checkpoint(dspark, tmp_path):
+    path = str(tmp_path / "classic")
+    (dspark.range(12).coalesce(1).write.format("delta").option("delta.enableDeletionVectors", "true")
+        .option("delta.checkpointInterval", "2").save(path))
+    dspark.sql(f"DELETE FROM delta.`{path}` WHERE id % 4 = 1")      # version 1
+    dspark.sql(f"DELETE FROM delta.`{path}` WHERE id = 6")          # version 2: a classic checkpoint
+    dspark.range(50, 52).write.format("delta").mode("append").save(path)
+    assert os.path.exists(os.path.join(path, "_delta_log", "00000000000000000002.checkpoint.parquet"))
+    expected = spark_rows(dspark, path)
+    assert sorted(read_directly(DeltaSource.for_bounded_row_data(path))[0], key=repr) == expected
+    # Time travel to the version before: its own deletion vector.
+    assert sorted(read_directly(DeltaSource.for_bounded_row_data(path, starting_version=1))[0], key=repr) == \
+        spark_rows(dspark, path, versionAsOf=1)
+
+
 # ---- column mapping -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", ["name", "id"])
