@@ -25,3 +25,17 @@ def job_env(tmp_path, parallelism: int = 1, **settings) -> StreamExecutionEnviro
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(parallelism)
     return env
+
+
+def delta_env(tmp_path, parallelism: int = 1, **extra) -> StreamExecutionEnvironment:
+    """An environment writing to ``tmp_path`` on the wall clock, an unbounded epoch 100 ms
+    (Delta sources that follow a table); ``extra``: configuration keys as they are."""
+    conf = Configuration()
+    conf.set_string("sluice.warehouse", str(tmp_path / "warehouse"))
+    conf.set_string("sluice.spark.master", "local[2]")
+    conf.set_string("sluice.epoch.interval", "100")
+    for key, value in extra.items():
+        conf.set_string(key, str(value))
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(parallelism)
+    return env

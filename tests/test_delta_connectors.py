@@ -15,26 +15,14 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from runtime.common import Configuration, Row, Types, WatermarkStrategy
+from runtime.common import Row, Types, WatermarkStrategy
 from runtime.connectors.base import EnumeratorContext
 from runtime.connectors.delta import (
     DeltaSinkWriter, DeltaSourceEnumerator, DeltaSourceReader, commit_sink_files)
-from runtime.datastream import StreamExecutionEnvironment
 from runtime.datastream.connectors import DeltaSink, DeltaSource
 from runtime.task.task_context import TaskContext
 from runtime.task.sink_writer import WriterInitContext
-
-
-def delta_env(tmp_path, parallelism=1, **extra) -> StreamExecutionEnvironment:
-    conf = Configuration()
-    conf.set_string("sluice.warehouse", str(tmp_path / "warehouse"))
-    conf.set_string("sluice.spark.master", "local[2]")
-    conf.set_string("sluice.epoch.interval", "100")
-    for key, value in extra.items():
-        conf.set_string(key, str(value))
-    env = StreamExecutionEnvironment.get_execution_environment(conf)
-    env.set_parallelism(parallelism)
-    return env
+from runtime_env import delta_env
 
 
 def read_rows(path, key=None) -> list[dict]:

@@ -18,13 +18,13 @@ import shutil
 import pytest
 
 from checkpoint_harness import kill_at
-from runtime.common import Configuration, Row, WatermarkStrategy
+from runtime.common import WatermarkStrategy
 from runtime.client import run_job
 from runtime.connectors.base import EnumeratorContext
 from runtime.connectors.delta import DeltaSourceEnumerator, DeltaSourceReader
-from runtime.datastream import StreamExecutionEnvironment
 from runtime.datastream.connectors import DeltaSource
 from runtime.task.task_context import TaskContext
+from runtime_env import delta_env
 
 CDF_JOB = os.path.join(os.path.dirname(__file__), "jobs", "change_feed_copy.py")
 
@@ -37,18 +37,6 @@ def dspark(spark):
     return spark
 
 
-def env_for(tmp_path, parallelism=2, **extra) -> StreamExecutionEnvironment:
-    conf = Configuration()
-    conf.set_string("sluice.warehouse", str(tmp_path / "warehouse"))
-    conf.set_string("sluice.spark.master", "local[2]")
-    conf.set_string("sluice.epoch.interval", "100")
-    for key, value in extra.items():
-        conf.set_string(key, str(value))
-    env = StreamExecutionEnvironment.get_execution_environment(conf)
-    env.set_parallelism(parallelism)
-    return env
-
-
 def _plain(value):
     if isinstance(value, datetime.datetime):        # _commit_timestamp: compared as epoch ms
         return int(value.timestamp() * 1000) if value.tzinfo else value
@@ -56,7 +44,7 @@ def _plain(value):
 
 
 def sluice_rows(tmp_path, source, **extra) -> list[tuple]:
-    env = env_for(tmp_path, **extra)
+    env = delta_env(tmp_path, 2, **extra)
     stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "delta")
     return sorted((tuple(_plain(v) for v in r) for r in stream.execute_and_collect("read delta")), key=repr)
 
@@ -231,7 +219,7 @@ def test_v2_checkpoints_with_deletion_vectors_bounded_continuous_and_restored(ds
 def test_a_reader_feature_sluice_does_not_read_fails_before_the_job_starts(dspark, tmp_path):
     path = str(tmp_path / "variant")
     dspark.sql("SELECT 1 AS id, parse_json('{\"a\": 1}') AS doc").write.format("delta").save(path)
-    env = env_for(tmp_path)
+    env = delta_env(tmp_path, 2)
     env.from_source(DeltaSource.for_bounded_row_data(path), WatermarkStrategy.no_watermarks(), "variant").print()
     with pytest.raises(NotImplementedError) as error:
         env.execute("variant")

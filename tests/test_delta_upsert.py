@@ -17,28 +17,17 @@ from deltalake import DeltaTable, write_deltalake
 
 from checkpoint_harness import LINES_PER_EPOCH, first_lines, kill_at, write_input
 from runtime.client import run_job
-from runtime.common import Configuration, Row, RowKind, Types
+from runtime.common import Row, RowKind, Types
 from runtime.connectors.base import CommitterContext
 from runtime.connectors.delta import DeltaCommitter, DeltaSinkWriter, merge_upserts
-from runtime.datastream import KeyedProcessFunction, StreamExecutionEnvironment
+from runtime.datastream import KeyedProcessFunction
 from runtime.datastream.connectors import DeltaSink
 from runtime.datastream.state import ValueStateDescriptor
 from runtime.task.sink_writer import WriterInitContext
+from runtime_env import delta_env
 
 JOB = os.path.join(os.path.dirname(__file__), "jobs", "upsert_counts.py")
 COUNT = Types.ROW_NAMED(["word", "count"], [Types.STRING(), Types.LONG()])
-
-
-def env_for(tmp_path, parallelism=2, **extra) -> StreamExecutionEnvironment:
-    conf = Configuration()
-    conf.set_string("sluice.warehouse", str(tmp_path / "warehouse"))
-    conf.set_string("sluice.spark.master", "local[2]")
-    conf.set_string("sluice.epoch.interval", "100")
-    for key, value in extra.items():
-        conf.set_string(key, str(value))
-    env = StreamExecutionEnvironment.get_execution_environment(conf)
-    env.set_parallelism(parallelism)
-    return env
 
 
 def rows(path, *columns) -> list[tuple]:
@@ -148,7 +137,7 @@ def test_with_upsert_keys_and_sink_to_check_the_keys_when_the_job_is_built(tmp_p
         sink.with_upsert_keys(0)
     with pytest.raises(ValueError, match="named twice"):
         sink.with_upsert_keys("a", "a")
-    env = env_for(tmp_path)
+    env = delta_env(tmp_path, 2)
     stream = env.from_collection([Row(word="a", count=1)], COUNT)
     with pytest.raises(ValueError, match=r"with_upsert_keys\('name',\)\) to .*t: the key column\(s\) \['name'\] are "
                                          r"not fields of the stream's record type .*its fields are \['word', 'count'\]"):
@@ -169,7 +158,7 @@ def test_a_record_without_the_key_or_with_a_null_key_is_named_with_the_sink_and_
 def test_a_null_key_in_a_job_fails_naming_the_sink_the_field_and_the_task(spark, tmp_path):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "words.txt").write_text("a\nb\n-\nc\n")
-    env = env_for(tmp_path, 1)
+    env = delta_env(tmp_path, 1)
     (env.read_text_file(str(tmp_path / "in"))
         .map(lambda w: Row(word=None if w == "-" else w, count=1), output_type=COUNT)
         .sink_to(DeltaSink.for_row_data(str(tmp_path / "out")).with_upsert_keys("word")))
@@ -185,7 +174,7 @@ def test_a_null_key_in_a_job_fails_naming_the_sink_the_field_and_the_task(spark,
 def test_an_existing_table_without_the_key_column_is_refused_before_the_first_epoch(spark, tmp_path):
     table = str(tmp_path / "out")
     write_deltalake(table, pa.table({"name": ["a"], "count": [1]}))
-    env = env_for(tmp_path, 1)
+    env = delta_env(tmp_path, 1)
     (env.from_collection([Row(word="a", count=1)], COUNT)
         .sink_to(DeltaSink.for_row_data(table).with_upsert_keys("word")))
     with pytest.raises(ValueError, match=r"the sink 'Sink: Delta Sink' upserts by key column\(s\) \['word'\] that its "
@@ -216,7 +205,7 @@ def test_a_rolling_count_per_word_is_one_row_per_word_and_deletes_retract_keys(s
     """Two subtasks, an epoch of 3 records per split, a checkpoint every 2 epochs: the table holds
     each word's latest count once, whichever subtask and epoch its last change came from."""
     words = "a b a c b a d a e b c a f".split()
-    env = env_for(tmp_path, 2, **{"sluice.epoch.max-records-per-split": 3})
+    env = delta_env(tmp_path, 2, **{"sluice.epoch.max-records-per-split": 3})
     env.get_checkpoint_config().set_checkpoint_interval_epochs(2)
     counts = (env.from_collection([Row(word=w, count=1) for w in words], COUNT)
               .key_by("word").sum("count"))
@@ -237,7 +226,7 @@ def test_a_rolling_count_per_word_is_one_row_per_word_and_deletes_retract_keys(s
         assert len(versions) == len(set(versions)) == DeltaTable(str(tmp_path / name)).version() + 1
     # The run again from its last checkpoint: nothing new, no commit.
     before = DeltaTable(str(tmp_path / "counts")).version()
-    env = env_for(tmp_path, 2, **{"sluice.epoch.max-records-per-split": 3})
+    env = delta_env(tmp_path, 2, **{"sluice.epoch.max-records-per-split": 3})
     env.get_checkpoint_config().set_checkpoint_interval_epochs(2)
     (env.from_collection([Row(word=w, count=1) for w in words], COUNT).key_by("word").sum("count")
         .sink_to(DeltaSink.for_row_data(str(tmp_path / "counts")).with_upsert_keys("word")))
