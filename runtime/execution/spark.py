@@ -77,6 +77,9 @@ _PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
 _said_no_delta = False
 
 
+SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
+
+
 def delta_jars_folder() -> Optional[str]:
     """The folder holding delta-spark's jars: ``$SLUICE_JARS`` when set, else the project's
     ``.jars/delta`` (made by ``bin/dev``'s set-up); None when it does not exist or has no jar."""
@@ -105,7 +108,7 @@ def _joined(*values: Optional[str]) -> str:
     return ",".join(seen)
 
 
-def _with_delta(builder, settings: dict):
+def _with_delta(builder, settings: dict, local: bool = False):
     """Delta Lake in the session, as a Spark estate has it: the jars from ``delta_jars_folder()``
     with Delta's SQL extension and catalog (``spark.read.format("delta")``, ``DESCRIBE HISTORY``,
     time travel). Without the folder: ``configure_spark_with_delta_pip`` when ``SLUICE_DELTA_PIP``
@@ -132,8 +135,13 @@ def _with_delta(builder, settings: dict):
                            "(bin/dev's set-up puts them in .jars/delta; %s names another folder, "
                            "%s=1 has Spark download them)", JARS_VARIABLE, DELTA_PIP_VARIABLE)
         return builder
-    return (builder.config("spark.sql.extensions", _joined(DELTA_EXTENSION, settings.get("spark.sql.extensions")))
-            .config("spark.sql.catalog.spark_catalog", settings.get("spark.sql.catalog.spark_catalog", DELTA_CATALOG)))
+    builder = (builder.config("spark.sql.extensions", _joined(DELTA_EXTENSION, settings.get("spark.sql.extensions")))
+               .config("spark.sql.catalog.spark_catalog", settings.get("spark.sql.catalog.spark_catalog", DELTA_CATALOG)))
+    if local and SNAPSHOT_PARTITIONS not in settings:
+        # Delta replays a table's log into 50 partitions, sized for a cluster: on a local master
+        # every read, DESCRIBE HISTORY or MERGE paid 50 tasks for a log of a few files.
+        builder = builder.config(SNAPSHOT_PARTITIONS, "2")
+    return builder
 
 
 def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[dict] = None):
@@ -172,7 +180,7 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
         if master.startswith("local"):
             builder = builder.config("spark.ui.enabled", "false")
         settings = dict(settings or {})
-        builder = _with_delta(builder, settings)
+        builder = _with_delta(builder, settings, master.startswith("local"))
         for key in ("spark.jars", "spark.sql.extensions", "spark.sql.catalog.spark_catalog"):
             if key in builder._options:     # merged with Delta's by _with_delta
                 settings.pop(key, None)
