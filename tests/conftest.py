@@ -25,6 +25,9 @@ SLOW_TIERS = {
     "faults": ("test_checkpoint_faults.py", "test_exactly_once_restarts.py"),
     "object_store": ("test_object_store.py",),
 }
+# delta-spark writing and reading Delta tables through Spark SQL (the jars of .jars/delta).
+DELTA_SPARK = (r"test_delta_spark\.py::test_a_sluice_table_reads_in_spark_sql_as_in_delta_rs\[.*\]",
+               r"test_delta_spark_tables\.py::(?!test_inline_and_file_deletion_vectors).*")
 # Single tests in a slow tier, by a regular expression on "file::test[parameters]": real process
 # kills in files of the fast loop, and whole Spark jobs whose operators a Spark-free test
 # (tests/task_harness.py) or another parameter of the same test covers in the fast loop.
@@ -35,7 +38,9 @@ SLOW_TESTS = {
     "jobs": (r"test_side_output_yield\.py::.*\[(one epoch|an epoch per record)\]",     # [in tasks] stays
              r"test_count_windows\.py::.*\[one epoch\]",     # [in tasks] stays
              r"test_state_ttl\.py::.*\[hashmap.*\]",    # test_state_backends.py checks hashmap TTL without Spark
-             r"test_table_maintenance\.py::test_a_stopped_jobs_own_tables_.*"),     # 4 runs; the held job stays
+             r"test_table_maintenance\.py::test_a_stopped_jobs_own_tables_.*",     # 4 runs; the held job stays
+             r"test_delta_upsert\.py::test_a_(rolling_count|null_key_in_a_job).*"),    # the merge's unit tests stay
+    "delta_spark": DELTA_SPARK,
 }
 
 
