@@ -318,21 +318,21 @@ class CheckpointStorage:
         if self._log_commits >= self.compact_after:
             self._log_commits = 0
             self.compact_epoch_log(epoch)
-            clean_log(self.epoch_log_path, epoch, self.log_retention_s)
 
     def compact_epoch_log(self, epoch: int = -1) -> Optional[list]:
         """Rewrite the epoch log as the rows its readers need (``epoch_log_rows_to_keep``), by
         the run that holds the job, at exactly the version it read (a run taken over meanwhile
-        changes nothing); the files deleted, None when it did not."""
+        changes nothing), after cleaning its Delta log; the files deleted, None when it did not."""
         with self._log_lock:
             if self._epoch_log is None:
                 return None
+            clean_log(self.epoch_log_path, epoch, self.log_retention_s)
             self._epoch_log.update_incremental()
             log = read_table(self.epoch_log_path)
             if log is None:
                 return None
             rows = log.sort_by([("logged_at", "ascending")]).to_pylist()
-            kept = epoch_log_rows_to_keep(rows, [r for r in self.history() if r.status == COMPLETED and r.kind == CHECKPOINT])
+            kept = epoch_log_rows_to_keep(rows, self.completed())
             if len(kept) == len(rows) and len(self._epoch_log.file_uris()) <= 1:
                 return None
             return compact_and_vacuum(self._epoch_log, arrow_table(log.schema, kept), epoch)

@@ -92,11 +92,12 @@ class ExecutionHistory:
 
     def compact(self, after_files: int = COMPACT_AFTER_FILES) -> Optional[list]:
         """Rewrite the table as each run's latest row (all its readers read) once it has more
-        than ``after_files`` files; by the run that holds the job. The files deleted."""
+        than ``after_files`` files, after cleaning its Delta log; by the run that holds the job.
+        The files deleted."""
+        clean_log(self.path, retention_s=self.log_retention_s)
         dt = DeltaTables(self.table_properties).get(self.path)
         if dt is None or len(dt.file_uris()) <= after_files:
             return None
-        clean_log(self.path, retention_s=self.log_retention_s)
         latest: dict = {}
         for row in self._rows():
             latest[row["run_id"]] = row

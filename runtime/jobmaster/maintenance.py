@@ -32,7 +32,7 @@ from runtime.execution.history import ExecutionHistory
 from runtime.execution.options import ExecutionOptions
 from runtime.storage.filesystems import filesystem, join, listdir
 from runtime.storage.layout import job_dir
-from runtime.storage.maintenance import CompactionConflict, clean_log, compact_files, vacuum
+from runtime.storage.maintenance import CompactionConflict, compact_files, vacuum
 
 NO_POLICY = "no policy (DeltaSink.with_maintenance)"
 DEFAULT_TARGET_SIZE = 100 * 1024 * 1024     # delta-rs's and Delta's default for OPTIMIZE
@@ -231,7 +231,7 @@ def _maintain_own_tables(directory: str, report: MaintenanceReport, lease_timeou
         storage.claim(run_id, lease_timeout_s)
     except JobAlreadyRunningException as e:
         return f"skipped: a run claimed the job first ({e})"
-    history = ExecutionHistory(directory)
+    history = ExecutionHistory(directory, storage.log_retention_s)
     state_root = join(directory, "state")
     state_tables = [t for t in listdir(state_root) if not t.startswith((".", "_"))]
     paths = [storage.checkpoints_path, storage.epoch_log_path, history.path,
@@ -244,10 +244,8 @@ def _maintain_own_tables(directory: str, report: MaintenanceReport, lease_timeou
             if dt is not None:
                 in_use.update(int(p["checkpoint_id"]) for p in dt.partitions() if p.get("checkpoint_id") is not None)
         storage.compact_checkpoints(in_use)
-        storage.compact_epoch_log()
+        storage.compact_epoch_log()     # each cleans its Delta log too
         history.compact(1)
-        for path in (storage.epoch_log_path, history.path):
-            clean_log(path, -1, storage.log_retention_s)
         storage.clean_state_logs(state_tables)
         for table in state_tables:
             dt = _table(storage.state_table_path(table))
