@@ -70,27 +70,45 @@ def compact(dt, rows: pa.Table, epoch: int = -1) -> list[str]:
     """Replace every file of the table ``dt`` (a DeltaTable at the version ``rows`` were read
     from) with one file of ``rows``; returns the paths of the files it removed (for ``vacuum``).
     Raises CompactionConflict when another commit came first."""
-    from deltalake import CommitProperties
-    from deltalake.transaction import AddAction
     removed = dt.file_uris()
-    version = dt.version()
     fs, root = filesystem(dt.table_uri)
-    name = f"part-{uuid.uuid4().hex}.parquet"
-    pq.write_table(rows, f"{root}/{name}", filesystem=fs)
+    add = _write_file(fs, root, f"part-{uuid.uuid4().hex}.parquet", rows, {}, data_change=True)
     fault_point("during-compaction", epoch)     # the new file written, not committed
-    add = AddAction(name, fs.get_file_info(f"{root}/{name}").size, {}, int(time.time() * 1000), True,
-                    file_stats(rows))
+    _commit_at_read_version(dt, [add], "overwrite", rows.schema, fs, [f"{root}/{add.path}"])
+    return removed
+
+
+def _delete_quietly(fs, paths: list) -> None:
+    for path in paths:
+        try:
+            fs.delete_file(path)
+        except OSError:
+            pass
+
+
+def _write_file(fs, root: str, name: str, rows: pa.Table, partition_values: dict, data_change: bool):
+    """``rows`` as the Parquet file ``name`` of the table at ``root``; its AddAction."""
+    from deltalake.transaction import AddAction
+    pq.write_table(rows, f"{root}/{name}", filesystem=fs)
+    return AddAction(name, fs.get_file_info(f"{root}/{name}").size, partition_values, int(time.time() * 1000),
+                     data_change, file_stats(rows))
+
+
+def _commit_at_read_version(dt, actions: list, mode: str, schema: pa.Schema, fs, written: list,
+                            partition_by: Optional[list] = None) -> None:
+    """Commit ``actions`` at exactly the version after ``dt``'s (max_commit_retries=0), or not
+    at all: then the files ``written`` for them are deleted and CompactionConflict raised."""
+    from deltalake import CommitProperties
+    version = dt.version()
     try:
-        # max_commit_retries=0: committed at version + 1 or not at all.
-        dt.create_write_transaction([add], "overwrite", rows.schema,
+        dt.create_write_transaction(actions, mode, schema, partition_by=partition_by,
                                     commit_properties=CommitProperties(max_commit_retries=0))
-    except Exception as e:
-        fs.delete_file(f"{root}/{name}")
+    except BaseException as e:
+        _delete_quietly(fs, written)
         if type(e).__name__ == "CommitFailedError":
             raise CompactionConflict(f"{dt.table_uri}: committed to since version {version}") from e
         raise
     dt.update_incremental()
-    return removed
 
 
 def vacuum(dt, removed: Iterable[str] = (), epoch: int = -1) -> list[str]:
@@ -166,7 +184,6 @@ def compact_files(dt, partition_filter: Optional[list], target_size: int, epoch:
     files (the rows are then there twice, seen with delta-rs 1.6.6): this one fails with
     CompactionConflict instead, and the caller plans again. Returns (files removed, added)."""
     import pyarrow.dataset as ds
-    from deltalake import CommitProperties
     from deltalake.transaction import AddAction, RemoveAction
     columns = list(dt.metadata().partition_columns)
     wanted = {c: v for c, _, v in (partition_filter or ())}
@@ -191,26 +208,15 @@ def compact_files(dt, partition_filter: Optional[list], target_size: int, epoch:
             size = sum(a["size_bytes"] for a in files)
             per_file = max(1, int(rows.num_rows * target_size / max(size, 1)))
             for start in range(0, max(rows.num_rows, 1), per_file):
-                chunk = rows.slice(start, per_file)
                 prefix = "/".join(f"{c}={v if v is not None else '__HIVE_DEFAULT_PARTITION__'}" for c, v in key)
                 name = (prefix + "/" if prefix else "") + f"part-compacted-{uuid.uuid4().hex}.parquet"
-                pq.write_table(chunk, f"{root}/{name}", filesystem=fs)
+                actions.append(_write_file(fs, root, name, rows.slice(start, per_file), values, data_change=False))
                 written.append(f"{root}/{name}")
-                actions.append(AddAction(name, fs.get_file_info(f"{root}/{name}").size, values, now, False,
-                                         file_stats(chunk)))
             actions.extend(RemoveAction(a["path"], False, now, a["size_bytes"], values) for a in files)
-        fault_point("during-compaction", epoch)
-        dt.create_write_transaction(actions, "append", table_schema, partition_by=columns or None,
-                                    commit_properties=CommitProperties(max_commit_retries=0))
-    except BaseException as e:
-        for path in written:
-            try:
-                fs.delete_file(path)
-            except OSError:
-                pass
-        if type(e).__name__ == "CommitFailedError":
-            raise CompactionConflict(f"{dt.table_uri}: committed to since version {dt.version()}") from e
+    except BaseException:
+        _delete_quietly(fs, written)
         raise
-    dt.update_incremental()
+    fault_point("during-compaction", epoch)     # the new files written, not committed
+    _commit_at_read_version(dt, actions, "append", table_schema, fs, written, columns or None)
     return (sum(len(files) for files in groups.values()),
             sum(1 for a in actions if isinstance(a, AddAction)))
