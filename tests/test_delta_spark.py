@@ -31,7 +31,7 @@ STATE_AFTER_DISCARDS = {f"warehouse/{JOB_DIR}/state/running-count", f"warehouse/
 
 def test_the_session_loads_delta_spark_from_the_set_ups_folder(spark):
     folder = delta_jars_folder()
-    assert folder, ".jars/delta is missing: bin/dev's set-up fetches delta-spark's jars with Maven (include/maven/pom.xml)"
+    assert folder, ".jars/delta is missing: bin/dev's set-up fetches delta-spark's jars with Maven (include/maven/delta/pom.xml)"
     conf = spark.sparkContext.getConf()
     loaded = conf.get("spark.jars", "").split(",")
     assert delta_jars() and set(delta_jars()) <= set(loaded)

@@ -65,7 +65,7 @@ def _launch_jvm(conf) -> None:
     SparkContext._ensure_initialized(gateway=gateway, conf=conf)
 
 
-# delta-spark's JVM parts (bin/dev's set-up copies them with Maven from include/maven/pom.xml);
+# delta-spark's JVM parts (bin/dev's set-up copies them with Maven from include/maven/delta/pom.xml);
 # SLUICE_JARS names another folder of them (a cluster's driver image, a shared mount).
 JARS_VARIABLE = "SLUICE_JARS"
 # Opt-in fallback when there is no such folder: delta-spark's configure_spark_with_delta_pip,
