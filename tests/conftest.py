@@ -55,6 +55,14 @@ def pytest_collection_modifyitems(config, items):
         for tier in _slow_tiers(item):
             item.add_marker(tier)
             item.add_marker("slow")
+    # The tests of the one real Airflow run together, from the first one's place, and the one that
+    # stops it runs last of them.
+    airflow = [i for i in items if "real_airflow" in getattr(i, "fixturenames", ())]
+    if airflow:
+        first = items.index(airflow[0])
+        rest = [i for i in items if i not in airflow]
+        airflow.sort(key=lambda i: bool(i.get_closest_marker("stops_real_airflow")))
+        items[:] = rest[:first] + airflow + rest[first:]
 
 
 def pytest_collection_finish(session):
@@ -92,6 +100,17 @@ def env():
     e = StreamExecutionEnvironment.get_execution_environment()
     e.set_parallelism(1)
     return e
+
+
+@pytest.fixture(scope="session")
+def real_airflow(request, tmp_path_factory):
+    """``bin/dev airflow`` running with the shipped wordcount and every collected module's
+    ``AIRFLOW_JOBS`` (tests/real_airflow.py); started once, on first use."""
+    import real_airflow as site
+    jobs = {}
+    for module in {item.module for item in request.session.items if hasattr(item, "module")}:
+        jobs.update(getattr(module, "AIRFLOW_JOBS", {}))
+    yield from site.start(tmp_path_factory.mktemp("airflow-ui"), jobs)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,153 @@
+"""One real Airflow for the test run: ``bin/dev airflow`` (airflow standalone: scheduler with the
+LocalExecutor, DAG processor, API server, triggerer) in an AIRFLOW_HOME of its own, started once
+by the session fixture ``real_airflow`` (conftest.py) for every test that triggers runs as a user
+does, through the REST API and the Sluice web view.
+
+Its jobs folder holds the shipped wordcount and the jobs each test module declares in a
+module-level ``AIRFLOW_JOBS = {"file.py": source}``: all are there before Airflow starts, so the
+DAG processor parses them once.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+from jvm_options import share_spark_classes
+from waiting import wait_until
+
+ROOT = Path(__file__).resolve().parent.parent
+USER, PASSWORD = "admin", "sluice-test-password"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Airflow:
+    def __init__(self, url: str, home: Path, warehouse: Path, log: Path, proc: subprocess.Popen):
+        self.url, self.home, self.warehouse, self.log, self.proc = url, home, warehouse, log, proc
+        self.token = None
+
+    def request(self, method: str, path: str, body=None, form=None, cookie=False):
+        data = json.dumps(body).encode() if body is not None else (
+            urllib.parse.urlencode(form).encode() if form is not None else None)
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        if body is not None:
+            request.add_header("Content-Type", "application/json")
+        if self.token:
+            request.add_header(*(("Cookie", f"_token={self.token}") if cookie else
+                                 ("Authorization", f"Bearer {self.token}")))
+        try:
+            with urllib.request.build_opener(_NoRedirects).open(request, timeout=60) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def api(self, method: str, path: str, body=None):
+        status, text = self.request(method, "/api/v2" + path, body)
+        assert status in (200, 201), f"{method} {path}: {status} {text[:2000]}"
+        return json.loads(text)
+
+    def trigger(self, dag_id: str, conf: dict) -> str:
+        return self.api("POST", f"/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})["dag_run_id"]
+
+    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 900) -> str:
+        def ended():
+            state = self.api("GET", f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}")["state"]
+            return state if state in ("success", "failed") else None
+        return wait_until(ended, timeout, f"the end of {dag_id} run {run_id}", interval=0.5, log=self.log)
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> list[dict]:
+        path = (f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}/taskInstances/{task_id}/logs/{try_number}"
+                "?full_content=true")
+        return [e for e in self.api("GET", path)["content"] if isinstance(e, dict)]
+
+    def executions(self, job_name: str):
+        from runtime.execution.history import ExecutionHistory
+        from runtime.storage.layout import job_dir
+        return ExecutionHistory(job_dir(str(self.warehouse), job_name)).executions()
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def tree(pid: int) -> set[int]:
+    found, todo = set(), [pid]
+    while todo:
+        parent = todo.pop()
+        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(parent)], capture_output=True, text=True).stdout
+        children = {int(p) for p in out.split()}
+        found |= children
+        todo.extend(children)
+    return found
+
+
+def alive(pids) -> set[int]:
+    living = set()
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+            living.add(pid)
+        except ProcessLookupError:
+            pass
+    return living
+
+
+def start(root: Path, jobs_sources: dict[str, str]):
+    """Yields the running Airflow; stops its whole process tree after."""
+    home, jobs, warehouse = root / "home", root / "jobs", root / "warehouse"
+    home.mkdir()
+    jobs.mkdir()
+    (jobs / "wordcount.py").symlink_to(ROOT / "include" / "jobs" / "wordcount.py")     # the shipped job
+    for name, source in jobs_sources.items():
+        (jobs / name).write_text(source)
+    (home / "passwords.json").write_text(json.dumps({USER: PASSWORD}))
+    share_spark_classes()       # the run tasks' drivers inherit SPARK_SUBMIT_OPTS
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update({
+        "AIRFLOW_HOME": str(home), "AIRFLOW__API__PORT": str(port), "SLUICE_SKIP_BOOTSTRAP": "1",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+        "AIRFLOW_VAR_SLUICE_WAREHOUSE": str(warehouse), "SLUICE_WAREHOUSE": str(warehouse),
+        "SLUICE_JOBS_FOLDER": str(jobs), "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONWARNINGS": ""})
+    env.pop("PYTHONWARNINGS")       # bin/dev's own default applies
+    log = root / "bin-dev-airflow.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([str(ROOT / "bin" / "dev"), "airflow"], cwd=ROOT, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    site = Airflow(f"http://127.0.0.1:{port}", home, warehouse, log, proc)
+    try:
+        wait_until(lambda: site.request("GET", "/api/v2/monitor/health")[0] == 200, 300, "Airflow's answer",
+                   interval=0.5, log=log, proc=proc, ignoring=(OSError,))
+        status, text = site.request("POST", "/auth/token", {"username": USER, "password": PASSWORD})
+        assert status in (200, 201), text
+        site.token = json.loads(text)["access_token"]
+        def parsed():       # the DAG processor parses the DAG files
+            status, text = site.request("GET", "/api/v2/dags?dag_id_pattern=%25")
+            return status == 200 and {"wordcount", *(Path(n).stem for n in jobs_sources)} <= {
+                d["dag_id"] for d in json.loads(text)["dags"]}
+        wait_until(parsed, 300, "the job DAGs parsed", interval=0.5, log=log, proc=proc)
+        yield site
+    finally:
+        if proc.poll() is None:
+            tree_pids = tree(proc.pid)      # before the kill: orphans are re-parented, out of sight
+            os.killpg(proc.pid, signal.SIGKILL)
+            for pid in alive(tree_pids):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
