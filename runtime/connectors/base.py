@@ -65,6 +65,14 @@ class SplitEnumerator:
         Streaming's AvailableNow trigger does not wait either)."""
         return self.source.boundedness != Boundedness.BOUNDED
 
+    def split_metrics(self) -> dict[str, dict]:
+        """Each split's figures once the epoch is done, for the epoch log and the web view's
+        source-lag chart (``runtime.metrics.vertex_metrics``): by convention ``offset`` (the
+        position reached, as the checkpoint records it), ``latest`` (the newest position there
+        was when the epoch was planned) and ``lag`` (how far ``offset`` is behind ``latest``).
+        A source that does not know how much is waiting reports nothing."""
+        return {}
+
     def snapshot(self) -> dict:
         return {k: dict(v) for k, v in self.positions.items()}
 

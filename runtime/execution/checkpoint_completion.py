@@ -92,5 +92,9 @@ class CheckpointCompletion:
             raise JobExecutionException(message) from e
         self.states.chains.committed(pending.checkpoint_id)
         pending.summary.checkpoint_id = record.checkpoint_id
+        # The driver wrote the sources' positions with the checkpoint: bytes of the epoch too
+        # (a checkpoint of sources alone wrote nothing else).
+        pending.summary.state_bytes_written += sum(f["size"] for op in record.operators for f in op["files"]
+                                                   if f.get("source_state"))
         pending.summary.checkpoint_ms = (ended - pending.handed_at) * 1000
         self.report(pending.summary)
