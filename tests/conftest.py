@@ -24,6 +24,7 @@ SLOW_TIERS = {
                 "test_geo_alerts_dag.py", "test_web_view.py", "test_airflow_ui_runs.py"),
     "faults": ("test_checkpoint_faults.py", "test_exactly_once_restarts.py"),
     "object_store": ("test_object_store.py",),
+    "kafka": ("test_kafka_source.py", "test_kafka_sink.py"),
 }
 # delta-spark writing and reading Delta tables through Spark SQL (the jars of .jars/delta).
 DELTA_SPARK = (r"test_delta_spark\.py::test_a_sluice_table_reads_in_spark_sql_as_in_delta_rs\[.*\]",
@@ -111,6 +112,15 @@ def real_airflow(request, tmp_path_factory):
     for module in {item.module for item in request.session.items if hasattr(item, "module")}:
         jobs.update(getattr(module, "AIRFLOW_JOBS", {}))
     yield from site.start(tmp_path_factory.mktemp("airflow-ui"), jobs)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory):
+    """A real one-node Kafka broker on a free loopback port for the test run (tests/kafka_env.py)."""
+    import kafka_env
+    broker = kafka_env.start(tmp_path_factory.mktemp("kafka"))
+    yield broker
+    broker.stop()
 
 
 @pytest.fixture(scope="session")

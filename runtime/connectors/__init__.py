@@ -14,7 +14,7 @@ from runtime.datastream.operators import PrintSink
 
 def _table():
     # Imported on first use: a task loads only the engine, not every connector's library, at start.
-    from runtime.connectors import collection, delta, files, generators, socket
+    from runtime.connectors import collection, delta, files, generators, kafka_source, socket
     return {
         api.CollectionSource: (collection.CollectionEnumerator, collection.CollectionReader),
         api.FileSource: (files.FileEnumerator, files.FileReader),
@@ -22,6 +22,7 @@ def _table():
         api.DataGeneratorSource: (generators.DataGeneratorEnumerator, generators.DataGeneratorReader),
         api.SocketTextSource: (socket.SocketEnumerator, socket.SocketReader),
         api.DeltaSource: (delta.DeltaSourceEnumerator, delta.DeltaSourceReader),
+        api.KafkaSource: (kafka_source.KafkaSourceEnumerator, kafka_source.KafkaSourceReader),
     }
 
 
@@ -42,11 +43,12 @@ def reader_class(source) -> type:
 
 
 def _sinks():
-    from runtime.connectors import collect_sink, delta, file_sink, function_sink, print_sink
+    from runtime.connectors import collect_sink, delta, file_sink, function_sink, kafka_sink, print_sink
     from runtime.connectors.base import Committer
     return {
         api.DeltaSink: (delta.DeltaSinkWriter, delta.DeltaCommitter),
         api.FileSink: (file_sink.FileSinkWriter, file_sink.FileCommitter),
+        api.KafkaSink: (kafka_sink.KafkaSinkWriter, kafka_sink.KafkaCommitter),
         PrintSink: (print_sink.PrintWriter, print_sink.PrintCommitter),
         SinkFunction: (function_sink.SinkFunctionWriter, Committer),
         # execute_and_collect's sink: its descriptor is the id of the stream it collects.

@@ -76,6 +76,11 @@ class SplitEnumerator:
     def snapshot(self) -> dict:
         return {k: dict(v) for k, v in self.positions.items()}
 
+    def notify_checkpoint_complete(self, checkpoint_id: int, positions: dict) -> None:
+        """The checkpoint ``checkpoint_id``, which recorded ``positions`` (this enumerator's
+        ``snapshot``), completed (Flink's ``notifyCheckpointComplete``): a Kafka source commits
+        them to its consumer group."""
+
     def restore(self, positions: dict) -> None:
         self.positions = {k: dict(v) for k, v in positions.items()}
 

@@ -16,6 +16,7 @@ from runtime.datastream.key_selector import KeyByKeySelector
 from runtime.datastream.connectors.base import Sink
 from runtime.datastream.connectors.delta import DeltaSink, UpsertKeySelector
 from runtime.datastream.connectors.file_system import FileSink
+from runtime.datastream.connectors.kafka import KafkaSink
 from runtime.datastream.operators import (
     Aggregation, BroadcastProcessSpec, ChainingStrategy, CoProcessSpec, CoFlatMapSpec, CoMapSpec,
     KeyedCoProcessSpec, KeyedProcessSpec, PrintSink, ProcessSpec, FilterSpec,
@@ -560,11 +561,11 @@ class DataStream:
         """
         if isinstance(sink, str):
             sink = DeltaSink.for_row_data(sink)
-        if not isinstance(sink, (DeltaSink, FileSink)):
+        if not isinstance(sink, (DeltaSink, FileSink, KafkaSink)):
             raise TypeError(
-                f"sink_to() takes a Delta table path, a DeltaSink or a FileSink, got {sink!r}; "
+                f"sink_to() takes a Delta table path, a DeltaSink, a FileSink or a KafkaSink, got {sink!r}; "
                 "use add_sink(function) for a custom sink.")
-        kind = "delta" if isinstance(sink, DeltaSink) else "file"
+        kind = "delta" if isinstance(sink, DeltaSink) else "kafka" if isinstance(sink, KafkaSink) else "file"
         if kind == "delta" and sink.upsert:
             return self._upsert_input(sink)._sink(SinkSpec(kind=kind, sink=sink), sink.default_name)
         return self._sink(SinkSpec(kind=kind, sink=sink), sink.default_name)

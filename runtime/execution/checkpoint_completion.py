@@ -91,6 +91,7 @@ class CheckpointCompletion:
                 return
             raise JobExecutionException(message) from e
         self.states.chains.committed(pending.checkpoint_id)
+        self.sources.notify_checkpoint_complete(record)
         pending.summary.checkpoint_id = record.checkpoint_id
         # The driver wrote the sources' positions with the checkpoint: bytes of the epoch too
         # (a checkpoint of sources alone wrote nothing else).

@@ -11,6 +11,7 @@ from runtime.connectors import create_enumerator
 from runtime.connectors.base import EnumeratorContext
 from runtime.execution.options import ExecutionOptions
 from runtime.graph.job_graph import JobGraph
+from runtime.state.snapshot import state_table_name
 from runtime.storage.filesystems import join
 
 
@@ -70,6 +71,13 @@ class SourceCoordinator:
                 if a.job_vertex_id == vid:
                     states.update(a.split_states)
             enumerator.complete_epoch(states)
+
+    def notify_checkpoint_complete(self, record) -> None:
+        """A checkpoint completed: each enumerator hears of it with the positions it recorded."""
+        for vid, enumerator in self.enumerators.items():
+            positions = record.source_offsets.get(state_table_name(self.job_graph.vertex(vid).head))
+            if positions is not None:
+                enumerator.notify_checkpoint_complete(record.checkpoint_id, positions)
 
     def close(self) -> None:
         for enumerator in self.enumerators.values():

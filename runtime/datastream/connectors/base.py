@@ -10,6 +10,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
 
+class DeliveryGuarantee(enum.Enum):
+    """What a sink promises under failures (PyFlink's ``connectors.base.DeliveryGuarantee``)."""
+
+    EXACTLY_ONCE = 0
+    AT_LEAST_ONCE = 1
+    NONE = 2
+
+
 class Boundedness(enum.Enum):
     BOUNDED = "BOUNDED"
     CONTINUOUS_UNBOUNDED = "CONTINUOUS_UNBOUNDED"

@@ -1,0 +1,128 @@
+"""confluent-kafka (librdkafka) clients for the Kafka source and sink: their configuration from a
+descriptor's properties, and errors that name the servers, the setting to fix and what the
+broker said.
+
+librdkafka reports connection and authentication failures through its error callback, served
+while the client polls, and a request only times out: ``ClientErrors`` collects them, so a
+refused password or an unreachable broker fails at once with librdkafka's own words instead of
+after a timeout that says "transport failure".
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, Optional
+
+log = logging.getLogger("runtime.connectors.kafka")
+
+# Flink's KafkaSourceOptions and the Java client's class settings: not librdkafka properties.
+NOT_CLIENT_PROPERTIES = frozenset({
+    "partition.discovery.interval.ms", "commit.offsets.on.checkpoint", "client.id.prefix",
+    "register.consumer.metrics", "key.deserializer", "value.deserializer", "key.serializer",
+    "value.serializer",
+})
+CONSUMER_ONLY = frozenset({"group.id", "auto.offset.reset", "isolation.level", "enable.auto.commit",
+                           "enable.partition.eof", "session.timeout.ms", "max.poll.interval.ms"})
+# Flink's and the Java client's default (librdkafka's is read_committed).
+DEFAULT_ISOLATION = "read_uncommitted"
+# How long a request may wait for the broker (the Java client's default.api.timeout.ms).
+DEFAULT_API_TIMEOUT_MS = 60_000
+
+
+class KafkaConnectorError(RuntimeError):
+    """The Kafka source or sink cannot go on: the message names what to fix."""
+
+
+class ClientErrors:
+    """librdkafka's error callback: fatal, authentication and all-brokers-down errors fail the
+    client's next call (``raise_if_failed``); transient transport errors are kept for messages."""
+
+    FAILING = ("_AUTHENTICATION", "_ALL_BROKERS_DOWN", "_FATAL", "SASL_AUTHENTICATION_FAILED",
+               "TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
+               "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "_SSL", "_INVALID_ARG")
+
+    def __init__(self, what: str, servers: str, setting: str):
+        self.what, self.servers, self.setting = what, servers, setting
+        self.errors: list = []
+
+    def __call__(self, error) -> None:
+        self.errors.append(error)
+
+    def failing(self) -> list:
+        return [e for e in self.errors if e.fatal() or e.name() in self.FAILING]
+
+    def describe(self, errors: Optional[list] = None) -> str:
+        seen = []
+        for e in errors if errors is not None else self.errors:
+            text = f"{e.name()}: {e.str()}"
+            if text not in seen:
+                seen.append(text)
+        return "; ".join(seen[:4]) or "no answer"
+
+    def error(self, doing: str, cause: str = "") -> KafkaConnectorError:
+        failing = self.failing()
+        errors = failing + [e for e in self.errors if e not in failing]
+        auth = any(e.name() in ("_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED") for e in errors)
+        fix = ("check security.protocol, sasl.mechanisms, sasl.username and sasl.password (set_property)"
+               if auth else f"check {self.setting} and that the broker runs")
+        said = self.describe(errors) if errors else cause
+        return KafkaConnectorError(f"{self.what}: {doing} on {self.servers} failed: {said}. Fix: {fix}")
+
+    def raise_if_failed(self, doing: str) -> None:
+        if self.failing():
+            raise self.error(doing)
+
+
+def client_config(properties: tuple, kind: str, errors: ClientErrors, **overrides) -> dict:
+    """librdkafka's configuration of a ``kind`` ("consumer", "producer", "admin") client from a
+    descriptor's properties; ``overrides`` win."""
+    config = {k: v for k, v in properties if k not in NOT_CLIENT_PROPERTIES}
+    if kind != "consumer":
+        config = {k: v for k, v in config.items() if k not in CONSUMER_ONLY}
+    config.update(overrides)
+    config["error_cb"] = errors
+    config["logger"] = _QUIET     # librdkafka's own log lines repeat what error_cb reports
+    return config
+
+
+def _quiet_logger() -> logging.Logger:
+    quiet = logging.getLogger("runtime.connectors.kafka.librdkafka")
+    quiet.setLevel(logging.CRITICAL)
+    quiet.propagate = False
+    return quiet
+
+
+_QUIET = _quiet_logger()
+
+
+def with_errors(errors: ClientErrors, doing: str, call: Callable, timeout_s: float, poll: Callable,
+                step_s: float = 0.5):
+    """``call(timeout)`` retried in steps of ``step_s`` until ``timeout_s``, failing at once when
+    librdkafka reports an authentication failure or every broker down (served by ``poll``)."""
+    from confluent_kafka import KafkaException
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return call(min(step_s, max(0.05, deadline - time.monotonic())))
+        except KafkaException as e:
+            poll(0)
+            errors.raise_if_failed(doing)
+            if time.monotonic() >= deadline:
+                raise errors.error(doing, str(e.args[0].str() if e.args else e)) from None
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (UTF-16 code units, 32-bit overflow)."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def split_owner(topic: str, partition: int, parallelism: int) -> int:
+    """The source subtask that reads a partition: Flink's ``KafkaSourceEnumerator.getSplitOwner``
+    (a topic's partitions round-robin from a start that its name's hash picks), so a restore at
+    another parallelism redistributes partitions as Flink does."""
+    start = ((java_string_hash(topic) * 31) & 0x7FFFFFFF) % parallelism
+    return (start + partition) % parallelism

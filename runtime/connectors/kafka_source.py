@@ -1,0 +1,393 @@
+"""The Kafka source (``KafkaSource``): each topic-partition is a split, as Flink's
+KafkaPartitionSplit.
+
+The driver's enumerator plans each epoch's offset range [start, end) per partition: from the
+partition's position to its latest offset (the last stable offset under read_committed), at most
+``sluice.epoch.max-records-per-split`` records (Structured Streaming's maxOffsetsPerTrigger), and
+not past a bounded source's stopping offset. The plan goes to the epoch log before the epoch
+runs, so a replay reads exactly the same records. Every partition a subtask owns is planned each
+epoch, even with nothing to read, so its watermark generator and idleness clock stay in the
+subtask's minimum as Flink's per-split watermarks do. Partitions are owned as Flink assigns them
+(``split_owner``): a restore at another parallelism redistributes them. New partitions, and new
+topics matching a pattern, are found at the first planning after ``partition.discovery.interval.ms``
+and read from their earliest offset (Flink's rule for partitions found later).
+
+The reader (in the Spark task) reads exactly [start, end) with a consumer it assigns the
+partition to (no group membership, no auto commit). "end" is an offset, not a count: with
+transactions the log has control records and aborted records a read_committed consumer never
+sees, so the read ends at the first record at or past "end", at the partition's end (EOF) at or
+past it, or when the consumer's position passes it.
+
+Offsets are in the checkpoint (the enumerator's positions); once a checkpoint completed they are
+also committed to the consumer group (Flink's ``commit.offsets.on.checkpoint``), so Kafka's tools
+show the job's lag. Offsets the log no longer holds (retention deleted them) fail the epoch's
+planning, naming the partition and the lost range, unless ``auto.offset.reset`` says where to go.
+"""
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from runtime.connectors.base import SourceReader, SplitEnumerator
+from runtime.connectors.kafka_clients import (DEFAULT_API_TIMEOUT_MS, DEFAULT_ISOLATION, ClientErrors,
+                                              KafkaConnectorError, client_config, log, split_owner, with_errors)
+from runtime.datastream.connectors.kafka import KafkaOffsetResetStrategy
+from runtime.task.deployment import SplitRead
+
+CHECK_TIMEOUT_S = 10.0
+
+
+def split_id(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"         # Java's TopicPartition.toString
+
+
+def _isolation(source) -> str:
+    return source.setting("isolation.level", DEFAULT_ISOLATION)
+
+
+def _api_timeout_s(source) -> float:
+    return int(source.setting("default.api.timeout.ms", str(DEFAULT_API_TIMEOUT_MS))) / 1000
+
+
+def _errors(source) -> ClientErrors:
+    return ClientErrors("Kafka source", source.bootstrap_servers or "(no bootstrap servers)",
+                        "bootstrap.servers (set_bootstrap_servers)")
+
+
+class KafkaSourceEnumerator(SplitEnumerator):
+    def __init__(self, source, context):
+        super().__init__(source, context)
+        self.errors = _errors(source)
+        self._admin = None
+        self._consumer = None           # the group's consumer: committed offsets, commits
+        self._discovered_at: Optional[float] = None
+        self._first_discovery = True
+        self._latest_planned: dict = {}   # split id -> the partition's latest offset when last planned
+
+    # ---- clients ---------------------------------------------------------------------------
+
+    @property
+    def admin(self):
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+            self._admin = AdminClient(client_config(self.source.properties, "admin", self.errors))
+        return self._admin
+
+    @property
+    def consumer(self):
+        if self._consumer is None:
+            from confluent_kafka import Consumer
+            group = self.source.group_id or f"{self.context.job_name or 'sluice'}-enumerator"
+            self._consumer = Consumer(client_config(
+                self.source.properties, "consumer", self.errors, **{"group.id": group, "enable.auto.commit": False}))
+        return self._consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+        self._admin = None
+
+    def _metadata(self):
+        return with_errors(self.errors, "reading the cluster's metadata",
+                           lambda t: self.admin.list_topics(timeout=t), CHECK_TIMEOUT_S, self.admin.poll)
+
+    # ---- preflight and discovery -----------------------------------------------------------
+
+    def check(self) -> None:
+        """Reachable servers, accepted credentials and every named topic (partition) there,
+        before Spark starts."""
+        topics = self._metadata().topics
+        wanted = list(self.source.topics) + [t for t, _ in self.source.partitions]
+        for topic in dict.fromkeys(wanted):
+            if topic not in topics or topics[topic].error is not None:
+                raise KafkaConnectorError(
+                    f"Kafka source: topic '{topic}' does not exist on {self.source.bootstrap_servers} "
+                    f"(KafkaSource set_topics / set_partitions): create it or fix the name")
+        for topic, partition in self.source.partitions:
+            if partition not in topics[topic].partitions:
+                raise KafkaConnectorError(
+                    f"Kafka source: topic '{topic}' has no partition {partition} (it has "
+                    f"{len(topics[topic].partitions)}; KafkaSource set_partitions)")
+
+    def _discovery_due(self) -> bool:
+        if self._discovered_at is None:
+            return True
+        interval = self.source.discovery_interval_ms
+        return interval > 0 and (time.monotonic() - self._discovered_at) * 1000 >= interval
+
+    def _discover(self) -> list[tuple[str, int]]:
+        topics = self._metadata().topics
+        if self.source.partitions:
+            found = [tp for tp in self.source.partitions if tp[0] in topics]
+        elif self.source.topics:
+            found = [(t, p) for t in self.source.topics if t in topics for p in topics[t].partitions]
+        else:
+            import re
+            pattern = re.compile(self.source.topic_pattern)
+            found = [(t, p) for t in topics if pattern.fullmatch(t) for p in topics[t].partitions]
+        self._discovered_at = time.monotonic()
+        return sorted(found)
+
+    # ---- offsets ---------------------------------------------------------------------------
+
+    def _list_offsets(self, partitions, spec) -> dict:
+        from confluent_kafka import IsolationLevel, TopicPartition
+        if not partitions:
+            return {}
+        level = (IsolationLevel.READ_COMMITTED if _isolation(self.source) == "read_committed"
+                 else IsolationLevel.READ_UNCOMMITTED)
+        futures = with_errors(self.errors, "listing the partitions' offsets", lambda t: self.admin.list_offsets(
+            {TopicPartition(t_, p): spec for t_, p in partitions}, isolation_level=level, request_timeout=30),
+            CHECK_TIMEOUT_S, self.admin.poll)
+        out = {}
+        for tp, future in futures.items():
+            try:
+                out[(tp.topic, tp.partition)] = future.result().offset
+            except Exception as e:
+                self.admin.poll(0)
+                self.errors.raise_if_failed("listing the partitions' offsets")
+                raise KafkaConnectorError(f"Kafka source: listing the offsets of {split_id(tp.topic, tp.partition)} "
+                                          f"on {self.source.bootstrap_servers} failed: {e}") from None
+        return out
+
+    def _earliest(self, partitions) -> dict:
+        from confluent_kafka.admin import OffsetSpec
+        return self._list_offsets(partitions, OffsetSpec.earliest())
+
+    def _latest(self, partitions) -> dict:
+        from confluent_kafka.admin import OffsetSpec
+        return self._list_offsets(partitions, OffsetSpec.latest())
+
+    def _committed(self, partitions) -> dict:
+        from confluent_kafka import TopicPartition
+        done = self.consumer.committed([TopicPartition(t, p) for t, p in partitions],
+                                       timeout=_api_timeout_s(self.source))
+        return {(tp.topic, tp.partition): tp.offset for tp in done if tp.offset >= 0}
+
+    def _by_timestamp(self, partitions, timestamp_ms: int) -> dict:
+        from confluent_kafka import TopicPartition
+        done = self.consumer.offsets_for_times([TopicPartition(t, p, timestamp_ms) for t, p in partitions],
+                                               timeout=_api_timeout_s(self.source))
+        return {(tp.topic, tp.partition): tp.offset for tp in done if tp.offset >= 0}
+
+    def _resolve(self, initializer, partitions, earliest: dict, latest: dict) -> dict:
+        """Each partition's offset as ``initializer`` (a KafkaOffsetsInitializer) says."""
+        kind = initializer.kind
+        if kind == "earliest":
+            return {tp: earliest[tp] for tp in partitions}
+        if kind == "latest":
+            return {tp: latest[tp] for tp in partitions}
+        if kind == "timestamp":
+            found = self._by_timestamp(partitions, initializer.timestamp_ms)
+            return {tp: found.get(tp, latest[tp]) for tp in partitions}     # none that late: the end
+        found = {}
+        if kind == "offsets":
+            listed = {(t, p): o for t, p, o in initializer.offsets_by_partition}
+            found = {tp: listed[tp] for tp in partitions if tp in listed and earliest[tp] <= listed[tp] <= latest[tp]}
+        rest = [tp for tp in partitions if tp not in found]
+        if rest and self.source.group_id is not None:
+            found.update(self._committed(rest))
+        out = {}
+        for tp in partitions:
+            if tp in found:
+                out[tp] = found[tp]
+            elif initializer.reset_strategy is KafkaOffsetResetStrategy.EARLIEST:
+                out[tp] = earliest[tp]
+            elif initializer.reset_strategy is KafkaOffsetResetStrategy.LATEST:
+                out[tp] = latest[tp]
+            else:
+                raise KafkaConnectorError(
+                    f"Kafka source: partition {split_id(*tp)} has no committed offset in consumer group "
+                    f"'{self.source.group_id}' to start from; choose where with "
+                    f"KafkaOffsetsInitializer.committed_offsets(KafkaOffsetResetStrategy.EARLIEST) (or LATEST)")
+        return out
+
+    # ---- planning --------------------------------------------------------------------------
+
+    def plan_epoch(self, epoch):
+        known = {(s["topic"], s["partition"]) for s in self.positions.values() if "topic" in s}
+        partitions = sorted(known)
+        if self._discovery_due() or not partitions:
+            partitions = sorted(known | set(self._discover()))
+        earliest, latest = self._earliest(partitions), self._latest(partitions)
+        new = [tp for tp in partitions if tp not in known]
+        if new:
+            # At the start the starting offsets; partitions found later from their earliest (Flink's).
+            initial = self._first_discovery and not known
+            if initial:
+                starts = self._resolve(self.source.starting_offsets, new, earliest, latest)
+            else:
+                starts = {tp: earliest[tp] for tp in new}
+            stops = ({} if self.source.stopping_offsets is None
+                     else self._resolve(self.source.stopping_offsets, new, earliest, latest))
+            for tp in new:
+                state = {"topic": tp[0], "partition": tp[1], "offset": starts[tp]}
+                if tp in stops:
+                    state["stop"] = stops[tp]
+                self.positions[split_id(*tp)] = state
+        self._first_discovery = False
+        limit = self.max_records_per_split
+        plan: dict[int, list] = {s: [] for s in range(self.parallelism)}
+        ends_all = True
+        for tp in partitions:
+            sid = split_id(*tp)
+            state = self.positions[sid]
+            start = self._in_log(tp, state, earliest[tp])
+            end = self._latest_planned[sid] = latest[tp]
+            if limit is not None:
+                end = min(end, start + limit)
+            stop = state.get("stop")
+            if stop is not None:
+                end = min(end, stop)
+            end = max(end, start)
+            ends_all = ends_all and stop is not None and end >= stop
+            plan[split_owner(tp[0], tp[1], self.parallelism)].append(SplitRead(sid, start, end, dict(state)))
+        self.input_ends_with_plan = self.source.bounded and ends_all
+        return {s: tuple(reads) for s, reads in plan.items()}
+
+    def _in_log(self, tp, state: dict, earliest: int) -> int:
+        """The partition's position, checked against the log's earliest offset: records the job
+        has not read that retention deleted fail the job, unless ``auto.offset.reset`` chooses."""
+        start = state["offset"]
+        if start >= earliest:
+            return start
+        reset = self.source.setting("auto.offset.reset")
+        if reset in ("earliest", "smallest", "beginning"):
+            log.warning("Kafka source: partition %s: offsets [%d, %d) are no longer in the log; reading on "
+                        "from %d (auto.offset.reset=%s)", split_id(*tp), start, earliest, earliest, reset)
+            state["offset"] = earliest
+            return earliest
+        if reset in ("latest", "largest", "end"):
+            end = self._latest([tp])[tp]
+            log.warning("Kafka source: partition %s: offsets [%d, %d) are no longer in the log; reading on "
+                        "from the latest offset %d (auto.offset.reset=%s)", split_id(*tp), start, earliest, end, reset)
+            state["offset"] = end
+            return end
+        raise KafkaConnectorError(
+            f"Kafka source: partition {split_id(*tp)}: the records at offsets [{start}, {earliest}) are no longer "
+            f"in the log (retention deleted them; its earliest offset is {earliest}), and the job has not read them. "
+            f"Nothing is skipped silently: to go on without them, set the property 'auto.offset.reset' to "
+            f"'earliest' (KafkaOffsetResetStrategy.EARLIEST) or 'latest' (KafkaOffsetResetStrategy.LATEST)")
+
+    def split_metrics(self) -> dict[str, dict]:
+        """Each partition's position, its latest offset when the epoch was planned, and the lag."""
+        return {sid: {"offset": self.positions[sid]["offset"], "latest": latest,
+                      "lag": max(0, latest - self.positions[sid]["offset"])}
+                for sid, latest in self._latest_planned.items() if sid in self.positions}
+
+    @property
+    def finished(self):
+        if not self.source.bounded or not self.positions:
+            return False
+        return all(s.get("stop") is not None and s["offset"] >= s["stop"] for s in self.positions.values())
+
+    # ---- checkpoints -----------------------------------------------------------------------
+
+    def notify_checkpoint_complete(self, checkpoint_id: int, positions: dict) -> None:
+        """Commit the checkpoint's offsets to the consumer group (``commit.offsets.on.checkpoint``)
+        so Kafka's tools show the job's lag. The checkpoint, not the group, is what a restore
+        reads: a failed commit is logged, as Flink does."""
+        if not self.source.commit_offsets_on_checkpoint:
+            return
+        from confluent_kafka import TopicPartition
+        offsets = [TopicPartition(s["topic"], s["partition"], s["offset"])
+                   for s in positions.values() if "topic" in s]
+        if not offsets:
+            return
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=False)
+        except Exception as e:
+            log.warning("Kafka source: committing checkpoint %d's offsets to consumer group '%s' failed: %s",
+                        checkpoint_id, self.source.group_id, e)
+
+
+class KafkaSourceReader(SourceReader):
+    def __init__(self, source, ctx):
+        super().__init__(source, ctx)
+        self.offsets: dict[str, list] = {}      # the offsets read of each split: origin()
+
+    def _consumer(self, errors: ClientErrors):
+        from confluent_kafka import Consumer
+        prefix = self.source.setting("client.id.prefix") or self.source.group_id or "sluice"
+        return Consumer(client_config(self.source.properties, "consumer", errors, **{
+            "group.id": self.source.group_id or f"{prefix}-reader",
+            "client.id": f"{prefix}-{getattr(self.ctx, 'subtask_index', 0)}",
+            "enable.auto.commit": False, "enable.auto.offset.store": False,
+            "enable.partition.eof": True, "auto.offset.reset": "error",
+            "isolation.level": _isolation(self.source)}))
+
+    def read(self, split: SplitRead, batch_size: int):
+        offsets = self.offsets.setdefault(split.split_id, [])
+        if split.start >= split.end:
+            return
+        from confluent_kafka import KafkaError, TopicPartition
+        topic, partition = split.state["topic"], split.state["partition"]
+        errors = _errors(self.source)
+        consumer = self._consumer(errors)
+        deserializer = self.source.deserializer
+        timeout = _api_timeout_s(self.source)
+        where = f"partition {split.split_id}, offsets [{split.start}, {split.end})"
+        try:
+            tp = TopicPartition(topic, partition, split.start)
+            consumer.assign([tp])
+            position, waited_since = split.start, time.monotonic()
+            while position < split.end:
+                messages = consumer.consume(num_messages=min(batch_size, split.end - position), timeout=0.5)
+                errors.raise_if_failed(f"reading {where}")
+                values, timestamps = [], []
+                for m in messages:
+                    error = m.error()
+                    if error is not None:
+                        if error.code() == KafkaError._PARTITION_EOF:
+                            if m.offset() >= split.end:
+                                position = split.end
+                            continue
+                        raise self._failed(error, where, split)
+                    offset = m.offset()
+                    if offset >= split.end:
+                        position = split.end
+                        break
+                    try:
+                        value = deserializer.deserialize(m.value())
+                    except Exception as e:
+                        raise ValueError(f"Kafka source: the record at topic '{topic}', partition {partition}, "
+                                         f"offset {offset} cannot be deserialized by "
+                                         f"{type(deserializer).__name__}: {type(e).__name__}: {e}") from e
+                    kind, ts = m.timestamp()
+                    values.append(value)
+                    timestamps.append(ts if kind != 0 else None)     # TIMESTAMP_NOT_AVAILABLE
+                    offsets.append(offset)
+                    position = offset + 1
+                if values:
+                    waited_since = time.monotonic()
+                    yield values, timestamps
+                elif position < split.end:
+                    # Control records (transaction markers) and aborted records advance the position only.
+                    now = consumer.position([TopicPartition(topic, partition)])[0].offset
+                    if now >= split.end:
+                        position = split.end
+                    elif now > position:
+                        position, waited_since = now, time.monotonic()
+                    elif time.monotonic() - waited_since > timeout:
+                        raise KafkaConnectorError(
+                            f"Kafka source: no record of {where} arrived from {self.source.bootstrap_servers} "
+                            f"within {timeout:.0f} s (at offset {position}; {errors.describe()}). "
+                            f"The wait is the property 'default.api.timeout.ms'")
+        finally:
+            consumer.close()
+
+    def _failed(self, error, where: str, split: SplitRead) -> KafkaConnectorError:
+        from confluent_kafka import KafkaError
+        if error.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
+            return KafkaConnectorError(
+                f"Kafka source: {where}: offset {split.start} is no longer in the log (retention deleted "
+                f"the records the job had not read): {error.str()}. Set the property 'auto.offset.reset' to "
+                f"'earliest' (KafkaOffsetResetStrategy.EARLIEST) or 'latest' to go on without them")
+        return KafkaConnectorError(f"Kafka source: reading {where} from {self.source.bootstrap_servers} failed: "
+                                   f"{error.name()}: {error.str()}")
+
+    def origin(self, split: SplitRead, index: int) -> str:
+        read = self.offsets.get(split.split_id, ())
+        offset = read[index] if 0 <= index < len(read) else f"{split.start}+{index}"
+        return f"topic '{split.state.get('topic')}', partition {split.state.get('partition')}, offset {offset}"

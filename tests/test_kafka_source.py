@@ -1,0 +1,162 @@
+"""The Kafka source against the test run's real broker (tests/kafka_env.py): the enumerator's
+plans and the reader's ranges without Spark, then whole jobs on the shared Spark session."""
+import pytest
+
+import kafka_env
+from runtime.common import Row, Types, WatermarkStrategy
+from runtime.common.serialization import SimpleStringSchema
+from runtime.connectors.base import EnumeratorContext
+from runtime.connectors.kafka_clients import KafkaConnectorError, split_owner
+from runtime.connectors.kafka_source import KafkaSourceEnumerator, KafkaSourceReader
+from runtime.datastream.connectors.kafka import (KafkaOffsetResetStrategy, KafkaOffsetsInitializer, KafkaSource,
+                                                 KafkaTopicPartition)
+from runtime.task.task_context import TaskContext
+from runtime_env import job_env
+
+
+def source(bootstrap, topic, **props):
+    builder = (KafkaSource.builder().set_bootstrap_servers(bootstrap).set_topics(topic)
+               .set_value_only_deserializer(SimpleStringSchema()))
+    for key, value in props.items():
+        builder.set_property(key.replace("_", "."), value)
+    return builder
+
+
+def run_epoch(enumerator, reader, epoch=0):
+    """One epoch's plan read by the reader: (records by subtask, the plan)."""
+    plan = enumerator.plan_epoch(epoch)
+    got, states = {}, {}
+    for subtask, reads in plan.items():
+        for split in reads:
+            got.setdefault(subtask, []).extend(v for values, _ in reader.read(split, 7) for v in values)
+            states[split.split_id] = reader.end_state(split)
+    enumerator.complete_epoch(states)
+    return got, plan
+
+
+def reader_for(src):
+    return KafkaSourceReader(src, TaskContext("Kafka Source", 0, 1, 128, 0, 1_700_000_000_000, {}))
+
+
+def test_split_owner_is_flinks_assignment():
+    # KafkaSourceEnumerator.getSplitOwner: ((topic.hashCode() * 31) & 0x7FFFFFFF) % n, then + partition.
+    # "orders".hashCode() == -1008770331 in Java.
+    start = ((-1008770331 * 31) & 0x7FFFFFFF) % 3
+    assert [split_owner("orders", p, 3) for p in range(4)] == [(start + p) % 3 for p in range(4)]
+
+
+def test_epochs_read_planned_ranges_at_most_n_per_partition_and_new_partitions(kafka_broker):
+    bootstrap = kafka_broker.bootstrap
+    topic = kafka_env.create_topic(bootstrap, "ranges", 2)
+    for p in range(2):
+        kafka_env.produce(bootstrap, topic, [f"p{p}-{i}" for i in range(5)], partition=p)
+    src = source(bootstrap, topic, partition_discovery_interval_ms=1).build()
+    enumerator = KafkaSourceEnumerator(src, EnumeratorContext(parallelism=2, max_records_per_split=3))
+    enumerator.check()
+    reader = reader_for(src)
+    first, plan = run_epoch(enumerator, reader)
+    assert sorted(v for vs in first.values() for v in vs) == sorted(f"p{p}-{i}" for p in range(2) for i in range(3))
+    assert {s.split_id: (s.start, s.end) for reads in plan.values() for s in reads} == {
+        f"{topic}-0": (0, 3), f"{topic}-1": (0, 3)}
+    kafka_env.add_partitions(bootstrap, topic, 3)
+    kafka_env.produce(bootstrap, topic, ["p2-0"], partition=2)
+    second, _ = run_epoch(enumerator, reader, 1)
+    assert sorted(v for vs in second.values() for v in vs) == ["p0-3", "p0-4", "p1-3", "p1-4", "p2-0"]
+    # The positions restore into another enumerator at another parallelism: nothing more to read,
+    # every partition still planned (its watermark counts), owned as Flink assigns it.
+    restored = KafkaSourceEnumerator(src, EnumeratorContext(parallelism=3))
+    restored.restore(enumerator.snapshot())
+    third, plan = run_epoch(restored, reader, 2)
+    assert [v for vs in third.values() for v in vs] == []
+    assert {s.split_id: s.start for reads in plan.values() for s in reads} == {
+        f"{topic}-0": 5, f"{topic}-1": 5, f"{topic}-2": 1}
+    assert {s.split_id: sub for sub, reads in plan.items() for s in reads} == {
+        f"{topic}-{p}": split_owner(topic, p, 3) for p in range(3)}
+    enumerator.close()
+    restored.close()
+
+
+def test_starting_offsets_committed_timestamp_and_offsets(kafka_broker):
+    bootstrap = kafka_broker.bootstrap
+    topic = kafka_env.create_topic(bootstrap, "starts", 1)
+    kafka_env.produce(bootstrap, topic, [str(i) for i in range(6)], timestamps=[1000 * (i + 1) for i in range(6)])
+
+    def first_epoch(initializer, group=None):
+        b = source(bootstrap, topic).set_starting_offsets(initializer).set_bounded(KafkaOffsetsInitializer.latest())
+        if group:
+            b.set_group_id(group)
+        e = KafkaSourceEnumerator(b.build(), EnumeratorContext(parallelism=1))
+        try:
+            got, _ = run_epoch(e, reader_for(e.source))
+            assert e.finished
+            return got.get(0, [])
+        finally:
+            e.close()
+
+    assert first_epoch(KafkaOffsetsInitializer.timestamp(3500)) == ["3", "4", "5"]
+    assert first_epoch(KafkaOffsetsInitializer.offsets({KafkaTopicPartition(topic, 0): 2})) == ["2", "3", "4", "5"]
+    assert first_epoch(KafkaOffsetsInitializer.latest()) == []
+    with pytest.raises(KafkaConnectorError, match=rf"partition {topic}-0 has no committed offset in consumer group "
+                                                  r"'fresh'.*KafkaOffsetResetStrategy.EARLIEST"):
+        first_epoch(KafkaOffsetsInitializer.committed_offsets(), "fresh")
+    assert first_epoch(KafkaOffsetsInitializer.committed_offsets(KafkaOffsetResetStrategy.EARLIEST), "fresh") == \
+        [str(i) for i in range(6)]
+
+
+def test_a_record_that_does_not_deserialize_names_topic_partition_and_offset(kafka_broker):
+    bootstrap = kafka_broker.bootstrap
+    topic = kafka_env.create_topic(bootstrap, "bad-bytes", 1)
+    kafka_env.produce(bootstrap, topic, [b"ok", b"\xff\xfe", b"ok"])
+    src = source(bootstrap, topic).set_bounded(KafkaOffsetsInitializer.latest()).build()
+    enumerator = KafkaSourceEnumerator(src, EnumeratorContext(parallelism=1))
+    with pytest.raises(ValueError, match=rf"topic '{topic}', partition 0, offset 1 cannot be deserialized "
+                                         r"by SimpleStringSchema"):
+        run_epoch(enumerator, reader_for(src))
+    enumerator.close()
+
+
+def test_offsets_retention_deleted_fail_naming_the_range_and_the_option(kafka_broker):
+    from confluent_kafka import TopicPartition
+    bootstrap = kafka_broker.bootstrap
+    topic = kafka_env.create_topic(bootstrap, "retention", 1)
+    kafka_env.produce(bootstrap, topic, [str(i) for i in range(10)])
+    src = source(bootstrap, topic).build()
+    enumerator = KafkaSourceEnumerator(src, EnumeratorContext(parallelism=1, max_records_per_split=2))
+    run_epoch(enumerator, reader_for(src))       # read [0, 2)
+    client = kafka_env.admin(bootstrap)
+    for future in client.delete_records([TopicPartition(topic, 0, 6)]).values():
+        future.result(30)
+    with pytest.raises(KafkaConnectorError, match=rf"partition {topic}-0: the records at offsets \[2, 6\) are no "
+                                                  r"longer in the log.*'auto.offset.reset' to 'earliest' "
+                                                  r"\(KafkaOffsetResetStrategy.EARLIEST\)"):
+        enumerator.plan_epoch(1)
+    chosen = KafkaSourceEnumerator(source(bootstrap, topic, auto_offset_reset="earliest").build(),
+                                   EnumeratorContext(parallelism=1))
+    chosen.restore(enumerator.snapshot())
+    assert run_epoch(chosen, reader_for(chosen.source), 1)[0] == {0: ["6", "7", "8", "9"]}
+    enumerator.close()
+    chosen.close()
+
+
+@pytest.mark.parametrize("case", ["unreachable", "missing topic", "refused password", "sasl on plaintext"])
+def test_bad_connections_fail_before_the_job_naming_what_to_fix(kafka_broker, case):
+    bootstrap = {"unreachable": "127.0.0.1:1", "sasl on plaintext": kafka_broker.bootstrap}.get(
+        case, kafka_broker.sasl_bootstrap if case == "refused password" else kafka_broker.bootstrap)
+    topic = "no-such-topic" if case == "missing topic" else kafka_env.create_topic(kafka_broker.bootstrap, "bad", 1)
+    b = source(bootstrap, topic)
+    if case in ("refused password", "sasl on plaintext"):
+        b.set_properties({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
+                          "sasl.username": "sluice", "sasl.password": "wrong"})
+    expected = {
+        "unreachable": r"Kafka source: reading the cluster's metadata on 127.0.0.1:1 failed: _ALL_BROKERS_DOWN.*Connection refused.*"
+                       r"Fix: check bootstrap.servers \(set_bootstrap_servers\)",
+        "missing topic": rf"Kafka source: topic 'no-such-topic' does not exist on {kafka_broker.bootstrap} "
+                         r"\(KafkaSource set_topics",
+        "refused password": r"_AUTHENTICATION: .*Invalid username or password.*Fix: check security.protocol, "
+                            r"sasl.mechanisms, sasl.username and sasl.password",
+        "sasl on plaintext": r"_AUTHENTICATION: .*SASL.*Fix: check security.protocol",
+    }[case]
+    enumerator = KafkaSourceEnumerator(b.build(), EnumeratorContext(parallelism=1))
+    with pytest.raises(KafkaConnectorError, match=expected):
+        enumerator.check()
+    enumerator.close()
