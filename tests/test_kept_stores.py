@@ -30,6 +30,7 @@ from runtime.common import Types
 from runtime.datastream.state import ValueStateDescriptor
 from runtime.state.key_groups import KeyGroupRange
 from runtime.task.task_state_manager import create_keyed_state_backend, release_keyed_state_backend
+from waiting import wait_until
 path, backend = sys.argv[1], None
 node = SimpleNamespace(operator_name="Counts", operator_id=os.path.basename(path))
 ctx = SimpleNamespace(state_backend="rocksdb", state_dir=os.path.dirname(path), key_group_range=KeyGroupRange(0, 127),
@@ -130,7 +131,10 @@ def test_a_kept_store_whose_directory_was_removed_is_not_trusted(tmp_path):
     try:
         worker.ask("open")
         assert worker.ask("update 3") == "disposed"
-        shutil.rmtree(path)
+        # The kept store's background threads (flush, compaction) may still add a file while the
+        # folder is removed: remove until it is gone.
+        wait_until(lambda: shutil.rmtree(path, ignore_errors=True) or not path.exists(), 30,
+                   "the kept store's folder removed", interval=0.05)
         assert worker.ask("open") == "opened None None"     # a new, empty store: rebuilt by its task
     finally:
         assert worker.exit() == 0
