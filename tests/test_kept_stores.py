@@ -17,6 +17,7 @@ from runtime.state.key_groups import KeyGroupRange
 from runtime.state.rocksdb import RocksDBKeyedStateBackend, StateStoreInUseException
 from runtime.state.rocksdb_store import RELEASE_WAIT_S
 from runtime_env import job_env
+from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +31,6 @@ from runtime.common import Types
 from runtime.datastream.state import ValueStateDescriptor
 from runtime.state.key_groups import KeyGroupRange
 from runtime.task.task_state_manager import create_keyed_state_backend, release_keyed_state_backend
-from waiting import wait_until
 path, backend = sys.argv[1], None
 node = SimpleNamespace(operator_name="Counts", operator_id=os.path.basename(path))
 ctx = SimpleNamespace(state_backend="rocksdb", state_dir=os.path.dirname(path), key_group_range=KeyGroupRange(0, 127),
