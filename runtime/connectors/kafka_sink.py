@@ -151,7 +151,10 @@ class KafkaCommitter(Committer):
         producer, group = self._clients()
         topics = sorted({topic for topic, _, _ in records})
         markers = [TopicPartition(t, 0, version) for t in topics]
-        done = group.committed([TopicPartition(t, 0) for t in topics], timeout=30)
+        # Retried: a new cluster answers "coordinator load in progress" while it makes its offsets topic.
+        done = with_errors(self.errors, f"reading the commit markers of consumer group '{self.marker_group}'",
+                           lambda t: group.committed([TopicPartition(t_, 0) for t_ in topics], timeout=max(t, 5)),
+                           60.0, producer.poll, step_s=10.0)
         if any(tp.offset >= version for tp in done):
             log.info("Kafka sink: checkpoint %d's transaction was committed before (a replay): not written again",
                      version)

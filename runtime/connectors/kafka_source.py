@@ -161,8 +161,10 @@ class KafkaSourceEnumerator(SplitEnumerator):
 
     def _committed(self, partitions) -> dict:
         from confluent_kafka import TopicPartition
-        done = self.consumer.committed([TopicPartition(t, p) for t, p in partitions],
-                                       timeout=_api_timeout_s(self.source))
+        done = with_errors(self.errors, f"reading the offsets of consumer group '{self.source.group_id}'",
+                           lambda t: self.consumer.committed([TopicPartition(t_, p) for t_, p in partitions],
+                                                             timeout=max(t, 5)),
+                           _api_timeout_s(self.source), self.consumer.poll, step_s=10.0)
         return {(tp.topic, tp.partition): tp.offset for tp in done if tp.offset >= 0}
 
     def _by_timestamp(self, partitions, timestamp_ms: int) -> dict:

@@ -1,0 +1,81 @@
+"""The Kafka sink against the test run's real broker: exactly once through Kafka transactions
+committed by the driver when a checkpoint completes (runtime/connectors/kafka_sink.py), and a
+whole Kafka -> Kafka job on the shared Spark session."""
+import pytest
+
+import kafka_env
+from runtime.common import Types, WatermarkStrategy
+from runtime.common.serialization import SimpleStringSchema
+from runtime.connectors.base import CommitterContext
+from runtime.connectors.kafka_clients import KafkaConnectorError
+from runtime.connectors.kafka_sink import KafkaCommitter
+from runtime.datastream.connectors import DeliveryGuarantee
+from runtime.datastream.connectors.kafka import (KafkaOffsetsInitializer, KafkaRecordSerializationSchema, KafkaSink,
+                                                 KafkaSource)
+from runtime_env import job_env
+
+
+def kafka_sink(bootstrap, topic, guarantee=DeliveryGuarantee.EXACTLY_ONCE, prefix="sink-test"):
+    return (KafkaSink.builder().set_bootstrap_servers(bootstrap)
+            .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(topic)
+                                   .set_value_serialization_schema(SimpleStringSchema()).build())
+            .set_delivery_guarantee(guarantee).set_transactional_id_prefix(prefix).build())
+
+
+def test_a_replayed_checkpoint_commits_nothing_and_a_lingering_transaction_is_aborted(kafka_broker):
+    from confluent_kafka import Producer
+    bootstrap = kafka_broker.bootstrap
+    topic = kafka_env.create_topic(bootstrap, "eo-commits", 2)
+    sink = kafka_sink(bootstrap, topic, prefix=topic)
+    context = CommitterContext("job", 7, "op-7", "sluice-job-op-7")
+    # A crashed driver's transaction, left open under the sink's transactional id.
+    crashed = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-op-7"})
+    crashed.init_transactions(30)
+    crashed.begin_transaction()
+    crashed.produce(topic, b"lost")
+    crashed.flush(30)
+    committer = KafkaCommitter(sink, context)
+    committer.commit([[(topic, None, b"a"), (topic, None, b"b")], [(topic, b"k", b"c")]], 1)
+    # The same checkpoint again (a replay after a crash between the Kafka commit and the record).
+    again = KafkaCommitter(sink, context)
+    again.commit([[(topic, None, b"a"), (topic, None, b"b")], [(topic, b"k", b"c")]], 1)
+    again.commit([[(topic, None, b"d")]], 2)
+    assert sorted(kafka_env.read_committed(bootstrap, topic)) == ["a", "b", "c", "d"]
+    committer.close()
+    again.close()
+
+
+def test_a_sink_to_a_missing_topic_or_an_unreachable_broker_fails_before_the_job(kafka_broker):
+    with pytest.raises(KafkaConnectorError, match=rf"Kafka sink 'out': topic 'nowhere' does not exist on "
+                                                  rf"{kafka_broker.bootstrap} \(KafkaRecordSerializationSchema set_topic\)"):
+        KafkaCommitter.check(kafka_sink(kafka_broker.bootstrap, "nowhere"), "out")
+    with pytest.raises(KafkaConnectorError, match=r"Kafka sink: reading the cluster's metadata for the sink 'out' on "
+                                                  r"127.0.0.1:1 failed: .*Fix: check bootstrap.servers"):
+        KafkaCommitter.check(kafka_sink("127.0.0.1:1", "nowhere"), "out")
+
+
+def test_kafka_to_kafka_exactly_once_with_checkpoints_and_a_rerun(spark, kafka_broker, tmp_path):
+    bootstrap = kafka_broker.bootstrap
+    source_topic = kafka_env.create_topic(bootstrap, "eo-in", 3)
+    sink_topic = kafka_env.create_topic(bootstrap, "eo-out", 2)
+    for p in range(3):
+        kafka_env.produce(bootstrap, source_topic, [f"w{p}-{i}" for i in range(20)], partition=p)
+
+    def run(max_epochs):
+        env = job_env(tmp_path, 2, epoch__max_records_per_split=8, epoch__max_epochs=max_epochs)
+        env.enable_checkpointing(1000)
+        source = (KafkaSource.builder().set_bootstrap_servers(bootstrap).set_topics(source_topic)
+                  .set_group_id(f"{source_topic}-group").set_starting_offsets(KafkaOffsetsInitializer.earliest())
+                  .set_value_only_deserializer(SimpleStringSchema()).build())
+        (env.from_source(source, WatermarkStrategy.no_watermarks(), "words")
+            .map(lambda w: w.upper(), output_type=Types.STRING())
+            .sink_to(kafka_sink(bootstrap, sink_topic, prefix=sink_topic)))
+        env.execute("kafka-eo")
+
+    run(2)          # 2 epochs of at most 8 per partition: 48 records, then stopped
+    assert len(kafka_env.read_committed(bootstrap, sink_topic)) == 48
+    assert kafka_env.committed_offsets(bootstrap, f"{source_topic}-group", source_topic, 3) == {0: 16, 1: 16, 2: 16}
+    run(3)          # restored: the rest, each once
+    assert sorted(kafka_env.read_committed(bootstrap, sink_topic)) == sorted(
+        f"W{p}-{i}" for p in range(3) for i in range(20))
+    assert kafka_env.committed_offsets(bootstrap, f"{source_topic}-group", source_topic, 3) == {0: 20, 1: 20, 2: 20}
