@@ -21,7 +21,8 @@ jvm_options.use_short_lived_jvms()      # for the Spark processes the tests star
 SLOW_TIERS = {
     "cluster": ("test_cluster.py",),
     "airflow": ("test_airflow_control_plane.py", "test_airflow_settings.py", "test_airflow_spark_submit.py",
-                "test_geo_alerts_dag.py", "test_web_view.py", "test_airflow_ui_runs.py"),
+                "test_geo_alerts_dag.py", "test_web_view.py", "test_airflow_ui_runs.py", "test_dev_airflow.py",
+                "test_quickstart.py"),
     "faults": ("test_checkpoint_faults.py", "test_exactly_once_restarts.py"),
     "object_store": ("test_object_store.py",),
     "kafka": ("test_kafka_source.py", "test_kafka_sink.py"),
@@ -42,6 +43,8 @@ SLOW_TESTS = {
              r"test_table_maintenance\.py::test_a_stopped_jobs_own_tables_.*",     # 4 runs; the held job stays
              r"test_delta_upsert\.py::test_a_(rolling_count|null_key_in_a_job).*"),    # the merge's unit tests stay
     "delta_spark": DELTA_SPARK,
+    # The Asset rule's own tests stay; its job DAGs run through dag.test() and the real scheduler.
+    "airflow": (r"test_airflow_assets\.py::test_a_job_.*",),
 }
 
 

@@ -3,16 +3,21 @@
 Prepares a plain Airflow in AIRFLOW_HOME (metadata database, airflow_settings.yaml), runs
 the ``wordcount`` DAG with ``dag.test()`` (every task for real, in this process: compile,
 execution graph, slot allocation, deploy, epochs on local Spark with checkpoints in the
-Delta warehouse, finish), then prints the counts and where the checkpoints are.
+Delta warehouse, finish), then prints the answer: the most frequent words and where the
+checkpoints are. Airflow's and Spark's own output goes to a log file (LOG_NAME in AIRFLOW_HOME's
+logs), whose path is printed.
 
     python -m sluice_airflow.quickstart [--top 15]
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
+
+LOG_NAME = "bin-dev-wordcount.log"      # the last run's log, in $AIRFLOW_HOME/logs/
 
 from runtime.jobmaster.deployment import PROJECT_ROOT
 
@@ -23,7 +28,29 @@ def prepare_airflow() -> None:
     airflow = os.path.join(os.path.dirname(sys.executable), "airflow")
     subprocess.run([airflow, "db", "migrate"], check=True, stdout=subprocess.DEVNULL)
     for change in load_airflow_settings(os.path.join(PROJECT_ROOT, "airflow_settings.yaml")):
-        print(f"  {change}")
+        print(f"{change.kind} {change.name}: {change.action}")
+
+
+@contextlib.contextmanager
+def output_to(path: str):
+    """Everything this process writes meanwhile (Python, Airflow's loggers, the Spark JVM it
+    starts) goes to ``path``: the file descriptors are redirected, not only sys.stdout."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(path, "w") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+                yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, copy in zip((1, 2), saved):
+                os.dup2(copy, fd)
+                os.close(copy)
 
 
 def run_dag(dag_id: str):
@@ -50,7 +77,9 @@ def print_results(summary: dict, top: int) -> None:
         totals: dict = {}
         for r in rows:
             totals[r["word"]] = totals.get(r["word"], 0) + r["count"]
-        print(f"\nResults: {len(totals)} words, {sum(totals.values())} in all, in the Delta table {sink}")
+        shown = f"The {top} most frequent" if len(totals) > top else "All"
+        print(f"\n{shown} of {len(totals)} distinct words ({sum(totals.values())} words in all), "
+              f"from the Delta table {sink}:")
         for word, count in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:top]:
             print(f"  {count:>6}  {word}")
     print(f"\nCheckpoint {summary.get('checkpoint_id')} completed; checkpoints are in {summary.get('checkpoints')}")
@@ -63,14 +92,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--top", type=int, default=15, help="how many of the most frequent words to print")
     args = parser.parse_args(argv)
-    print(f"Airflow home: {os.environ.get('AIRFLOW_HOME')}")
-    prepare_airflow()
-    print("Running the wordcount DAG (dag.test: every task, in this process)...")
-    run = run_dag("wordcount")
-    summary = finish_summary(run)
-    print(f"\nDAG run {run.run_id}: {run.state}")
+    log = os.path.join(os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow"), "logs", LOG_NAME)
+    print(f"Running the wordcount DAG with dag.test() (every task, in this process); Airflow's log: {log}")
+    with output_to(log):
+        prepare_airflow()
+        run = run_dag("wordcount")
+        summary = finish_summary(run)
+    print(f"DAG run {run.run_id}: {run.state}")
     if run.state != "success":
-        print("See the task logs above, or the history: the web view at /sluice/ in `bin/dev airflow`.")
+        print(f"The tasks' errors are in {log}; the run's history is in the web view (/sluice/ in `bin/dev airflow`).")
         return 1
     print_results(summary, args.top)
     return 0
