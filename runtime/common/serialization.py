@@ -1,5 +1,6 @@
 """Record <-> bytes, named as ``pyflink.common.serialization``: the schemas connectors take
-(``SimpleStringSchema``, ``ByteArraySchema``) and the ``Encoder`` of a row-format ``FileSink``.
+(``SimpleStringSchema``, ``ByteArraySchema``, ``RowFieldExtractorSchema``) and the ``Encoder``
+of a row-format ``FileSink``.
 
 PyFlink's are wrappers of Java classes; these do the same work in Python: a ``SimpleStringEncoder``
 writes each record's string form and a newline in its charset, as Flink's.
@@ -62,6 +63,46 @@ class ByteArraySchema(SerializationSchema, DeserializationSchema):
 
     def deserialize(self, message: bytes) -> bytes:
         return bytes(message)
+
+
+class RowFieldExtractorSchema(SerializationSchema):
+    """One field of a Row, which must already be bytes, as the serialized value (Flink 2.x's
+    RowFieldExtractorSchema): a Kafka sink's key from one field and its value from another.
+
+        KafkaRecordSerializationSchema.builder().set_topic("t")
+            .set_key_serialization_schema(RowFieldExtractorSchema(0))
+            .set_value_serialization_schema(RowFieldExtractorSchema(1)).build()
+
+    A None row or field is empty bytes, as Flink's."""
+
+    def __init__(self, field_index: int):
+        if field_index < 0:
+            raise ValueError(f"Field index must be non-negative, got: {field_index}")
+        self.field_index = field_index
+
+    def serialize(self, value) -> bytes:
+        if value is None:
+            return b""
+        if self.field_index >= len(value):
+            raise ValueError(f"RowFieldExtractorSchema: cannot access field {self.field_index} in Row with arity "
+                             f"{len(value)}: {value!r}")
+        field = value[self.field_index]
+        if field is None:
+            return b""
+        if not isinstance(field, (bytes, bytearray, memoryview)):
+            raise ValueError(f"RowFieldExtractorSchema: field at index {self.field_index} must be of type bytes "
+                             f"(Types.PRIMITIVE_ARRAY(Types.BYTE())), but was {type(field).__name__}: {field!r}; "
+                             f"encode it first, e.g. .map(lambda r: Row(r[0].encode(), ...))")
+        return bytes(field)
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other.field_index == self.field_index
+
+    def __hash__(self):
+        return hash((type(self), self.field_index))
+
+    def __repr__(self) -> str:
+        return f"RowFieldExtractorSchema({self.field_index})"
 
 
 class Encoder:

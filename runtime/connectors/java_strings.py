@@ -18,12 +18,9 @@ is Java's ``[I@1b2c3d`` (an identity hash), printed here as ``[1, 2, 3]``; JDK 1
 from __future__ import annotations
 
 import datetime
-import math
-from decimal import Decimal
-
-import numpy as np
 
 from runtime.common.arrow import big_decimal
+from runtime.common.java_numbers import double_to_string, float_to_string
 from runtime.common.typeinfo import (
     BasicTypeInfo, DateTypeInfo, LocalTimeTypeInfo, MapTypeInfo, PickledBytesTypeInfo, RowTypeInfo, TimestampTypeInfo,
     TimeTypeInfo, TupleTypeInfo, TypeInformation, Types)
@@ -94,34 +91,14 @@ def _basic(value, basic: BasicTypeInfo) -> str:
     if basic == Types.BOOLEAN():
         return "true" if value else "false"
     if basic == Types.DOUBLE():
-        return _floating(float(value), repr(float(value)))
+        return double_to_string(value)
     if basic == Types.FLOAT():          # Float.toString: the shortest digits of the 32-bit float
-        return _floating(float(np.float32(value)), str(np.float32(value)))
+        return float_to_string(value)
     if basic == Types.BIG_DEC():
         return str(big_decimal(value))  # BigDecimal.toString and Python's follow one spec
     if basic == Types.INSTANT():
         return _instant(value)
     return value if isinstance(value, str) else str(value)
-
-
-def _floating(value: float, shortest: str) -> str:
-    """Double/Float.toString: plain from 10^-3 up to 10^7, else ``d.dddEn``; at least one
-    digit after the point."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    if value == 0:
-        return "-0.0" if math.copysign(1, value) < 0 else "0.0"
-    sign, digits, exponent = Decimal(shortest).normalize().as_tuple()
-    text = "".join(map(str, digits))
-    point = len(text) + exponent            # where the decimal point goes in ``text``
-    minus = "-" if sign else ""
-    if 1e-3 <= abs(value) < 1e7:
-        if point <= 0:
-            return f"{minus}0.{'0' * -point}{text}"
-        return f"{minus}{text[:point].ljust(point, '0')}.{text[point:] or '0'}"
-    return f"{minus}{text[0]}.{text[1:] or '0'}E{point - 1}"
 
 
 def _temporal(value, type_info) -> str:
