@@ -7,12 +7,26 @@ and a restore hands back.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from runtime.connectors import create_enumerator
 from runtime.connectors.base import EnumeratorContext
 from runtime.execution.options import ExecutionOptions
 from runtime.graph.job_graph import JobGraph
 from runtime.state.snapshot import state_table_name
 from runtime.storage.filesystems import join
+from runtime.task.deployment import SplitRead
+
+
+@dataclass(frozen=True)
+class PlannedRead(SplitRead):
+    """A read as the epoch log keeps it: with the subtask that planned it, so a replay hands it
+    back to that subtask (a Kafka partition's watermark and idleness are its owner's state)."""
+
+    subtask: int = 0
+
+    def as_read(self) -> SplitRead:
+        return SplitRead(self.split_id, self.start, self.end, self.state)
 
 
 class SourceCoordinator:
@@ -50,17 +64,28 @@ class SourceCoordinator:
         return source_plans, all(e.input_ends_with_plan for e in self.enumerators.values())
 
     def replayed_plan(self, logged: dict) -> dict:
-        """A logged epoch's reads by source vertex and subtask (``logged_plan`` read back)."""
+        """A logged epoch's reads by source vertex and subtask (``logged_plan`` read back), each
+        to the subtask that planned it. Logs written before reads carried their subtask, or a
+        replay at another parallelism, hand the reads out round-robin."""
         source_plans = {}
         for vid in self.enumerators:
             reads = logged["plan"].get(self.operator_ids[vid], ())
             p = self.job_graph.vertex(vid).parallelism
-            source_plans[vid] = {s: tuple(reads[s::p]) for s in range(p)}
+            if all(isinstance(r, PlannedRead) and r.subtask < p for r in reads):
+                by_subtask = {s: [] for s in range(p)}
+                for r in reads:
+                    by_subtask[r.subtask].append(r.as_read())
+                source_plans[vid] = {s: tuple(rs) for s, rs in by_subtask.items()}
+            else:
+                reads = [r.as_read() if isinstance(r, PlannedRead) else r for r in reads]
+                source_plans[vid] = {s: tuple(reads[s::p]) for s in range(p)}
         return source_plans
 
     def logged_plan(self, source_plans: dict) -> dict:
-        """The plan as the epoch log keeps it: each source operator's reads, subtask by subtask."""
-        return {self.operator_ids[vid]: [r for s in sorted(plan) for r in plan[s]]
+        """The plan as the epoch log keeps it: each source operator's reads, subtask by subtask,
+        each read naming its subtask."""
+        return {self.operator_ids[vid]: [PlannedRead(r.split_id, r.start, r.end, r.state, s)
+                                         for s in sorted(plan) for r in plan[s]]
                 for vid, plan in source_plans.items()}
 
     def complete_epoch(self, acks: list) -> None:
