@@ -354,15 +354,16 @@ class CheckpointStorage:
             self._pending_rows.append({"run_id": run_id, "kind": "metrics", "epoch": epoch,
                                        "checkpoint_id": checkpoint_id, "metrics": json.dumps(metrics, default=str)})
 
-    def epoch_metrics(self, run_id: Optional[str] = None) -> list[dict]:
-        """The logged metrics of a run's epochs (by default the latest run that logged any), oldest first."""
+    def epoch_metrics(self, run_id: Optional[str] = None, every_run: bool = False) -> list[dict]:
+        """The logged metrics of a run's epochs (by default the latest run that logged any; with
+        ``every_run``, of every run the log keeps), oldest first."""
         log = read_table(self.epoch_log_path)
         if log is None or "metrics" not in log.column_names:
             return []
         rows = [r for r in log.sort_by([("logged_at", "ascending")]).to_pylist() if r["kind"] == "metrics"]
         if run_id is None and rows:
             run_id = rows[-1]["run_id"]
-        return [{"run_id": r["run_id"], **json.loads(r["metrics"])} for r in rows if r["run_id"] == run_id]
+        return [{"run_id": r["run_id"], **json.loads(r["metrics"])} for r in rows if every_run or r["run_id"] == run_id]
 
     def release(self, run_id: str, status: str) -> None:
         if self._log_writer is not None:

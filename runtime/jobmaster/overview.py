@@ -1,6 +1,6 @@
 """What the web view shows of each job, as JSON-able dicts: its deployment, its JobGraph,
-its checkpoints and its executions (Flink's REST API /jobs/overview, /jobs/:id,
-/jobs/:id/checkpoints in spirit).
+its checkpoints, its executions and its metrics over epochs and runs, shaped for charts
+(``metrics_history``) (Flink's REST API /jobs/overview, /jobs/:id, /jobs/:id/checkpoints in spirit).
 
 Read-only: job modules are discovered in the jobs folder (``include/jobs``, or
 SLUICE_JOBS_FOLDER); a job's plan is the one its last run stored (plans.py), or, for a job not
@@ -17,9 +17,10 @@ from functools import cached_property, lru_cache
 from typing import Optional
 
 from runtime.checkpoint.restore import METADATA
-from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, SAVEPOINT, CheckpointRecord, CheckpointStorage
+from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, FAILED, SAVEPOINT, CheckpointRecord, CheckpointStorage
 from runtime.client import CompiledJob, compile_job
 from runtime.execution.history import ExecutionHistory, ExecutionRecord
+from runtime.jobmaster import metrics_history
 from runtime.jobmaster.deployment import CONTROL_PLANE_CONFIGURATION, JobSpec, discover_jobs, resolve_args
 from runtime.jobmaster.plans import latest_plan, load_plan, script_sha256
 from runtime.jobmaster.steps import parallelism_from, restart_strategy_of
@@ -57,9 +58,15 @@ class JobOverview:
         return ExecutionHistory(self.job_dir).executions() if self.job_dir else []
 
     @cached_property
+    def epoch_history(self) -> list[dict]:
+        """Every run's epochs the epoch log keeps, oldest first: built-in and user metrics."""
+        return CheckpointStorage(self.job_dir).epoch_metrics(every_run=True) if self.job_dir else []
+
+    @property
     def epochs(self) -> list[dict]:
-        """The latest run's epochs as its epoch log has them: built-in and user metrics."""
-        return CheckpointStorage(self.job_dir).epoch_metrics() if self.job_dir else []
+        """The latest run's epochs (of the latest run that logged any)."""
+        rows = self.epoch_history
+        return [r for r in rows if r["run_id"] == rows[-1]["run_id"]] if rows else []
 
 
 def list_jobs(warehouse: str, folder: Optional[str] = None) -> list[JobOverview]:
@@ -177,6 +184,27 @@ def job_summary(job: JobOverview) -> dict:
         "latest_checkpoint": checkpoint_json(latest_checkpoint) if latest_checkpoint else None,
         "latest_execution": execution_json(job.executions[0]) if job.executions else None,
     }
+
+
+def job_charts(job: JobOverview, checkpoint_id: Optional[int] = None) -> dict:
+    """What the charts draw: over epochs and across runs, per checkpoint, and the per-operator
+    breakdown of checkpoint ``checkpoint_id`` (by default the latest completed one)."""
+    taken = [r for r in job.checkpoints if r.kind == CHECKPOINT and r.status != FAILED]
+    if checkpoint_id is None:
+        chosen = latest_completed(job.checkpoints) or (taken[-1] if taken else None)
+    else:
+        chosen = next((r for r in taken if r.checkpoint_id == checkpoint_id), None)
+    return {"epochs": metrics_history.epoch_charts(job.epoch_history),
+            "checkpoints": metrics_history.checkpoint_charts(job.checkpoints),
+            "splits": metrics_history.latest_splits(job.epoch_history),
+            "breakdown_of": chosen.checkpoint_id if chosen else None,
+            "breakdown": metrics_history.checkpoint_breakdown(chosen, job.epoch_history),
+            "runs": len({r["run_id"] for r in job.epoch_history}), "epochs_logged": len(job.epoch_history)}
+
+
+def charts_json(charts: dict) -> dict:
+    """``job_charts`` as JSON: each chart as its fields."""
+    return {k: [asdict(c) for c in v] if isinstance(v, list) else v for k, v in charts.items()}
 
 
 def job_details(job: JobOverview) -> dict:

@@ -1,0 +1,170 @@
+"""The web view's charts as pure functions, in the fast loop: epoch-log rows and checkpoint records
+shaped into series (runtime.jobmaster.metrics_history), drawn as SVG (sluice_airflow.web.charts),
+and an epoch's per-vertex figures from its tasks' acknowledgements (runtime.metrics.vertex_metrics).
+The browser test (test_web_view.py) draws them from a real job's tables."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from runtime.checkpoint.storage import CheckpointRecord
+from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
+from runtime.jobmaster.metrics_history import (MAX_POINTS, checkpoint_breakdown, checkpoint_charts, epoch_charts,
+                                               latest_splits, written_bytes)
+from runtime.metrics.vertex_metrics import epoch_vertex_metrics
+from runtime.task.deployment import Acknowledgement
+from sluice_airflow.web.charts import bar_chart, fmt, line_chart
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def row(run: str, epoch: int, vertices: dict, duration_ms: float = 100.0, checkpoint_id=None) -> dict:
+    """An epoch log's metrics row as EpochSummary's fields give it (those the charts read)."""
+    return {"run_id": run, "epoch": epoch, "processing_time": 1_000_000 + epoch * 1000, "duration_ms": duration_ms,
+            "checkpoint_id": checkpoint_id, "vertices": vertices}
+
+
+def vertex(records_in, records_out=0, watermark=None, snapshot_ms=(), splits=None) -> dict:
+    v = {"records_in": records_in, "records_out": records_out, "watermark": watermark, "snapshot_ms": list(snapshot_ms)}
+    return {**v, "splits": splits} if splits else v
+
+
+def by_id(charts) -> dict:
+    return {c.id: c for c in charts}
+
+
+def parsed(markup) -> ET.Element:
+    """The figure's SVG, parsed: it must be well-formed XML (names escaped)."""
+    svg = str(markup)
+    return ET.fromstring(svg[svg.index("<svg"):svg.index("</svg>") + 6].replace("<svg ", f'<svg xmlns="{SVG[1:-1]}" ', 1))
+
+
+def test_epochs_of_two_runs_are_points_in_log_order_with_each_runs_start_marked():
+    rows = [row("a", e, {"Source": vertex(10 * e, 10 * e, watermark=900_000 + e * 1000),
+                         "Sink": vertex(10 * e, 0, watermark=MIN_WATERMARK)}) for e in range(3)]
+    rows += [row("b", e, {"Source": vertex(5, 5, watermark=MAX_WATERMARK, splits={"p0": {"offset": 9, "latest": 12, "lag": 3},
+                                                                                "p1": {"offset": 4, "latest": 4, "lag": 0}}),
+                          "Sink": vertex(5, 0, watermark=None)}) for e in (2, 3)]    # restored: epoch 2 again
+    charts = by_id(epoch_charts(rows))
+    records_in = charts["records-in"]
+    assert [s.name for s in records_in.series] == ["Source", "Sink"]
+    assert [(p.x, p.y, p.tick) for p in records_in.series[0].points] == \
+        [(0, 0, "0"), (1, 10, "1"), (2, 20, "2"), (3, 5, "2"), (4, 5, "3")]
+    assert records_in.runs == ((0, "a"), (3, "b")) and records_in.note == ""
+    # A watermark lag only where there is a watermark short of the end of input.
+    [lag] = charts["watermark-lag"].series
+    assert (lag.name, [p.y for p in lag.points]) == ("Source", [100_000] * 3)
+    # Source lag: the splits' lags summed, only for epochs whose source reported them.
+    [source_lag] = charts["source-lag"].series
+    assert [(p.x, p.y) for p in source_lag.points] == [(3, 3), (4, 3)]
+    assert latest_splits(rows) == {"Source": rows[-1]["vertices"]["Source"]["splits"]}
+    assert [len(s.points) for s in charts["epoch-duration"].series] == [5]
+
+
+def test_charts_without_data_say_what_they_would_show():
+    charts = by_id(epoch_charts([row("a", 0, {"Source": vertex(1)})]))
+    assert charts["source-lag"].series == () and "reports `lag` per split" in charts["source-lag"].empty
+    figure = str(line_chart(charts["source-lag"]))
+    assert "<svg" not in figure and "split_metrics()" in figure
+    assert checkpoint_charts([])[0].series == () and checkpoint_breakdown(None, []) == []
+
+
+def test_ten_thousand_epochs_are_downsampled_keeping_each_buckets_highest():
+    rows = [row("a" if e < 6000 else "b", e, {"Source": vertex(e % 7)}, duration_ms=1000 if e == 4321 else 10)
+            for e in range(10_000)]
+    charts = by_id(epoch_charts(rows))
+    [durations] = charts["epoch-duration"].series
+    assert len(durations.points) == MAX_POINTS and "highest of 50 consecutive epochs" in charts["epoch-duration"].note
+    assert max(p.y for p in durations.points) == 1000         # the spike survives
+    assert [p.x for p in durations.points] == list(range(49, 10_000, 50))
+    assert charts["records-in"].runs == ((0, "a"), (6000, "b"))
+    svg = parsed(line_chart(charts["epoch-duration"]))
+    assert len(svg.findall(f".//{SVG}circle")) == MAX_POINTS
+
+
+def test_the_svg_has_a_path_and_a_point_per_value_and_escapes_names():
+    rows = [row("r<1>", e, {"Map & <Filter>": vertex(e), "Sink": vertex(2 * e)}) for e in range(4)]
+    svg = parsed(line_chart(by_id(epoch_charts(rows))["records-in"]))
+    series = svg.findall(f".//{SVG}g[@class='series']")
+    assert [(g.get("data-series"), g.get("data-points")) for g in series] == [("Map & <Filter>", "4"), ("Sink", "4")]
+    for g in series:
+        assert len(g.findall(f"{SVG}path")) == 1 and g.find(f"{SVG}path").get("d").count("L") == 3
+        assert [c.get("data-x") for c in g.findall(f"{SVG}circle")] == ["0", "1", "2", "3"]
+    assert [c.get("data-y") for c in series[1].findall(f"{SVG}circle")] == ["0", "2", "4", "6"]
+    assert [g.get("data-run") for g in svg.findall(f".//{SVG}g[@class='run']")] == ["r<1>"]
+    # The y axis goes up to a round value at or above the highest point.
+    labels = [t.text for t in svg.findall(f".//{SVG}g[@class='grid']/{SVG}text")]
+    assert labels[0] == "0" and float(labels[-1]) >= 6
+
+
+def test_values_are_said_in_their_units():
+    assert [fmt(v, "ms") for v in (850, 1500, 90_000, 5_400_000, 2 * 86_400_000)] == \
+        ["850 ms", "1.5 s", "1.5 min", "1.5 h", "2 d"]
+    assert [fmt(v, "bytes") for v in (900, 2970, 5 * 1024 ** 2)] == ["900 B", "2.9 KiB", "5 MiB"]
+    assert [fmt(v, "records") for v in (42, 1500, 2_500_000, -3)] == ["42", "1.5k", "2.5M", "-3"]
+
+
+def checkpoint(checkpoint_id: int, run: str = "r", operators=None, state_bytes: int = 0, duration_ms: int = 50,
+               status: str = "COMPLETED") -> CheckpointRecord:
+    return CheckpointRecord(checkpoint_id, checkpoint_id - 1, "CHECKPOINT", status, run, duration_ms=duration_ms,
+                            state_bytes=state_bytes, operators=operators or [])
+
+
+def files(*entries) -> list:
+    return [{"path": f"checkpoint_id={c}/part-{i}.parquet", "size": size, "rows": 1, "subtask": subtask,
+             "source_state": subtask < 0} for i, (c, subtask, size) in enumerate(entries)]
+
+
+OPERATORS = [
+    {"uid": "src", "name": "Source: Numbers", "vertex": "Source: Numbers", "parallelism": 2, "files": files((5, -1, 300))},
+    {"uid": "counts", "name": "Counts", "vertex": "Counts -> Sink", "parallelism": 2,
+     "files": files((4, 0, 1000), (5, 0, 200), (5, 1, 700))},      # incremental: checkpoint 4's file too
+    {"uid": "sink", "name": "Sink", "vertex": "Counts -> Sink", "parallelism": 2, "files": []},
+]
+
+
+def test_checkpoint_charts_and_what_a_checkpoint_wrote_itself():
+    records = [checkpoint(3, "a", state_bytes=10), checkpoint(4, "b", state_bytes=20, status="DISCARDED"),
+               checkpoint(5, "b", OPERATORS, state_bytes=2200, duration_ms=80), checkpoint(6, "b", status="FAILED")]
+    assert written_bytes(records[2]) == 1200        # not checkpoint 4's file it still lists
+    duration, size = checkpoint_charts(records)
+    assert [(p.x, p.y, p.tick) for p in duration.series[0].points] == [(3, 50, "3"), (4, 50, "4"), (5, 80, "5")]
+    assert [s.name for s in size.series] == ["state size", "written"]
+    assert [p.y for p in size.series[1].points] == [0, 0, 1200] and size.runs == ((3, "a"), (4, "b"))
+
+
+def test_a_checkpoint_per_operator_and_subtask():
+    record = checkpoint(5, operators=OPERATORS, state_bytes=2200)
+    rows = [row("b", 4, {"Source: Numbers": vertex(3, snapshot_ms=[1.5, 2.0]), "Counts -> Sink": vertex(3, snapshot_ms=[9.0, 4.0])},
+                checkpoint_id=5)]
+    state, snapshots = checkpoint_breakdown(record, rows)
+    assert [(b.label, b.value, b.part) for b in state.bars] == [
+        ("Source: Numbers (the sources' positions (driver))", 300, 300),
+        ("Counts (1/2)", 1200, 200), ("Counts (2/2)", 700, 700)]
+    assert [(b.label, b.value) for b in snapshots.bars] == [
+        ("Source: Numbers (1/2)", 1.5), ("Source: Numbers (2/2)", 2.0),
+        ("Counts -> Sink (1/2)", 9.0), ("Counts -> Sink (2/2)", 4.0)]
+    svg = parsed(bar_chart(state))
+    bars = svg.findall(f".//{SVG}g[@class='bar']")
+    assert [(g.get("data-value"), g.get("data-part")) for g in bars] == [("300", "300"), ("1200", "200"), ("700", "700")]
+    widths = [(float(g.find(f"{SVG}rect[@class='whole']").get("width")), float(g.find(f"{SVG}rect[@class='part']").get("width")))
+              for g in bars]
+    assert widths[1][1] / widths[1][0] == 200 / 1200 and widths[1][0] == max(w for w, _ in widths)
+    # Many subtasks: the largest bars, in their order, and a note saying so.
+    many = str(bar_chart(state, max_bars=2))
+    assert many.count('class="bar"') == 2 and "The 2 largest of 3 bars." in many and 'data-value="300"' not in many
+    # No epoch row for it (compacted away): the snapshot chart says so.
+    assert checkpoint_breakdown(record, [])[1].bars == ()
+
+
+def test_an_epochs_figures_per_vertex_from_its_acknowledgements():
+    acks = [Acknowledgement(1, 1, records_in=4, records_out=8, watermark=2000, snapshot_ms=3.25),
+            Acknowledgement(1, 0, records_in=6, records_out=12, watermark=1000, snapshot_ms=1.0),
+            Acknowledgement(2, 0, records_in=20, records_written=20, watermark=MIN_WATERMARK),
+            Acknowledgement(3, 0, records_in=1, records_out=1, watermark=5)]
+    figures = epoch_vertex_metrics({1: "Source", 2: "Sink", 3: "Sink"}, acks,
+                                   {1: {"p0": {"offset": 10, "latest": 15, "lag": 5}}, 2: {}})
+    assert figures == {
+        "Source": {"records_in": 10, "records_out": 20, "watermark": 1000, "snapshot_ms": [1.0, 3.2],
+                   "splits": {"p0": {"offset": 10, "latest": 15, "lag": 5}}},
+        "Sink": {"records_in": 20, "records_out": 20, "watermark": None, "snapshot_ms": [0.0]},
+        "Sink [3]": {"records_in": 1, "records_out": 1, "watermark": 5, "snapshot_ms": [0.0]}}
