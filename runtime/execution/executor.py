@@ -41,6 +41,7 @@ from runtime.graph.execution_state import ExecutionState
 from runtime.graph.job_graph import create_job_graph
 from runtime.graph.stream_graph import StreamGraph
 from runtime.metrics.aggregation import RunMetrics
+from runtime.metrics.vertex_metrics import epoch_vertex_metrics
 from runtime.scheduler.restart import effective_configuration
 from runtime.scheduler.slots import compute_slot_plan, slots_required_per_group
 from runtime.state.snapshot import CorruptStateException
@@ -270,7 +271,9 @@ class JobRunner:
             state_bytes_written=sum(f.size for f in state_files),
             local_stores=sum(a.store_hits + a.store_misses for a in acks),
             local_store_hits=sum(a.store_hits for a in acks),
-            metrics=metrics, started_at=started)
+            metrics=metrics, started_at=started,
+            vertices=epoch_vertex_metrics({v.id: v.name for v in self.job_graph.vertices}, acks,
+                                          {vid: e.split_metrics() for vid, e in self.sources.enumerators.items()}))
 
     def _report(self, summary: EpochSummary) -> None:
         """An epoch's metrics row (committed with the next commit of the epoch log) and progress line."""

@@ -42,6 +42,7 @@ class EpochSummary:
     local_stores: int = 0               # subtasks' local stores (state.backend.type: rocksdb) ...
     local_store_hits: int = 0           # ... of which were at the expected version, not rebuilt
     metrics: dict = field(default_factory=dict)     # user metrics by scope (runtime.metrics.aggregation)
+    vertices: dict = field(default_factory=dict)    # built-in ones per vertex (runtime.metrics.vertex_metrics)
     started_at: float = 0.0             # wall clock (s): epochs overlap their checkpoints, so the
                                         # time between two starts is what an epoch costs
 
