@@ -146,7 +146,7 @@ class JobRunner:
         recorder = RunRecorder(self.job_dir, ExecutionRecord(
             self.run_id, self.job_graph.job_name, RUNNING, started, self.options.dag_run_id or "",
             self.options.attempt, parallelism={v.name: v.parallelism for v in self.job_graph.vertices}),
-            self.options.compact_after_files, self.options.log_retention_s)
+            self.options.compact_after_files, self.options.log_retention_s, self.restore_point)
         try:
             try:
                 self._begin(self.recovery.start(self.restore_point, self.run_id))

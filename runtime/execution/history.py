@@ -19,6 +19,7 @@ from typing import Optional
 
 import pyarrow as pa
 
+from runtime.checkpoint.storage import SAVEPOINT
 from runtime.scheduler.restart import decide
 from runtime.storage.delta_files import DeltaTables, append, arrow_table, read_table
 from runtime.storage.filesystems import join
@@ -40,6 +41,7 @@ EXECUTIONS_SCHEMA = pa.schema([
     ("restart", pa.string()), ("backoff_ms", pa.int64()),          # the restart strategy's decision
     ("restarting", pa.bool_()),                                    # ... whether it restarts (null: not asked)
     ("host", pa.string()), ("pid", pa.int64()), ("recorded_at", _TS),
+    ("restored_savepoint", pa.string()),                           # the savepoint's path, when it restored one
 ])
 
 
@@ -63,6 +65,7 @@ class ExecutionRecord:
     backoff_ms: Optional[int] = None        # ... the delay before the next attempt
     recorded_at: Optional[float] = None
     restarting: Optional[bool] = None       # ... whether the job restarts (None: the strategy was not asked)
+    restored_savepoint: Optional[str] = None    # the savepoint it restored (its path); restored_from is its checkpoint
 
     def to_json(self) -> dict:
         return {**asdict(self), "failed_tasks": list(self.failed_tasks)}
@@ -116,7 +119,8 @@ class ExecutionHistory:
             r["run_id"], r["job_name"], r["state"], _s(r["started_at"]), r["dag_run_id"] or "", r["attempt"] or 1,
             _s(r["ended_at"]), r["restored_from"], r["last_checkpoint"], r["epochs"] or 0, r["records_in"] or 0,
             json.loads(r["parallelism"] or "{}"), r["failure"], tuple(json.loads(r["failed_tasks"] or "[]")),
-            r["restart"], r["backoff_ms"], _s(r["recorded_at"]), r.get("restarting")) for r in latest.values()]
+            r["restart"], r["backoff_ms"], _s(r["recorded_at"]), r.get("restarting"),
+            restored_savepoint=r.get("restored_savepoint")) for r in latest.values()]
         return sorted(records, key=lambda r: (r.started_at or 0, r.recorded_at or 0), reverse=True)
 
     def attempts(self, dag_run_id: str) -> list[ExecutionRecord]:
@@ -131,13 +135,19 @@ class RunRecorder:
     RestartBackoffTimeStrategy; here the history of the Airflow run is the strategy's memory)."""
 
     def __init__(self, job_dir: str, started: ExecutionRecord, compact_after: int = COMPACT_AFTER_FILES,
-                 log_retention_s: float = LOG_RETENTION_S):
+                 log_retention_s: float = LOG_RETENTION_S, restored=None):
+        """``restored``: the RestorePoint the run starts from, if any (a savepoint's is named by its path)."""
         self.history = ExecutionHistory(job_dir, log_retention_s)
         self.history.compact(compact_after)
+        if restored is not None:
+            started = replace(started, restored_from=restored.record.checkpoint_id,
+                              restored_savepoint=restored.root if restored.record.kind == SAVEPOINT else None)
         self.execution = self.history.record(started)
 
     def ended(self, state: str, result, restored_from: Optional[int], **more) -> ExecutionRecord:
         """The run ended in ``state``; ``result`` its JobExecutionResult so far."""
+        if restored_from != self.execution.restored_from:      # it fell back to another checkpoint
+            more.setdefault("restored_savepoint", None)
         return self.history.record(replace(
             self.execution, state=state, ended_at=time.time(), epochs=result.epoch_count,
             records_in=result.records_in_total, last_checkpoint=result.last_checkpoint,
