@@ -3,6 +3,10 @@ and the SimpleAuthManager, a warehouse written by real runs of
 tests/jobs/checkpointed_counts.py, and headless Chromium (Debian's chromium and
 chromedriver, driven by Selenium) logging in through Airflow's own login page.
 
+The warehouse's history: a first run (Airflow's DAG run DAG_RUN_ID) that fails in its third
+epoch with a traceback, a savepoint of its last checkpoint, and a run that restores the
+savepoint and reads to the end of the input.
+
 One api-server and one browser for the module; the first test sees the browser before it
 logs in, so the tests run in file order.
 """
@@ -32,6 +36,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from checkpoint_harness import JOB, LINES_PER_EPOCH, job_args, write_input
 from runtime.client import run_job
+from runtime.execution.job_execution_result import JobExecutionException
 from runtime.jobmaster import overview
 from runtime.jobmaster.deployment import JOBS_FOLDER_ENV
 from waiting import wait_until
@@ -53,6 +58,21 @@ DEPLOYMENT = JobDeployment(args={args!r})
 
 if __name__ == "__main__":
     runpy.run_path({job!r}, run_name="__main__")
+'''
+
+# The same job with a map that fails on the first event at or after 25 s (the third epoch's),
+# with no restart: the first run's failure, with its traceback.
+FAILING_JOB = '''import sys
+sys.path.insert(0, {jobs!r})
+import checkpointed_counts as cc
+from runtime.common import RestartStrategies
+from runtime.datastream import StreamExecutionEnvironment
+
+env = StreamExecutionEnvironment.get_execution_environment()
+env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
+env.set_restart_strategy(RestartStrategies.no_restart())
+cc.build(env, {input!r}, {windows!r}, {running!r}, 2, fail=cc.FailAt(25_000))
+env.execute("checkpointed counts")
 '''
 
 # Stands in for the DAG dags/ builds for the job: a restore only needs the DAG id to exist.
@@ -146,14 +166,18 @@ def site(spark, airflow_db, tmp_path_factory):
     write_input(root / "in", seed=11)
     proc, url, log = _start_api_server(root, warehouse, jobs)     # boots while the job runs
     try:
-        # A run stopped after 2 epochs, then one restoring its latest checkpoint to the end
-        # of the input: completed checkpoints, older ones discarded, two executions.
+        # A run failing in its third epoch (2 checkpoints done), a savepoint of its last
+        # checkpoint, a run restoring the savepoint to the end of the input: completed
+        # checkpoints, a failed one, older ones discarded, two executions.
         common = dict(warehouse=str(warehouse), master="local[2]", quiet=True, max_records_per_split=LINES_PER_EPOCH)
-        run_job(JOB, args, max_epochs=2, dag_run_id=DAG_RUN_ID, **common)
-        run_job(JOB, args, restore_from="latest", **common)
+        failing = root / "failing_counts.py"
+        failing.write_text(FAILING_JOB.format(jobs=os.path.dirname(JOB), input=args[1], windows=args[3], running=args[5]))
+        with pytest.raises(JobExecutionException, match="injected failure"):
+            run_job(str(failing), dag_run_id=DAG_RUN_ID, **common)
         from runtime.checkpoint.savepoint import take_savepoint
         from runtime.checkpoint.storage import CheckpointStorage
         take_savepoint(CheckpointStorage(str(warehouse / "checkpointed-counts")), str(root / "savepoints" / "sp-1"))
+        run_job(JOB, args, restore_from=str(root / "savepoints" / "sp-1"), **common)
         job = overview.find_job(JOB_NAME, str(warehouse), str(jobs))
         _wait_until_up(proc, url, log)
         yield Site(url, root, warehouse, job)
@@ -288,6 +312,136 @@ def test_job_page_shows_the_latest_runs_epochs_and_metrics(site, browser, token)
     assert f"{lines - read_before} (+" in row.text
 
 
+def _charts(browser) -> dict:
+    """Each chart's series as drawn: {chart id: {series name: [(x tick, y), ...]}}."""
+    return browser.execute_script("""
+        const out = {};
+        for (const f of document.querySelectorAll('figure.chart[data-chart]')) {
+          out[f.dataset.chart] = {};
+          for (const g of f.querySelectorAll('g.series'))
+            out[f.dataset.chart][g.dataset.series] = [...g.querySelectorAll('circle')].map(c => [c.dataset.x, Number(c.dataset.y)]);
+        }
+        return out;""")
+
+
+def test_charts_draw_every_epoch_of_both_runs_and_every_checkpoint(site, browser, token):
+    """Over epochs and across runs: the failed run's 2 epochs, then the restored run's, one point
+    each per vertex; each run's start marked; every checkpoint taken (not the failed one)."""
+    browser.get(f"{site.url}/sluice/jobs/{JOB_NAME}")
+    _wait(browser, lambda d: d.find_elements(By.ID, "charts"), "the charts")
+    charts = _charts(browser)
+    failed, restored = site.job.executions[-1], site.job.executions[0]
+    assert (failed.state, failed.epochs, restored.state) == ("FAILED", 2, "FINISHED")
+    vertices = [v.name for v in site.job.compiled.job_graph.vertices]
+    source = next(v.name for v in site.job.compiled.job_graph.vertices if v.is_input_vertex)
+    # The failed run's source chain had the failing map in it: a vertex of its own name.
+    records_in = charts["records-in"]
+    [failing_source] = set(records_in) - set(vertices)
+    assert "-> Map -> Map ->" in failing_source and set(vertices) <= set(records_in)
+    lines = sum(len(p.read_text().splitlines()) for p in (site.root / "in").iterdir())
+    assert [x for x, _ in records_in[failing_source]] == ["0", "1"]
+    assert sum(y for _, y in records_in[failing_source]) == 2 * 2 * LINES_PER_EPOCH
+    assert len(records_in[source]) == restored.epochs and sum(y for _, y in records_in[source]) == restored.records_in
+    assert sum(y for _, y in records_in[failing_source] + records_in[source]) == lines
+    for name in set(vertices) - {source}:       # downstream: the same vertex in both runs
+        assert len(records_in[name]) == len(charts["records-out"][name]) == failed.epochs + restored.epochs
+    # The running counts write a row per event they count: every event, once, across the two runs.
+    running = next(v for v in vertices if v.startswith("KeyedProcess"))
+    assert sum(y for _, y in charts["records-out"][running]) == lines
+    runs = [r.get_attribute("data-run") for r in browser.find_elements(By.CSS_SELECTOR, "#chart-records-in g.run")]
+    assert runs == [failed.run_id, restored.run_id]
+    [durations] = charts["epoch-duration"].values()
+    assert len(durations) == failed.epochs + restored.epochs and all(y > 0 for _, y in durations)
+    # Watermark lag: the epoch's processing time (now) minus the event-time watermark (seconds
+    # after 1970), for each vertex whose watermark the epoch log has, end of input left out.
+    expected: dict = {}
+    for row in site.job.epoch_history:
+        for name, v in row["vertices"].items():
+            if v["watermark"] is not None and v["watermark"] < 2 ** 63 - 1:
+                expected[name] = expected.get(name, 0) + 1
+    lag = charts["watermark-lag"]
+    assert {name: len(points) for name, points in lag.items()} == expected and set(vertices) <= set(expected)
+    assert all(y > 1e12 for points in lag.values() for _, y in points)
+    assert "reports `lag` per split" in browser.find_element(By.ID, "chart-source-lag").text
+    # Checkpoints: every one taken, in id order; this job's state is written whole by each.
+    taken = [r for r in site.job.checkpoints if r.kind == "CHECKPOINT" and r.status != "FAILED"]
+    assert any(r.status == "FAILED" for r in site.job.checkpoints)
+    assert charts["checkpoint-duration"] == {"duration": [[str(r.checkpoint_id), r.duration_ms] for r in taken]}
+    assert charts["checkpoint-size"] == {"state size": [[str(r.checkpoint_id), r.state_bytes] for r in taken],
+                                         "written": [[str(r.checkpoint_id), r.state_bytes] for r in taken]}
+    runs = [r.get_attribute("data-run") for r in browser.find_elements(By.CSS_SELECTOR, "#chart-checkpoint-size g.run")]
+    assert runs == [failed.run_id, restored.run_id]
+    legend = browser.find_elements(By.CSS_SELECTOR, "#chart-records-in ul.legend li")
+    assert sorted(li.text for li in legend) == sorted(records_in)
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    screenshot = ARTIFACTS / "web_view_charts.png"
+    browser.set_window_size(1400, browser.execute_script("return document.documentElement.scrollHeight") + 120)
+    browser.find_element(By.ID, "metrics-section").screenshot(str(screenshot))
+    browser.set_window_size(1400, 1000)
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 20_000
+
+
+def test_a_checkpoint_per_operator_and_subtask(site, browser, token):
+    """The latest checkpoint's state per operator and subtask (the sources' positions, written by
+    the driver, too) adds up to its size; each subtask's snapshot time; another checkpoint by its link."""
+    browser.get(f"{site.url}/sluice/jobs/{JOB_NAME}")
+    latest = overview.latest_completed(site.job.checkpoints)
+    breakdown = browser.find_element(By.ID, "checkpoint-breakdown")
+    assert int(breakdown.get_attribute("data-checkpoint-id")) == latest.checkpoint_id
+    bars = browser.find_elements(By.CSS_SELECTOR, "#chart-checkpoint-state g.bar")
+    files = {(op["uid"], f["subtask"]) for op in latest.operators for f in op["files"]}
+    assert len(bars) == len(files) > 0
+    assert sum(int(b.get_attribute("data-value")) for b in bars) == latest.state_bytes
+    assert sum(int(b.get_attribute("data-part")) for b in bars) == latest.state_bytes     # all written by it
+    assert any("the sources' positions" in b.get_attribute("data-label") for b in bars)
+    snapshots = browser.find_elements(By.CSS_SELECTOR, "#chart-checkpoint-snapshots g.bar")
+    assert len(snapshots) == sum(v.parallelism for v in site.job.compiled.job_graph.vertices)
+    assert all(float(b.get_attribute("data-value")) >= 0 for b in snapshots)
+    older = next(r for r in site.job.checkpoints if r.status == "DISCARDED")
+    browser.find_element(By.CSS_SELECTOR, f'#checkpoints tr[data-checkpoint-id="{older.checkpoint_id}"] a').click()
+    _wait(browser, lambda d: d.find_element(By.ID, "checkpoint-breakdown").get_attribute("data-checkpoint-id")
+          == str(older.checkpoint_id), "the older checkpoint's breakdown")
+    bars = browser.find_elements(By.CSS_SELECTOR, "#chart-checkpoint-state g.bar")
+    assert sum(int(b.get_attribute("data-value")) for b in bars) == older.state_bytes
+
+
+def test_tables_fit_tracebacks_fold_and_the_savepoint_restored_is_named(site, browser, token):
+    """At 1,400 px no table runs off the page (all within 1,280 px); the failed run's traceback
+    waits in a closed <details>; the run that restored the savepoint names it; an epoch's state
+    written is what its checkpoint wrote."""
+    browser.get(f"{site.url}/sluice/jobs/{JOB_NAME}")
+    _wait(browser, lambda d: d.find_elements(By.ID, "executions"), "the job page")
+    assert browser.execute_script("return window.innerWidth") <= 1400
+    rights = browser.execute_script(
+        "return [...document.querySelectorAll('table')].map(t => [t.id, t.getBoundingClientRect().right])")
+    assert rights and all(right <= 1280 for _, right in rights), rights
+    assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+
+    failed = site.job.executions[-1]
+    row = browser.find_element(By.CSS_SELECTOR, f'#executions tr[data-run-id="{failed.run_id}"]')
+    details = row.find_element(By.CSS_SELECTOR, "td.failure details")
+    assert details.get_attribute("open") is None
+    assert "injected failure" in details.find_element(By.TAG_NAME, "summary").text
+    trace = details.find_element(By.TAG_NAME, "pre")
+    assert not trace.is_displayed() and "original traceback" in trace.get_attribute("textContent")
+
+    restored = site.job.executions[0]
+    path = str(site.root / "savepoints" / "sp-1")
+    assert (restored.restored_savepoint, restored.restored_from) == (path, failed.last_checkpoint)
+    cell = browser.find_element(By.CSS_SELECTOR, f'#executions tr[data-run-id="{restored.run_id}"] td.restored')
+    assert cell.get_attribute("data-savepoint") == path
+    assert cell.text == f"savepoint sp-1 (of checkpoint {failed.last_checkpoint})"
+    failed_cell = browser.find_element(By.CSS_SELECTOR, f'#executions tr[data-run-id="{failed.run_id}"] td.restored')
+    assert failed_cell.text == ""
+
+    sizes = {r.checkpoint_id: r.state_bytes for r in site.job.checkpoints if r.kind == "CHECKPOINT"}
+    written = [(int(r.get_attribute("data-checkpoint-id")), int(r.get_attribute("data-state-bytes-written")))
+               for r in browser.find_elements(By.CSS_SELECTOR, "#epochs tbody tr")
+               if r.get_attribute("data-checkpoint-id")]
+    assert written and all(size == sizes[checkpoint] for checkpoint, size in written), (written, sizes)
+
+
 def test_json_api_matches_the_tables(site, token):
     def api(path):
         status, body, _ = _get(f"{site.url}/sluice/api{path}", token)
@@ -306,6 +460,7 @@ def test_json_api_matches_the_tables(site, token):
     assert api(f"/jobs/{JOB_NAME}/executions") == as_json([r.to_json() for r in site.job.executions])
     assert api(f"/jobs/{JOB_NAME}/graph") == as_json(overview.graph_json(site.job))
     assert api(f"/jobs/{JOB_NAME}") == as_json(overview.job_details(site.job))
+    assert api(f"/jobs/{JOB_NAME}/metrics") == as_json(overview.charts_json(overview.job_charts(site.job)))
     status, body, _ = _get(f"{site.url}/sluice/api/jobs/nope", token)
     assert status == 404 and "no job module nope.py" in json.loads(body)["detail"]
 

@@ -1,10 +1,11 @@
 """The Sluice web view, mounted by the ``sluice`` plugin in Airflow's API server at /sluice:
 
     GET  /                            the jobs: latest checkpoint, latest execution
-    GET  /jobs/{name}                 a job: its JobGraph drawn, checkpoints, executions
+    GET  /jobs/{name}[?checkpoint=N]  a job: its JobGraph drawn, checkpoints, executions, metrics charts
+                                      (checkpoint N's per-operator breakdown; by default the latest)
     POST /jobs/{name}/cancel          fail the job's running DAG run (Flink's Cancel): its task stops, the run is CANCELED
     POST /jobs/{name}/restore         trigger the job's DAG with conf {"restore_from": id | "latest" | savepoint path}
-    GET  /api/jobs[/{name}[/checkpoints|/executions|/graph]]    the same as JSON
+    GET  /api/jobs[/{name}[/checkpoints|/executions|/graph|/metrics]]    the same as JSON
 
 ``name`` is the job module's name, which is also its DAG id; the tables are read from the
 warehouse ``sluice_airflow.warehouse_root()`` names (the API server reads the
@@ -39,6 +40,7 @@ from runtime.graph.plan_svg import job_graph_svg
 from runtime.jobmaster import overview
 from runtime.jobmaster.deployment import jobs_folder
 from sluice_airflow import warehouse_root
+from sluice_airflow.web.charts import bar_chart, line_chart
 
 LATEST = "latest"
 
@@ -87,6 +89,11 @@ def api_executions(name: str, user: GetUserDep) -> list[dict]:
     return [overview.execution_json(r) for r in _job(name, user).executions]
 
 
+@api.get("/jobs/{name}/metrics")
+def api_metrics(name: str, user: GetUserDep, checkpoint: Optional[int] = None) -> dict:
+    return overview.charts_json(overview.job_charts(_job(name, user), checkpoint))
+
+
 @api.get("/jobs/{name}/graph")
 def api_graph(name: str, user: GetUserDep) -> dict:
     job = _job(name, user)
@@ -125,7 +132,15 @@ def _size(n: Optional[float]) -> str:
             return f"{n:.1f} {unit}"
 
 
-templates.env.filters.update(time=_time, duration=_duration, size=_size, basename=os.path.basename)
+def _first_line(text: str, limit: int = 140) -> str:
+    line = text.strip().split("\n", 1)[0]
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+EPOCH_ROWS = 50     # the latest run's epochs in the table: the charts have them all
+templates.env.filters.update(time=_time, duration=_duration, size=_size, basename=os.path.basename,
+                             first_line=_first_line)
+templates.env.globals.update(line_chart=line_chart, bar_chart=bar_chart, epoch_rows=EPOCH_ROWS)
 
 
 def _airflow_url(*parts: str) -> str:
@@ -160,11 +175,11 @@ def jobs_page(request: Request, user: GetUserDep):
 
 
 @app.get("/jobs/{name}", response_class=HTMLResponse)
-def job_page(request: Request, name: str, user: GetUserDep):
+def job_page(request: Request, name: str, user: GetUserDep, checkpoint: Optional[int] = None):
     job = _job(name, user)
     graph = Markup(job_graph_svg(job.compiled.job_graph)) if job.compiled else None    # names escaped inside
     return _render(request, "job.html", user=user, job=overview.job_details(job), graph=graph,
-                   may_restore=_may(user, name, "POST", DagAccessEntity.RUN))
+                   charts=overview.job_charts(job, checkpoint), may_restore=_may(user, name, "POST", DagAccessEntity.RUN))
 
 
 @app.post("/jobs/{name}/restore")
