@@ -217,14 +217,16 @@ def test_restart_from_checkpoint_resumes_and_each_result_is_written_once(control
 
 def recover_from_one_failure(plane, name: str):
     """Run a job that fails once mid-input under fixed-delay(2, 200 ms) through its DAG; check the
-    second try restored the first's latest checkpoint and each result is in the sinks once."""
+    second attempt restored the first's latest checkpoint in the same Spark application, within the
+    run task's one Airflow try, and each result is in the sinks once."""
     from airflow.utils.state import DagRunState
     job = write_job(plane, name, "RestartStrategies.fixed_delay_restart(2, 200)",
                     f"cc.FailAt(25_000, {str(plane / 'failed-once')!r})")
     run, tis = dag_test(name)
     assert run.state == DagRunState.SUCCESS
-    assert tis["run"].try_number == 2 and tis["finish"].state == "success"
+    assert tis["run"].try_number == 1 and tis["finish"].state == "success"
     second, first = executions(plane, name)
+    assert first.application_id is not None and second.application_id == first.application_id
     assert (first.state, first.attempt, first.dag_run_id) == ("FAILED", 1, run.run_id)
     assert (second.state, second.attempt, second.dag_run_id) == ("FINISHED", 2, run.run_id)
     assert "injected failure" in first.failure and first.failed_tasks
@@ -246,7 +248,7 @@ def test_failure_rate_gives_up_and_the_dag_run_fails(control_plane):
               "cc.FailAt(25_000)")
     run, tis = dag_test("counts_broken")
     assert run.state == DagRunState.FAILED
-    assert (tis["run"].state, tis["run"].try_number, tis["finish"].state) == ("failed", 2, "upstream_failed")
+    assert (tis["run"].state, tis["run"].try_number, tis["finish"].state) == ("failed", 1, "upstream_failed")
     second, first = executions(control_plane, "counts_broken")
     assert first.restarting is True and first.attempt == 1
     assert second.state == "FAILED" and second.attempt == 2 and second.restarting is False
@@ -263,8 +265,9 @@ def test_a_deterministic_failure_stops_within_the_default_strategys_bound(contro
     write_job(control_plane, "counts_always_failing", "RestartStrategies.fall_back_restart()", "cc.FailAt(25_000)")
     caplog.set_level(logging.INFO, logger="runtime")
     run, tis = dag_test("counts_always_failing")
-    # Bounded by attempts (the strategy's), not by a clock.
-    assert run.state == DagRunState.FAILED and (tis["run"].state, tis["run"].try_number) == ("failed", 4)
+    # The attempts run in the run task's one try (the driver restarts them), bounded by the strategy's
+    # attempts, not by a clock.
+    assert run.state == DagRunState.FAILED and (tis["run"].state, tis["run"].try_number) == ("failed", 1)
     history = list(reversed(executions(control_plane, "counts_always_failing")))
     assert [(r.attempt, r.state, r.restarting) for r in history] == [
         (1, "FAILED", True), (2, "FAILED", True), (3, "FAILED", True), (4, "FAILED", False)]

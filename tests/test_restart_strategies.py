@@ -155,6 +155,26 @@ def test_the_control_planes_default_is_bounded_and_the_jobs_own_strategy_wins():
                                           "10"}, True).attempts_before_reset_backoff == 10
 
 
+def test_the_time_a_failing_run_takes_to_give_up():
+    """What the DAG docs and the web view state: attempts, the strategy's delays and the attempts'
+    measured duration (runtime.jobmaster.steps.give_up_time)."""
+    from runtime.jobmaster.deployment import CONTROL_PLANE_CONFIGURATION as plane
+    from runtime.jobmaster.steps import give_up_time
+    fixed = give_up_time(FixedDelay(3, 2000), attempt_s=10)
+    assert (fixed.attempts, fixed.delays_s, fixed.total_s) == (4, 6.0, 46.0)
+    assert fixed.describe() == ("The restart strategy gives up after 4 attempt(s) with 6.0 s of delays and about "
+                                "10.0 s per attempt as measured: a run that keeps failing fails for good after about 46 s.")
+    bounded = give_up_time(effective_configuration(None, dict(plane), True))      # 1 s, 1.5 s, 2.25 s, +/- 10%
+    assert bounded.attempts == 4 and 4.75 * 0.9 <= bounded.delays_s <= 4.75 * 1.1 and bounded.total_s is None
+    assert "(not measured yet)" in bounded.describe()
+    assert give_up_time(RestartStrategies.exponential_delay_restart(
+        Duration.of_seconds(1), Duration.of_minutes(1), 2.0, Duration.of_hours(1), 0.0)).attempts is None
+    assert (give_up_time(NoRestart(), 5).attempts, give_up_time(NoRestart(), 5).total_s) == (1, 5)
+    # Failure rate: 2 failures within 60 s; attempts of 40 s each never put 2 in one window.
+    assert give_up_time(FailureRate(2, 60_000, 0), attempt_s=10).attempts == 3
+    assert give_up_time(FailureRate(2, 60_000, 0), attempt_s=40, limit=50).attempts is None
+
+
 # ---- no restart and the decisions' text -------------------------------------------------------
 
 def test_no_restart_never_restarts():

@@ -43,10 +43,11 @@ from runtime.jobmaster.steps import (
     parallelism_report,
     resolve_restore_point,
     restart_backoff_remaining,
+    next_attempt,
     run_options,
     run_step,
     request_json,
-    restart_decision,
+    driver_restart_decision,
     savepoint_step,
     slots_for,
 )
@@ -201,7 +202,9 @@ class SluiceStepOperator(BaseOperator):
 
 
 class SluiceJobOperator(SparkSubmitOperator):
-    """Deploy and run a job's epochs; its tries are the job's restart attempts."""
+    """Deploy and run a job's epochs. The driver restarts a failed attempt in its own Spark session
+    as the job's restart strategy says; an Airflow retry only submits a new driver when the old
+    one's JVM died with an attempt (spark-submit)."""
 
     template_fields = (*SparkSubmitOperator.template_fields, "job", "slot_profile")
     ui_color = "#aed6f1"
@@ -223,18 +226,19 @@ class SluiceJobOperator(SparkSubmitOperator):
         if deployed["restore_point"] is not None:      # what the deploy step resolved "latest" to
             request = replace(request, restore_from=str(deployed["restore_point"]))
         warehouse, master, job_name = warehouse_root(), deployed["master"], deployed["job_name"]
-        dag_run_id, attempt = context["run_id"], context["ti"].try_number
+        dag_run_id = context["run_id"]
+        first = next_attempt(warehouse, job_name, dag_run_id)     # the driver's attempts start here
         wait = restart_backoff_remaining(warehouse, job_name, dag_run_id)
         if wait > 0:
-            self.log.info("Restart attempt %s: waiting %.1f s, the restart strategy's backoff.", attempt, wait)
+            self.log.info("Restart attempt %s: waiting %.1f s, the restart strategy's backoff.", first, wait)
             time.sleep(wait)
         if deployed["mode"] == IN_PROCESS:
             self._in_process = True
             try:
-                return run_step(deployed["plan"], request, warehouse, master, dag_run_id, attempt)
-            except Exception as e:
-                self._give_up_or_retry(e, *restart_decision(warehouse, job_name, dag_run_id, attempt))
-        return self._submit(context, spec, request, deployed["plan"], warehouse, master, dag_run_id, attempt,
+                return run_step(deployed["plan"], request, warehouse, master, dag_run_id)
+            except Exception as e:      # the driver restarted its attempts in its session: this is final
+                self._give_up_or_retry(e, False, driver_restart_decision(warehouse, job_name, dag_run_id, first)[1])
+        return self._submit(context, spec, request, deployed["plan"], warehouse, master, dag_run_id, first,
                             job_name)
 
     def on_kill(self) -> None:
@@ -246,9 +250,11 @@ class SluiceJobOperator(SparkSubmitOperator):
             raise KeyboardInterrupt("canceled: Airflow stopped the task")
         super().on_kill()
 
-    def _submit(self, context, spec, request, plan, warehouse, master, dag_run_id, attempt, job_name) -> dict:
-        # The driver runs the plan the compile step stored, with the same options run_step would use.
-        options = run_options(load_plan(plan), request, warehouse, master, dag_run_id, attempt)
+    def _submit(self, context, spec, request, plan, warehouse, master, dag_run_id, first, job_name) -> dict:
+        # The driver runs the plan the compile step stored, with the same options run_step would use;
+        # it restarts its attempts itself, and fails here with a restart still to do only when its
+        # JVM died with the attempt: an Airflow retry submits a new driver.
+        options = run_options(load_plan(plan), request, warehouse, master, dag_run_id)
         self.application_args = ["run", spec.path, "--plan", plan, *ExecutionOptions.to_properties(options)]
         self.env_vars = {**(self.env_vars or {}), "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
         # delta-spark's jars (.jars/delta, SLUICE_JARS) go on the driver's class path with --jars:
@@ -258,11 +264,11 @@ class SluiceJobOperator(SparkSubmitOperator):
             self.jars = ",".join(j for j in (self.jars, delta) if j)
         if shutil.which("spark-submit") is None:     # the project's environment has it next to python
             os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
-        self.log.info("Submitting %s to %s with spark-submit (attempt %s)", spec.name, master, attempt)
+        self.log.info("Submitting %s to %s with spark-submit (attempt %s)", spec.name, master, first)
         try:
             super().execute(context)
         except Exception as e:
-            self._give_up_or_retry(e, *restart_decision(warehouse, job_name, dag_run_id, attempt))
+            self._give_up_or_retry(e, *driver_restart_decision(warehouse, job_name, dag_run_id, first))
         return outcome(warehouse, job_name, dag_run_id=dag_run_id)
 
     @staticmethod

@@ -51,10 +51,13 @@ class EpochPlanner:
         self.run_id = run_id
         self.run_dir = run_dir
         self.batch = batch
+        self.stopping = False       # a stop with savepoint: the next planned epoch is the last
 
     def last_epoch(self, epoch: int, start: StartingPoint) -> bool:
-        """Whether ``epoch`` is the last this run may take (max_epochs)."""
-        return self.options.max_epochs is not None and epoch - start.first_epoch + 1 >= self.options.max_epochs
+        """Whether ``epoch`` is the last this run may take (max_epochs, or a stop with savepoint was
+        asked for before it was planned)."""
+        return self.stopping or (self.options.max_epochs is not None
+                                 and epoch - start.first_epoch + 1 >= self.options.max_epochs)
 
     def processing_time(self, epoch: int) -> int:
         if self.options.clock_start_ms is not None:

@@ -33,7 +33,9 @@ from runtime.execution.job_execution_result import EpochSummary, JobExecutionExc
 from runtime.execution.options import ExecutionOptions
 from runtime.execution.preflight import preflight
 from runtime.execution.recovery import Recovery, StartingPoint
+from runtime.execution.restarts import run_attempts
 from runtime.execution.source_coordinator import SourceCoordinator
+from runtime.execution.stop_request import StopRequest, clear_request, pending_request
 from runtime.execution.spark import cancel_requested, get_spark_session, task_managers
 from runtime.execution.state_assignment import TaskStates
 from runtime.graph.execution_graph import build_execution_graph
@@ -103,6 +105,8 @@ class JobRunner:
         self.start = StartingPoint()
         self.watermark = MIN_WATERMARK      # the job's: the minimum over its sinks' subtasks
         self.metrics = RunMetrics()         # user metrics: not checkpointed, they start with the run
+        self.decision = None                # the restart strategy's decision on this run's failure
+        self.stopping: Optional[StopRequest] = None     # a stop with savepoint, seen at an epoch boundary
 
     @property
     def restored_from(self) -> Optional[int]:
@@ -115,6 +119,12 @@ class JobRunner:
         self._transition_all(ExecutionState.CANCELING)
         self._transition_all(ExecutionState.CANCELED)
         return "CANCELED"
+
+    def _canceled(self, result: JobExecutionResult) -> str:
+        """A cancel: one line says so (the Spark jobs' teardown is kept quiet, runtime.execution.spark)."""
+        log.warning("[%s] canceled after %s epoch(s) of attempt %s; its completed checkpoints stay (latest: %s)",
+                    self.job_graph.job_name, result.epoch_count, self.options.attempt, result.last_checkpoint)
+        return self._cancel()
 
     def _say(self, message: str) -> None:
         if not self.options.quiet:
@@ -145,7 +155,8 @@ class JobRunner:
         broadcast = None
         recorder = RunRecorder(self.job_dir, ExecutionRecord(
             self.run_id, self.job_graph.job_name, RUNNING, started, self.options.dag_run_id or "",
-            self.options.attempt, parallelism={v.name: v.parallelism for v in self.job_graph.vertices}),
+            self.options.attempt, parallelism={v.name: v.parallelism for v in self.job_graph.vertices},
+            application_id=self.spark.sparkContext.applicationId),
             self.options.compact_after_files, self.options.log_retention_s, self.restore_point)
         try:
             try:
@@ -158,18 +169,20 @@ class JobRunner:
             self._transition_all(ExecutionState.DEPLOYING)
             end_of_input = self._run_epochs(broadcast, result)
             self.checkpoints.settle()
-            if end_of_input:
+            if end_of_input or self.stopping is not None:
+                if self.stopping is not None:
+                    result.savepoint = self._savepoint(self.stopping)
                 self._transition_all(ExecutionState.FINISHED)
                 status = "FINISHED"
             else:
                 status = self._cancel()
         except KeyboardInterrupt:
-            status = self._cancel()     # stopped by the user: Flink's cancel; checkpoints stay
+            status = self._canceled(result)     # stopped by the user: Flink's cancel; checkpoints stay
             raise
         except Exception as e:
             self.checkpoints.settle(failing=True)
             if cancel_requested():      # canceled while running: what failed is the cancel's doing
-                status = self._cancel()
+                status = self._canceled(result)
                 raise KeyboardInterrupt(f"job '{self.job_graph.job_name}' canceled") from e
             self._transition_all(ExecutionState.FAILED, str(e))
             self._failed(recorder, result, e)
@@ -184,6 +197,7 @@ class JobRunner:
                     if status != "CANCELED":    # after a cancel the JVM may be gone already
                         raise
             self.sources.close()
+            clear_request(self.job_dir, self.options.dag_run_id)    # done, or too late for this run
             self.storage.release(self.run_id, status)
             rmtree(self.run_dir)
             result.restored_from = self.restored_from       # after a fallback, the checkpoint it took
@@ -218,6 +232,12 @@ class JobRunner:
 
     def _run_epoch(self, epoch: int, broadcast) -> tuple[EpochSummary, bool]:
         started = time.time()
+        if self.stopping is None and not self.start.replay and not self.batch:     # an epoch boundary
+            self.stopping = pending_request(self.job_dir, self.options.dag_run_id)
+            if self.stopping is not None:
+                self.planner.stopping = True
+                self._say(f"stop with savepoint requested{' by ' + self.stopping.requested_by if self.stopping.requested_by else ''}"
+                          f": epoch {epoch} is the last, ending in a checkpoint")
         plan = self.planner.plan(epoch, self.start, self.watermark, self.execution_graph, self.metrics)
         payloads = self.epoch_job.run(epoch, broadcast, plan.descriptors)
         plan.logged.result()    # the epoch's plan is committed before anything it produced is
@@ -275,6 +295,22 @@ class JobRunner:
             vertices=epoch_vertex_metrics({v.id: v.name for v in self.job_graph.vertices}, acks,
                                           {vid: e.split_metrics() for vid, e in self.sources.enumerators.items()}))
 
+    def _savepoint(self, request: StopRequest) -> Optional[str]:
+        """The stop's savepoint: a copy of the last epoch's checkpoint (Flink's stop --savepointPath:
+        a new folder under the asked directory)."""
+        from runtime.checkpoint.savepoint import take_savepoint
+        latest = self.storage.completed()
+        if not self.coordinator.enabled or not latest:
+            log.warning("[%s] stopped without a savepoint: the job takes no checkpoints (enable_checkpointing)",
+                        self.job_graph.job_name)
+            return None
+        target = (join(request.savepoint_dir, f"savepoint-{latest[-1].checkpoint_id}-{time.strftime('%Y%m%dT%H%M%S')}")
+                  if request.savepoint_dir else None)
+        path = take_savepoint(self.storage, target, latest[-1].checkpoint_id)
+        log.info("[%s] stopped with savepoint %s (checkpoint %s); restore it with restore_from=%s",
+                 self.job_graph.job_name, path, latest[-1].checkpoint_id, path)
+        return path
+
     def _report(self, summary: EpochSummary) -> None:
         """An epoch's metrics row (committed with the next commit of the epoch log) and progress line."""
         self.storage.log_metrics(self.run_id, summary.epoch, summary.checkpoint_id, asdict(summary))
@@ -288,7 +324,7 @@ class JobRunner:
         names = tuple(self.execution_graph.vertex(v, s).task_name_with_subtask_index
                       for v, s in getattr(error, "failed_tasks", ()))
         text = str(error) if isinstance(error, JobExecutionException) else f"{type(error).__name__}: {error}"
-        decision = recorder.failed(text, names, result, self.restored_from, effective_configuration(
+        self.decision = decision = recorder.failed(text, names, result, self.restored_from, effective_configuration(
             settings.restart_strategy, dict(settings.configuration), self.coordinator.enabled))
         if self.options.dag_run_id:     # a control plane restarts on this decision: say it now
             log.error("[%s] attempt %s failed: %s", self.job_graph.job_name, self.options.attempt, error)
@@ -297,13 +333,13 @@ class JobRunner:
 
 def execute_stream_graph(stream_graph: StreamGraph, options: Optional[ExecutionOptions] = None,
                          stop: Optional[threading.Event] = None) -> JobExecutionResult:
-    """Run a compiled job on Spark; ``stop`` set ends it after its current epoch (a JobClient's cancel)."""
+    """Run a compiled job on Spark; ``stop`` set ends it after its current epoch (a JobClient's cancel).
+    Under a control plane, a failed attempt restarts in the same session as its strategy says
+    (``restarts``)."""
     from runtime.common.logs import console_logging
     console_logging()       # the progress lines on stderr, unless the program configured logging
     options = options or ExecutionOptions.from_configuration(dict(stream_graph.settings.configuration))
-    runner = JobRunner(stream_graph, options)
-    runner.stop = stop or runner.stop
-    return runner.run()
+    return run_attempts(JobRunner, stream_graph, options, stop)
 
 
 class SparkPipelineExecutor:

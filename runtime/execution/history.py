@@ -41,6 +41,8 @@ EXECUTIONS_SCHEMA = pa.schema([
     ("restart", pa.string()), ("backoff_ms", pa.int64()),          # the restart strategy's decision
     ("restarting", pa.bool_()),                                    # ... whether it restarts (null: not asked)
     ("host", pa.string()), ("pid", pa.int64()), ("recorded_at", _TS),
+    ("application_id", pa.string()),                               # the Spark application that ran the attempt
+    ("savepoint", pa.string()),                                    # the savepoint a stop with savepoint took
     ("restored_savepoint", pa.string()),                           # the savepoint's path, when it restored one
 ])
 
@@ -65,6 +67,8 @@ class ExecutionRecord:
     backoff_ms: Optional[int] = None        # ... the delay before the next attempt
     recorded_at: Optional[float] = None
     restarting: Optional[bool] = None       # ... whether the job restarts (None: the strategy was not asked)
+    application_id: Optional[str] = None    # the Spark application (its driver) that ran the attempt
+    savepoint: Optional[str] = None         # the savepoint it stopped with (stop with savepoint)
     restored_savepoint: Optional[str] = None    # the savepoint it restored (its path); restored_from is its checkpoint
 
     def to_json(self) -> dict:
@@ -119,8 +123,9 @@ class ExecutionHistory:
             r["run_id"], r["job_name"], r["state"], _s(r["started_at"]), r["dag_run_id"] or "", r["attempt"] or 1,
             _s(r["ended_at"]), r["restored_from"], r["last_checkpoint"], r["epochs"] or 0, r["records_in"] or 0,
             json.loads(r["parallelism"] or "{}"), r["failure"], tuple(json.loads(r["failed_tasks"] or "[]")),
-            r["restart"], r["backoff_ms"], _s(r["recorded_at"]), r.get("restarting"),
-            restored_savepoint=r.get("restored_savepoint")) for r in latest.values()]
+            r["restart"], r["backoff_ms"], _s(r["recorded_at"]), r.get("restarting"), r.get("application_id"),
+            r.get("savepoint"), restored_savepoint=r.get("restored_savepoint"))
+            for r in latest.values()]
         return sorted(records, key=lambda r: (r.started_at or 0, r.recorded_at or 0), reverse=True)
 
     def attempts(self, dag_run_id: str) -> list[ExecutionRecord]:
@@ -151,7 +156,7 @@ class RunRecorder:
         return self.history.record(replace(
             self.execution, state=state, ended_at=time.time(), epochs=result.epoch_count,
             records_in=result.records_in_total, last_checkpoint=result.last_checkpoint,
-            restored_from=restored_from, **more))
+            restored_from=restored_from, savepoint=result.savepoint, **more))
 
     def failed(self, error_text: str, failed_tasks: tuple, result, restored_from: Optional[int],
                restart_configuration: dict):

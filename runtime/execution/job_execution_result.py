@@ -74,6 +74,7 @@ class JobExecutionResult:
     restored_from: Optional[int] = None                 # the checkpoint id the run started from
     epoch_count: int = 0                                # epochs run, also those no longer in ``epochs``
     records_in_total: int = 0
+    savepoint: Optional[str] = None                     # the savepoint a stop with savepoint took
 
     # A run of months takes millions of epochs: ``epochs`` keeps the last of them (their
     # metrics rows in the epoch log are the history; the totals count them all).

@@ -48,7 +48,9 @@ def _forward_jvm_log(stream) -> None:
         line = raw.decode("utf-8", "replace").rstrip()
         if line:
             level = jvm_log_level(line, level)
-            spark_log.log(level, "%s", line)
+            # A cancel interrupts the JVM's threads: what it then says (ClosedByInterruptException,
+            # tasks killed, lost connections to Python workers) is the cancel's teardown, not news.
+            spark_log.log(logging.DEBUG if _cancel_requested.is_set() else level, "%s", line)
     stream.close()
 
 
@@ -198,6 +200,49 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
         return session
 
 
+def session_usable(spark) -> bool:
+    """Whether a session can run another attempt: its JVM answers and its context is not stopped."""
+    try:
+        return not spark.sparkContext._jsc.sc().isStopped()
+    except Exception:       # the gateway is gone (the JVM died) or the context was torn down
+        return False
+
+
+def discard_session(spark) -> bool:
+    """Forget a session that is no longer usable, so that the next ``get_spark_session`` starts a
+    fresh one (a new JVM when the old one died). False when this process cannot start one: the
+    JVM was spark-submit's (the process's parent), not this module's."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    if "PYSPARK_GATEWAY_PORT" in os.environ and proc is None:
+        return False
+    try:
+        spark.stop()
+    except Exception:       # its JVM is gone: nothing to stop there
+        pass
+    if proc is not None and proc.poll() is not None or not _gateway_answers(gateway):
+        try:
+            gateway.shutdown()
+        except Exception:
+            pass
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        SparkContext._gateway = SparkContext._jvm = None
+    SparkContext._active_spark_context = None
+    SparkSession._instantiatedSession = SparkSession._activeSession = None
+    return True
+
+
+def _gateway_answers(gateway) -> bool:
+    try:
+        gateway.jvm.System.currentTimeMillis()
+        return True
+    except Exception:
+        return False
+
+
 def _deploy_store_env(sc) -> None:
     """The object store's settings (this process's AWS_*, AZURE_*, GOOGLE_* variables) go with
     every task: PySpark ships ``sc.environment`` with each Python function to the executors and
@@ -261,6 +306,10 @@ def cancel_all_jobs() -> None:
     the same signal) ends it as CANCELED, not as a failure to restart."""
     from pyspark import SparkContext
     _cancel_requested.set()
+    # From now on py4j's and pyspark's own complaints (a reset connection to the JVM as it goes) are
+    # the cancel's teardown: the run says once that it was canceled.
+    for name in ("py4j", "pyspark"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     sc = SparkContext._active_spark_context
     if sc is not None:
         try:

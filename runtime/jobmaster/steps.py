@@ -20,12 +20,12 @@ from runtime.client import CompiledJob, compile_job
 from runtime.checkpoint.coordinator import checkpointing_enabled
 from runtime.checkpoint.sink_committers import committed_sinks
 from runtime.execution.executor import execute_stream_graph
+from runtime.execution.restarts import attempt_overrides, subtask_attempts  # noqa: F401  (subtask_attempts: the steps' API)
 from runtime.execution.history import FAILED, ExecutionHistory, ExecutionRecord
 from runtime.execution.options import ExecutionOptions
-from runtime.graph.execution_graph import ExecutionGraph
 from runtime.jobmaster.deployment import CONTROL_PLANE_CONFIGURATION, JobSpec, resolve_args
 from runtime.jobmaster.plans import latest_plan, load_plan, promote_plan, script_sha256, store_plan, store_slot_plan
-from runtime.scheduler.failover import FAILOVER_STRATEGY_KEY, REGION, pipelined_regions, tasks_to_restart
+from runtime.scheduler.failover import FAILOVER_STRATEGY_KEY, REGION, pipelined_regions
 from runtime.scheduler.restart import effective_configuration
 from runtime.scheduler.slots import TaskManager, compute_slot_plan
 from runtime.storage.filesystems import is_uri, join
@@ -157,6 +157,67 @@ def restart_strategy_of(job: CompiledJob) -> str:
                                        checkpointing_enabled(dict(settings.checkpoint_config))))
 
 
+@dataclass(frozen=True)
+class GiveUpTime:
+    """How long a run whose every attempt fails takes until its restart strategy gives up: the
+    attempts, the strategy's delays between them and an attempt's duration as measured."""
+    attempts: Optional[int]             # attempts until the strategy gives up; None: it never does
+    delays_s: float                     # the strategy's delays between them, summed (jitter's mean: 0)
+    attempt_s: Optional[float] = None   # an attempt until it fails (and its restart), as measured
+
+    @property
+    def total_s(self) -> Optional[float]:
+        if self.attempts is None or self.attempt_s is None:
+            return None
+        return self.delays_s + self.attempts * self.attempt_s
+
+    def describe(self) -> str:
+        if self.attempts is None:
+            return "The restart strategy never gives up: a failing run restarts until it is canceled."
+        text = f"The restart strategy gives up after {self.attempts} attempt(s) with {self.delays_s:.1f} s of delays"
+        if self.attempt_s is None:
+            return text + " between them, plus the attempts' own time (not measured yet)."
+        return (text + f" and about {self.attempt_s:.1f} s per attempt as measured: a run that keeps failing "
+                f"fails for good after about {self.total_s:.0f} s.")
+
+
+def give_up_time(strategy, attempt_s: Optional[float] = None, limit: int = 1000) -> GiveUpTime:
+    """``GiveUpTime`` of a restart strategy (a RestartStrategyConfiguration) for attempts that each
+    fail after ``attempt_s`` seconds (None: unknown, counted as 0 for a failure-rate window). The
+    strategy itself decides (``decide``), as the driver asks it; more than ``limit`` attempts is never."""
+    from runtime.scheduler.restart import decide
+    times, now, delays = [], 0.0, 0.0
+    for attempt in range(1, limit + 1):
+        now += attempt_s or 0.0
+        times.append(int(now * 1000))
+        decision = decide(strategy, times)
+        if not decision.restart:
+            return GiveUpTime(attempt, delays, attempt_s)
+        delays += decision.backoff_ms / 1000
+        now += decision.backoff_ms / 1000
+    return GiveUpTime(None, delays, attempt_s)
+
+
+def measured_attempt_s(warehouse: str, job_name: str, last: int = 20) -> Optional[float]:
+    """An attempt's duration as the job's history measured it: the median, over its last ``last``
+    failed attempts, of the time from the attempt's start (or, for a restart, from the failure
+    before it, less the strategy's delay: the restart's own cost) to its failure. None: no failed
+    attempt yet."""
+    records = sorted(ExecutionHistory(job_dir(warehouse, job_name)).executions(), key=lambda r: r.started_at or 0)
+    previous: dict = {}
+    spans = []
+    for r in records:
+        before = previous.get(r.dag_run_id) if r.dag_run_id else None
+        if r.state == FAILED and r.ended_at and r.started_at:
+            start = r.started_at
+            if before is not None and before.ended_at and r.attempt == before.attempt + 1:
+                start = min(start, before.ended_at + (before.backoff_ms or 0) / 1000)
+            spans.append(r.ended_at - start)
+        previous[r.dag_run_id] = r
+    spans = sorted(spans[-last:])
+    return spans[len(spans) // 2] if spans else None
+
+
 def dag_profile(spec: JobSpec, warehouse: Optional[str] = None) -> dict:
     """What a DAG needs of its job when the DAG file is parsed: the slot profile (``slot_profile``)
     and the restart strategy in words, read from the DAG's last stored plan while the job script
@@ -273,40 +334,24 @@ def restart_backoff_remaining(warehouse: str, job_name: str, dag_run_id: str) ->
     return max(0.0, (last.ended_at or last.recorded_at or 0) + last.backoff_ms / 1000 - time.time())
 
 
-def subtask_attempts(graph: ExecutionGraph, failover_strategy: str, attempts: list[ExecutionRecord]) -> dict:
-    """Each subtask's attempt number after the earlier failures of this run: a failure gives a
-    new attempt to the subtasks the failover strategy restarts ("vertex/subtask" -> n)."""
-    by_name = {ev.task_name_with_subtask_index: (ev.job_vertex_id, ev.subtask_index)
-               for ev in graph.all_execution_vertices}
-    counts: dict = {}
-    for record in attempts:
-        if record.state == FAILED:
-            failed = [by_name[n] for n in record.failed_tasks if n in by_name]
-            for vid, s in tasks_to_restart(graph, failover_strategy, failed):
-                counts[f"{vid}/{s}"] = counts.get(f"{vid}/{s}", 0) + 1
-    return counts
-
-
-def run_options(job: CompiledJob, request: RunRequest, warehouse: str, master: str, dag_run_id: str,
-                attempt: int) -> dict:
-    """ExecutionOptions overrides of one attempt. The first attempt restores what the run asked
-    for; every restart restores the latest completed checkpoint (Flink's failover)."""
-    earlier = ExecutionHistory(job_dir(warehouse, job.job_graph.job_name)).attempts(dag_run_id)
-    failover = dict(job.stream_graph.settings.configuration).get(FAILOVER_STRATEGY_KEY, REGION)
-    restore = request.restore_from if attempt <= 1 or not any(r.state == FAILED for r in earlier) else "latest"
-    return {"warehouse": warehouse, "master": master, "max_epochs": request.max_epochs,
-            "restore_from": restore, "dag_run_id": dag_run_id, "attempt": attempt,
+def run_options(job: CompiledJob, request: RunRequest, warehouse: str, master: str, dag_run_id: str) -> dict:
+    """ExecutionOptions overrides of the run's next attempt (``restarts.attempt_overrides``): the
+    first restores what the run asked for, a restart the latest completed checkpoint. The driver
+    restarts its own attempts; this is where a driver starts (the first attempt, or a new driver
+    after one whose JVM died)."""
+    return {"warehouse": warehouse, "master": master, "max_epochs": request.max_epochs, "dag_run_id": dag_run_id,
             "allow_non_restored_state": request.allow_non_restored_state or None,
-            "subtask_attempts": json.dumps(subtask_attempts(job.execution_graph, failover, earlier)) or None}
+            **attempt_overrides(job.execution_graph, dict(job.stream_graph.settings.configuration), warehouse,
+                                job.job_graph.job_name, dag_run_id, request.restore_from)}
 
 
-def run_step(plan: str, request: RunRequest, warehouse: str, master: str, dag_run_id: str,
-             attempt: int) -> dict:
-    """Run the stored plan in this process on Spark (``master``). A failure raises; the history
-    keeps every attempt with the restart strategy's decision (``restart_decision``)."""
+def run_step(plan: str, request: RunRequest, warehouse: str, master: str, dag_run_id: str) -> dict:
+    """Run the stored plan in this process on Spark (``master``), its restart attempts in the same
+    Spark session. A failure the strategy gives up on raises; the history keeps every attempt with
+    the restart strategy's decision (``restart_decision``)."""
     job = load_plan(plan)
     options = ExecutionOptions.from_configuration(dict(job.stream_graph.settings.configuration))
-    overrides = run_options(job, request, warehouse, master, dag_run_id, attempt)
+    overrides = run_options(job, request, warehouse, master, dag_run_id)
     result = execute_stream_graph(job.stream_graph, options.with_overrides(**overrides))
     return outcome(warehouse, result.job_name, result.run_id)
 
@@ -327,6 +372,11 @@ def outcome(warehouse: str, job_name: str, run_id: Optional[str] = None, dag_run
     return {**records[0].to_json(), "job_dir": job_dir(warehouse, job_name)}
 
 
+def next_attempt(warehouse: str, job_name: str, dag_run_id: str) -> int:
+    """The number of the run's next attempt: one after the attempts in the history."""
+    return max((r.attempt for r in ExecutionHistory(job_dir(warehouse, job_name)).attempts(dag_run_id)), default=0) + 1
+
+
 def last_attempt(warehouse: str, job_name: str, dag_run_id: str, attempt: int) -> Optional[ExecutionRecord]:
     found = [r for r in ExecutionHistory(job_dir(warehouse, job_name)).attempts(dag_run_id) if r.attempt == attempt]
     return found[-1] if found else None
@@ -343,6 +393,13 @@ def restart_decision(warehouse: str, job_name: str, dag_run_id: str, attempt: in
         return False, (f"not restarting: attempt {attempt} ended while it was {record.state} in the execution "
                        f"history, before the restart strategy was asked")
     return record.restarting, record.restart
+
+
+def driver_restart_decision(warehouse: str, job_name: str, dag_run_id: str, first: int) -> tuple[bool, str]:
+    """``restart_decision`` on the last attempt of a driver whose attempts started at ``first``: a
+    driver restarts its attempts itself and leaves a restart to the control plane only when its
+    session died with it (spark-submit)."""
+    return restart_decision(warehouse, job_name, dag_run_id, max(first, next_attempt(warehouse, job_name, dag_run_id) - 1))
 
 
 # ---- finish --------------------------------------------------------------------------------

@@ -57,12 +57,40 @@ def stop_refusal(warehouse: str, job_name: str, dag_run_id: Optional[str]) -> Op
     which = f"Run '{dag_run_id}' of job '{job_name}'" if dag_run_id else f"Job '{job_name}'"
     if last is None:
         return None if dag_run_id else f"{which} has never run: there is nothing to stop."
+    if last.state == RUNNING and not dag_run_id and not _held(warehouse, job_name):
+        return (f"{which} is not running: its last run {last.run_id} is RUNNING in the execution history, but no "
+                f"live process holds the job (it was killed), so there is nothing to stop.")
     if last.state == RUNNING:
         return None
     if not _ended(last):
         return (f"{which} is waiting to restart after a failure (attempt {last.attempt}): cancel it, or "
                 f"stop it once it runs again.")
     return f"{which} is no longer running: its attempt {last.attempt} ended {last.state}, so there is nothing to stop."
+
+
+def _held(warehouse: str, job_name: str) -> bool:
+    """Whether a live run holds the job (the epoch log's claim, its process alive or its lease fresh)."""
+    from runtime.checkpoint.storage import CheckpointStorage
+    from runtime.execution.options import ExecutionOptions
+    return CheckpointStorage(job_dir(warehouse, job_name)).running_holder(ExecutionOptions().lease_timeout_s) is not None
+
+
+def running_attempt(warehouse: str, job_name: str, dag_run_id: Optional[str] = None) -> Optional[ExecutionRecord]:
+    """The attempt a stop would end: the run's last attempt (or the job's last run) while RUNNING."""
+    last = _last_attempt(warehouse, job_name, dag_run_id)
+    return last if last is not None and last.state == RUNNING else None
+
+
+def wait_for_end(warehouse: str, job_name: str, run_id: str, timeout_s: float) -> Optional[ExecutionRecord]:
+    """The execution ``run_id`` once it is no longer RUNNING, or None after ``timeout_s``."""
+    history = ExecutionHistory(job_dir(warehouse, job_name))
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        record = next((r for r in history.executions() if r.run_id == run_id), None)
+        if record is not None and record.state != RUNNING:
+            return record
+        time.sleep(0.5)
+    return None
 
 
 def request_stop(warehouse: str, job_name: str, dag_run_id: Optional[str] = None,
