@@ -5,6 +5,7 @@
     sluice restore JOB.py [--checkpoint N | --savepoint PATH] [--parallelism P] [-- JOB ARGS]
     sluice checkpoints JOB.py [-- JOB ARGS]
     sluice savepoint JOB.py [--checkpoint N] [--target DIR] [-- JOB ARGS]
+    sluice stop JOB.py [--savepoint-path DIR] [--timeout S] [-- JOB ARGS]
     sluice state JOB.py --operator UID [--checkpoint N | --savepoint PATH] [-- JOB ARGS]
     sluice maintain JOB.py [--warehouse DIR] [-- JOB ARGS]
 """
@@ -77,14 +78,19 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _located(args: argparse.Namespace) -> tuple[str, str]:
+    """The job script's warehouse and job name (compiled, not run)."""
+    from runtime.execution.options import ExecutionOptions
+    graph = compile_job(args.job, args.job_args).stream_graph
+    options = ExecutionOptions.from_configuration(dict(graph.settings.configuration))
+    return args.warehouse or options.warehouse, graph.job_name
+
+
 def _storage(args: argparse.Namespace):
     """The checkpoint storage of the job script's job (compiled, not run)."""
     from runtime.checkpoint.storage import CheckpointStorage
     from runtime.storage.layout import job_dir
-    from runtime.execution.options import ExecutionOptions
-    graph = compile_job(args.job, args.job_args).stream_graph
-    options = ExecutionOptions.from_configuration(dict(graph.settings.configuration))
-    return CheckpointStorage(job_dir(args.warehouse or options.warehouse, graph.job_name))
+    return CheckpointStorage(job_dir(*_located(args)))
 
 
 def _checkpoints(args: argparse.Namespace) -> int:
@@ -115,6 +121,28 @@ def _savepoint(args: argparse.Namespace) -> int:
     path = take_savepoint(_storage(args), args.target, args.checkpoint)
     print(f"Savepoint completed. Path: {path}")
     print(f"Restore with: sluice restore {args.job} --savepoint {path}")
+    return 0
+
+
+def _stop(args: argparse.Namespace) -> int:
+    """Flink's ``stop --savepointPath``: the running job ends after its current epoch with a
+    savepoint, FINISHED; waits for it and prints the savepoint's path."""
+    from runtime.jobmaster.stop import request_stop, running_attempt, wait_for_end
+    warehouse, job_name = _located(args)
+    running = running_attempt(warehouse, job_name)
+    request_stop(warehouse, job_name, None, args.savepoint_path, requested_by="sluice stop")
+    print(f"Stopping job '{job_name}' with a savepoint after its current epoch...", file=sys.stderr)
+    ended = wait_for_end(warehouse, job_name, running.run_id, args.timeout)
+    if ended is None:
+        print(f"sluice stop: the job has not stopped within {args.timeout:.0f} s; it stops at its next epoch "
+              f"boundary (the request stays until then)", file=sys.stderr)
+        return 1
+    if ended.state != "FINISHED" or not ended.savepoint:
+        print(f"sluice stop: the run ended {ended.state} without a savepoint"
+              + (f": {ended.failure}" if ended.failure else ""), file=sys.stderr)
+        return 1
+    print(f"Savepoint completed. Path: {ended.savepoint}")
+    print(f"Restore with: sluice restore {args.job} --savepoint {ended.savepoint}")
     return 0
 
 
@@ -206,6 +234,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     savepoint.add_argument("--checkpoint", type=int, help="checkpoint id (default: the latest completed)")
     savepoint.add_argument("--target", help="folder of the savepoint (default: <job>/savepoints/...)")
     savepoint.set_defaults(func=_savepoint)
+    stop = sub.add_parser("stop", help="stop a running job after its current epoch with a savepoint (FINISHED)")
+    _job_argument(stop)
+    stop.add_argument("--savepoint-path", help="folder to create the savepoint in (default: <job>/savepoints)")
+    stop.add_argument("--timeout", type=float, default=600, help="seconds to wait for the job to stop (default 600)")
+    stop.set_defaults(func=_stop)
     state = sub.add_parser("state", help="print one operator's state in a checkpoint")
     _job_argument(state)
     state.add_argument("--operator", required=True, help="the operator's uid")
@@ -227,7 +260,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         return args.func(args)
     except (JobScriptError, StreamGraphError, NoResourceAvailableException, CheckpointException,
-            StorageException, ValueError, TypeError) as e:
+            StorageException, ValueError, TypeError) as e:      # ValueError: also a refused stop
         return _failed(args, e)
 
 

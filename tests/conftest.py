@@ -41,7 +41,8 @@ SLOW_TESTS = {
              r"test_count_windows\.py::.*\[one epoch\]",     # [in tasks] stays
              r"test_state_ttl\.py::.*\[hashmap.*\]",    # test_state_backends.py checks hashmap TTL without Spark
              r"test_table_maintenance\.py::test_a_stopped_jobs_own_tables_.*",     # 4 runs; the held job stays
-             r"test_delta_upsert\.py::test_a_(rolling_count|null_key_in_a_job).*"),    # the merge's unit tests stay
+             r"test_delta_upsert\.py::test_a_(rolling_count|null_key_in_a_job).*",    # the merge's unit tests stay
+             r"test_cli\.py::test_sluice_stop_.*"),     # test_job_stop.py decides stops without Spark
     "delta_spark": DELTA_SPARK,
     # The Asset rule's own tests stay; its job DAGs run through dag.test() and the real scheduler.
     "airflow": (r"test_airflow_assets\.py::test_a_job_.*",),

@@ -85,3 +85,59 @@ def test_a_dynamic_property_must_name_an_execution_option():
     result = run("run", WORDCOUNT, "-D", "sluice.task.batch-size=many")
     assert result.returncode == 1
     assert "Configuration 'sluice.task.batch-size' must be a int, got 'many'" in result.stderr
+
+
+STOPPABLE_JOB = '''"""A slow map over generated numbers, epoch after epoch, checkpointed (to stop)."""
+import time
+from runtime.common import Configuration, Types, WatermarkStrategy
+from runtime.datastream import StreamExecutionEnvironment
+from runtime.datastream.connectors import DataGeneratorSource
+
+
+def slowly(n):
+    time.sleep(0.05)
+    return n
+
+
+conf = Configuration()
+conf.set_string("sluice.epoch.max-records-per-split", "5")
+env = StreamExecutionEnvironment.get_execution_environment(conf)
+env.enable_checkpointing(60_000)        # rarely: the stop's own epoch checkpoints
+(env.from_source(DataGeneratorSource(lambda i: i, count=100_000, type_info=Types.LONG()),
+                 WatermarkStrategy.no_watermarks(), "numbers").uid("numbers")
+ .map(slowly, output_type=Types.LONG()).uid("slowly").print())
+env.execute("stoppable")
+'''
+
+
+def test_sluice_stop_ends_a_running_job_with_a_savepoint_that_restores(tmp_path):
+    """Flink's ``stop --savepointPath``: the run ends after its epoch, FINISHED, with a savepoint of
+    that epoch's checkpoint in a new folder under the path; the savepoint restores."""
+    from runtime.execution.history import ExecutionHistory
+    from runtime.storage.layout import job_dir
+    from waiting import wait_until
+    job, warehouse = tmp_path / "stoppable.py", tmp_path / "warehouse"
+    job.write_text(STOPPABLE_JOB)
+    history = ExecutionHistory(job_dir(str(warehouse), "stoppable"))
+    assert "has never run" in run("stop", str(job), "--warehouse", str(warehouse)).stderr
+    with open(tmp_path / "run.log", "w") as out:
+        proc = subprocess.Popen([SLUICE, "run", str(job), "--warehouse", str(warehouse)], cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=out)
+    try:
+        wait_until(lambda: "epoch 1:" in (tmp_path / "run.log").read_text(), 180, "the job's second epoch",
+                   interval=0.2, log=tmp_path / "run.log", proc=proc)
+        stop = run("stop", str(job), "--warehouse", str(warehouse), "--savepoint-path", str(tmp_path / "points"))
+        assert stop.returncode == 0, stop.stderr + (tmp_path / "run.log").read_text()[-3000:]
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    [record] = history.executions()
+    path = stop.stdout.split("Savepoint completed. Path: ")[1].split()[0]
+    assert (record.state, record.savepoint) == ("FINISHED", path) and path.startswith(str(tmp_path / "points") + "/")
+    assert record.last_checkpoint is not None and record.epochs >= 2
+    assert run("stop", str(job), "--warehouse", str(warehouse)).stderr.strip() == (
+        "sluice stop: Job 'stoppable' is no longer running: its attempt 1 ended FINISHED, so there is nothing to stop.")
+    restored = run("restore", str(job), "--warehouse", str(warehouse), "--savepoint", path, "--max-epochs", "1")
+    assert restored.returncode == 0, restored.stderr
+    assert history.executions()[0].restored_from == record.last_checkpoint
