@@ -211,6 +211,17 @@ class LocalKafkaBroker:
         self.stop()
         return self.start(timeout)
 
+    def create_topics(self, partitions_by_topic: dict) -> list[str]:
+        """Make the topics that are not there yet (``{name: partitions}``, replication 1); the
+        ones made, in order. With confluent-kafka, the project's client."""
+        from confluent_kafka.admin import AdminClient, NewTopic
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        existing = admin.list_topics(timeout=30).topics
+        wanted = [NewTopic(t, n, 1) for t, n in partitions_by_topic.items() if t not in existing]
+        for future in (admin.create_topics(wanted).values() if wanted else ()):
+            future.result(30)
+        return [t.topic for t in wanted]
+
     def __enter__(self) -> "LocalKafkaBroker":
         return self.start()
 
@@ -225,13 +236,23 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--port", type=int, default=9092, help="the PLAINTEXT listener's port (9092)")
     parser.add_argument("--dir", help="the broker's folder (log dir, config, server.log); "
                                       "kept, so topics survive a restart. Default: a new temporary folder")
+    parser.add_argument("--topic", action="append", default=[], metavar="NAME[:PARTITIONS]",
+                        help="make this topic once the broker runs, unless it is there (1 partition "
+                             "by default); repeatable, e.g. --topic events:4 --topic window-counts")
     args = parser.parse_args(argv)
+    try:
+        topics = {name: int(n or 1) for name, _, n in (t.partition(":") for t in args.topic)}
+    except ValueError:
+        parser.error(f"--topic takes NAME or NAME:PARTITIONS (a number), got {args.topic}")
     broker = LocalKafkaBroker(args.dir, port=args.port)
     try:
         broker.start()
+        made = broker.create_topics(topics)
     except KafkaBrokerError as e:
         print(f"bin/dev kafka: {e}", file=sys.stderr)
         return 1
+    if made:
+        print(f"Topics made: {', '.join(f'{t} ({topics[t]} partitions)' for t in made)}", flush=True)
     print(f"Kafka {broker.bootstrap} (bootstrap.servers); SASL/PLAIN on {broker.sasl_bootstrap} "
           f"as {SASL_USER}/{SASL_PASSWORD}; folder {broker.directory}, log {broker.log_file}. Ctrl-C stops it.",
           flush=True)

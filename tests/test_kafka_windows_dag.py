@@ -1,0 +1,82 @@
+"""The shipped Kafka job (include/jobs/kafka_windows.py) through its Airflow DAG (dag.test())
+against the test run's broker: two scheduled-style runs (its deployment: one epoch a run, ending
+in a checkpoint) with records produced between them. The Delta table and the output topic (read
+as a read_committed consumer) hold exactly the windows the watermark has passed, each once."""
+import collections
+import json
+import os
+import sys
+
+from deltalake import DeltaTable
+
+import kafka_env
+from test_airflow_control_plane import ROOT, control_plane, dag_test, xcom  # noqa: F401 (fixture)
+
+JOBS = os.path.join(ROOT, "include", "jobs")
+# The shipped deployment (schedule, one epoch a run, parallelism), on this test's broker and topics.
+JOB_TEMPLATE = '''
+"""kafka_windows_run: the shipped kafka_windows job on the test's topics."""
+import dataclasses
+import sys
+sys.path.insert(0, {jobs!r})
+from kafka_windows import DEPLOYMENT, main
+
+DEPLOYMENT = dataclasses.replace(DEPLOYMENT, args={args!r})
+
+if __name__ == "__main__":
+    main()
+'''
+T0 = 1_700_000_000_000      # a multiple of the 10 s window
+
+
+def windows(rows) -> collections.Counter:
+    return collections.Counter((r["word"], r["window_start"] - T0, r["window_end"] - T0, r["count"]) for r in rows)
+
+
+def test_two_runs_of_the_kafka_windows_dag_write_each_closed_window_once(control_plane, kafka_broker):  # noqa: F811
+    sys.path.insert(0, JOBS)
+    from kafka_windows import DEPLOYMENT
+    from airflow.utils.state import DagRunState
+    from runtime.checkpoint.storage import CheckpointStorage
+    from runtime.storage.layout import job_dir
+    bootstrap = kafka_broker.bootstrap
+    events = kafka_env.create_topic(bootstrap, "events", 2)
+    counts = kafka_env.create_topic(bootstrap, "window-counts", 1)
+    table = control_plane / "warehouse" / "kafka-window-counts"
+    args = ("--bootstrap-servers", bootstrap, "--input-topic", events, "--output-topic", counts,
+            "--table", "{warehouse}/kafka-window-counts", "--group-id", f"{events}-group",
+            "--transactional-id-prefix", events)
+    (control_plane / "jobs" / "kafka_windows_run.py").write_text(JOB_TEMPLATE.format(jobs=JOBS, args=args))
+    assert DEPLOYMENT.schedule == "@hourly" and DEPLOYMENT.max_epochs == 1
+
+    def produce(by_partition):
+        for p, records in by_partition.items():
+            kafka_env.produce(bootstrap, events, [w for w, _ in records], partition=p,
+                              timestamps=[T0 + ms for _, ms in records])
+
+    def run():
+        run, tis = dag_test("kafka_windows_run")
+        assert run.state == DagRunState.SUCCESS, {t: ti.state for t, ti in tis.items()}
+        return xcom(run, "finish")
+
+    # Run 1: partition 0 reaches 12 s, partition 1 15 s; the watermark (2 s out of orderness) is
+    # the lower one's, 9.999 s: [0, 10 s) fires, [10 s, 20 s) stays open in the checkpoint.
+    produce({0: [("a", 1000), ("b", 2000), ("a", 12000)], 1: [("a", 3000), ("b", 15000)]})
+    first = run()
+    closed = collections.Counter({("a", 0, 10000, 2): 1, ("b", 0, 10000, 1): 1})
+    assert windows(DeltaTable(str(table)).to_pyarrow_table().to_pylist()) == closed
+    assert windows(json.loads(v) for v in kafka_env.read_committed(bootstrap, counts)) == closed
+    # Run 2 restores it: records of the open window and later ones; [10 s, 20 s) closes whole.
+    produce({0: [("a", 18000), ("c", 31000)], 1: [("b", 33000)]})
+    second = run()
+    closed.update({("a", 10000, 20000, 2): 1, ("b", 10000, 20000, 1): 1})
+    assert windows(DeltaTable(str(table)).to_pyarrow_table().to_pylist()) == closed
+    assert windows(json.loads(v) for v in kafka_env.read_committed(bootstrap, counts)) == closed
+    assert kafka_env.committed_offsets(bootstrap, f"{events}-group", events, 2) == {0: 5, 1: 3}
+    assert first["epochs"] == second["epochs"] == 1, (first, second)
+    # Each run's epoch ended in a checkpoint, and the epoch log has each partition's figures.
+    store = CheckpointStorage(job_dir(str(control_plane / "warehouse"), "Kafka Window Counts"))
+    assert [r.epoch for r in store.completed()][-2:] == [0, 1]
+    (source,) = [v for v in store.epoch_metrics()[-1]["vertices"].values() if v.get("splits")]
+    assert source["splits"] == {f"{events}-0": {"offset": 5, "latest": 5, "lag": 0},
+                                f"{events}-1": {"offset": 3, "latest": 3, "lag": 0}}
