@@ -117,7 +117,7 @@ def compile_step(spec: JobSpec, request: RunRequest, warehouse: str, run: str) -
         "failover_strategy": conf.get(FAILOVER_STRATEGY_KEY, REGION),
     }
     pointer = {"script_sha256": script_sha256(spec.path), "slot_profile": slot_profile_of(job),
-               "restart_strategy": summary["restart_strategy"]}
+               "restart_strategy": summary["restart_strategy"], "give_up": give_up_of(job)}
     plan = store_plan(job, warehouse, run, summary, pointer)
     return {**summary, "plan": plan, "job_dir": job_dir(warehouse, job.job_graph.job_name)}
 
@@ -150,11 +150,16 @@ def parallelism_report(summary: dict) -> list[str]:
     return lines
 
 
-def restart_strategy_of(job: CompiledJob) -> str:
-    """The restart strategy the job runs under, in words (its own, its configuration's, or the default)."""
+def restart_configuration_of(job: CompiledJob):
+    """The restart strategy the job runs under (its own, its configuration's, or the default)."""
     settings = job.stream_graph.settings
-    return str(effective_configuration(settings.restart_strategy, dict(settings.configuration),
-                                       checkpointing_enabled(dict(settings.checkpoint_config))))
+    return effective_configuration(settings.restart_strategy, dict(settings.configuration),
+                                   checkpointing_enabled(dict(settings.checkpoint_config)))
+
+
+def restart_strategy_of(job: CompiledJob) -> str:
+    """The restart strategy the job runs under, in words."""
+    return str(restart_configuration_of(job))
 
 
 @dataclass(frozen=True)
@@ -219,14 +224,28 @@ def measured_attempt_s(warehouse: str, job_name: str, last: int = 20) -> Optiona
 
 
 def dag_profile(spec: JobSpec, warehouse: Optional[str] = None) -> dict:
-    """What a DAG needs of its job when the DAG file is parsed: the slot profile (``slot_profile``)
-    and the restart strategy in words, read from the DAG's last stored plan while the job script
-    is unchanged, so a parse does not compile."""
+    """What a DAG needs of its job when the DAG file is parsed: the slot profile (``slot_profile``),
+    the restart strategy in words and how long a run that keeps failing takes to give up
+    (``give_up_time``, a sentence: ``GiveUpTime`` with the attempts' duration the history measured),
+    read from the DAG's last stored plan while the job script is unchanged, so a parse does not
+    compile."""
     stored = latest_plan(warehouse, spec.name) if warehouse else None
-    if stored and stored.get("script_sha256") == script_sha256(spec.path) and "restart_strategy" in stored:
-        return {"slot_profile": stored["slot_profile"], "restart_strategy": stored["restart_strategy"]}
-    job = compile_run(spec, RunRequest(parallelism=spec.deployment.parallelism), warehouse)
-    return {"slot_profile": slot_profile_of(job), "restart_strategy": restart_strategy_of(job)}
+    if stored and stored.get("script_sha256") == script_sha256(spec.path) and "give_up" in stored:
+        profile = {k: stored[k] for k in ("slot_profile", "restart_strategy", "give_up")}
+        job_name = stored["job_name"]
+    else:
+        job = compile_run(spec, RunRequest(parallelism=spec.deployment.parallelism), warehouse)
+        profile = {"slot_profile": slot_profile_of(job), "restart_strategy": restart_strategy_of(job),
+                   "give_up": give_up_of(job)}
+        job_name = job.job_graph.job_name
+    measured = measured_attempt_s(warehouse, job_name) if warehouse else None
+    return {**profile, "give_up_time": GiveUpTime(**profile["give_up"], attempt_s=measured).describe()}
+
+
+def give_up_of(job: CompiledJob) -> dict:
+    """The job's ``GiveUpTime`` without a measured attempt (stored with its plan): attempts, delays."""
+    time_ = give_up_time(restart_configuration_of(job))
+    return {"attempts": time_.attempts, "delays_s": time_.delays_s}
 
 
 # ---- the execution graph -----------------------------------------------------------------
