@@ -20,7 +20,8 @@ from runtime.datastream.connectors.kafka import KafkaSink
 from runtime.datastream.operators import (
     Aggregation, BroadcastProcessSpec, ChainingStrategy, CoProcessSpec, CoFlatMapSpec, CoMapSpec,
     KeyedCoProcessSpec, KeyedProcessSpec, PrintSink, ProcessSpec, FilterSpec,
-    FlatMapSpec, GroupedReduceSpec, KeyedBroadcastProcessSpec, MapSpec, OperatorSpec, SinkSpec,
+    FilterBatchesSpec, FlatMapSpec, GroupedReduceSpec, KeyedBroadcastProcessSpec, MapBatchesSpec, MapSpec,
+    OperatorSpec, SinkSpec,
     TimestampsAndWatermarksSpec, WindowSpec)
 from runtime.datastream.output_tag import OutputTag
 from runtime.datastream.slot_sharing_group import SlotSharingGroup
@@ -312,6 +313,51 @@ class DataStream:
         """
         return self._one_input(FilterSpec(function=fn.as_function(func, fn.FilterFunction, "filter")),
                                self._t.output_type)
+
+    def map_batches(self, func, output_type) -> "DataStream":
+        """Runs ``func`` once per batch of records as Arrow (a Sluice extension: PyFlink's DataStream
+        has no such method; compare Spark's ``mapInArrow`` and Flink SQL's vectorised Python
+        functions). ``func`` gets a ``pyarrow.RecordBatch`` of this stream's declared columns (a
+        ROW_NAMED's field names, ``f0``.. for a tuple or a plain type) plus ``__timestamp`` (the
+        records' timestamps in epoch milliseconds, null where none), and returns a RecordBatch or
+        Table with the columns of ``output_type`` (by name in any order; a tuple's also by
+        position), any number of rows. The output rows' timestamps: a ``__timestamp`` column it
+        returns; else, for as many rows as it got, each row's at its position; else the batch's
+        latest. The batches stay Arrow into the next batch function, a timestamp/watermark
+        assigner without a timestamp assigner, and a keyed built-in window sum/min/max.
+
+            import pyarrow.compute as pc
+            lines.map_batches(lambda b: pa.record_batch({"word": pc.utf8_upper(b["f0"])}),
+                              output_type=Types.ROW_NAMED(["word"], [Types.STRING()]))
+        """
+        if not callable(func):
+            raise TypeError(f"map_batches() expects a function of a pyarrow.RecordBatch, got {func!r}")
+        if _is_unknown(output_type):
+            raise TypeError("map_batches() needs output_type, the declared type of the batches the function "
+                            "returns (e.g. Types.ROW_NAMED(['word', 'count'], [Types.STRING(), Types.LONG()]))")
+        return self._batch_function(MapBatchesSpec(function=func, output_type=output_type), output_type)
+
+    def filter_batches(self, func) -> "DataStream":
+        """Keeps the records ``func`` marks True, a batch at a time as Arrow (a Sluice extension, as
+        ``map_batches``): ``func`` gets a ``pyarrow.RecordBatch`` (with ``__timestamp``) and returns
+        a boolean array with a value per row (pyarrow or NumPy; null drops the row, as SQL's WHERE).
+
+            orders.filter_batches(lambda b: pc.greater(b["amount"], 100))
+        """
+        if not callable(func):
+            raise TypeError(f"filter_batches() expects a function of a pyarrow.RecordBatch, got {func!r}")
+        return self._batch_function(FilterBatchesSpec(function=func), self._t.output_type)
+
+    def _batch_function(self, spec: OperatorSpec, output_type) -> "DataStream":
+        # Runs unkeyed even after key_by: a batch holds many keys, so there is no current key.
+        if _is_unknown(self._t.output_type):
+            raise TypeError(
+                f"{spec.default_name}: the input stream has no declared type, so its records have no "
+                f"Arrow columns. Declare it on the operator before (output_type=Types.ROW_NAMED(...), "
+                f"or type_info= on from_collection)")
+        t = self._env._add(OneInputTransformation(id=self._env._new_id(), name=spec.default_name,
+                                                  output_type=output_type, input=self._t, operator=spec))
+        return DataStream(self._env, t)
 
     def process(self, func, output_type=None) -> "DataStream":
         """Runs a ProcessFunction (or a function of ``(value, ctx)``) per record; it returns or yields

@@ -52,6 +52,22 @@ class FilterSpec(OperatorSpec):
 
 
 @dataclass(frozen=True)
+class MapBatchesSpec(OperatorSpec):
+    """``map_batches``: a function of a pyarrow RecordBatch returning one (a Sluice extension,
+    as Spark's ``mapInArrow``); ``output_type`` is the declared type of what it returns."""
+    default_name: ClassVar[str] = "Map Batches"
+    function: Any = None
+    output_type: Any = None
+
+
+@dataclass(frozen=True)
+class FilterBatchesSpec(OperatorSpec):
+    """``filter_batches``: a function of a pyarrow RecordBatch returning a boolean mask."""
+    default_name: ClassVar[str] = "Filter Batches"
+    function: Any = None
+
+
+@dataclass(frozen=True)
 class ProcessSpec(OperatorSpec):
     default_name: ClassVar[str] = "Process"
     function: Any = None

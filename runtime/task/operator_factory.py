@@ -4,6 +4,7 @@ imports it, so the operators form no cycle."""
 from __future__ import annotations
 
 from runtime.datastream import operators as ops
+from runtime.task.batch_operators import FilterBatchesOperator, MapBatchesOperator
 from runtime.task.broadcast_operator import BroadcastProcessOperator
 from runtime.task.grouped_reduce import StreamGroupedReduceOperator
 from runtime.task.operators import TaskOperator
@@ -37,6 +38,8 @@ def operator_class(node) -> type:
         ops.MapSpec: StreamMap,
         ops.FlatMapSpec: StreamFlatMap,
         ops.FilterSpec: StreamFilter,
+        ops.MapBatchesSpec: MapBatchesOperator,
+        ops.FilterBatchesSpec: FilterBatchesOperator,
         ops.ProcessSpec: ProcessOperator,
         ops.KeyedProcessSpec: ProcessOperator,
         ops.CoProcessSpec: CoProcessOperator,

@@ -35,18 +35,20 @@ class UserCodeException(RuntimeError):
     source chain knows it, where the record came from (a file and line, a split and offset)."""
 
     def __init__(self, where: str, record, error: BaseException, trace: str, origin: Optional[str] = None,
-                 batch: Optional[list] = None, index: Optional[int] = None):
+                 batch: Optional[list] = None, index: Optional[int] = None, on: str = "record"):
         self.where, self.record, self.error, self.trace, self.origin = where, record, error, trace, origin
         # The failed operator's input batch and the record's index in it: the source task tells
         # the record's origin when that batch is the one it read (runtime.task.source_reader).
         self.batch, self.index = batch, index
+        # What failed: a record, or a whole batch named by its first record (Arrow-batch functions).
+        self.on = on
         # The cause first (operator, subtask, reason), then the record and where it came from.
         at = f", {origin}" if origin else ""
-        super().__init__(f"{where} failed: {type(error).__name__}: {error} (on record {record!r}{at})\n"
+        super().__init__(f"{where} failed: {type(error).__name__}: {error} (on {on} {record!r}{at})\n"
                          f"--- original traceback ---\n{trace}")
 
     def at(self, origin: str) -> "UserCodeException":
-        return UserCodeException(self.where, self.record, self.error, self.trace, origin)
+        return UserCodeException(self.where, self.record, self.error, self.trace, origin, on=self.on)
 
 
 class TaskOperator:

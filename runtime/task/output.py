@@ -7,6 +7,7 @@ from itertools import repeat
 from typing import Optional
 
 from runtime.datastream.output_tag import is_side_output
+from runtime.task.arrow_batch import ArrowBatch, takes_arrow
 
 
 class Output:
@@ -22,7 +23,11 @@ class Output:
     def collect(self, values: list, timestamps: list) -> None:
         if values:
             for target, index in self.main:
-                target.process_batch(values, timestamps, index)
+                if type(values) is ArrowBatch and not takes_arrow(target):
+                    # A per-record operator gets the records (decoded once for all such targets).
+                    target.process_batch(*values.rows(), index)
+                else:
+                    target.process_batch(values, timestamps, index)
 
     def collect_side(self, tag_id: str, values: list, timestamps: list) -> None:
         if values:

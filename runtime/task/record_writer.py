@@ -10,6 +10,7 @@ from typing import Iterator
 
 from runtime.common.arrow import as_shipped
 from runtime.common.watermark_strategy import MIN_WATERMARK
+from runtime.task.arrow_batch import ArrowBatch, takes_arrow
 from runtime.task.channel_events import IDLE, RecordBatch, Watermark
 from runtime.task.partitioning import ChannelSelector
 
@@ -86,8 +87,14 @@ class ShippingWriter:
         self.writer = writer
         self.declared = declared
 
+    @property
+    def takes_arrow(self) -> bool:
+        return takes_arrow(self.writer)
+
     def process_batch(self, values, timestamps, input_index):
-        self.writer.process_batch(as_shipped(values, self.declared), timestamps, input_index)
+        if type(values) is not ArrowBatch:      # Arrow decodes to the declared type's records
+            values = as_shipped(values, self.declared)
+        self.writer.process_batch(values, timestamps, input_index)
 
     def process_watermark(self, watermark, input_index):
         self.writer.process_watermark(watermark, input_index)

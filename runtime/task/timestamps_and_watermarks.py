@@ -5,6 +5,7 @@ from __future__ import annotations
 from itertools import repeat
 
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
+from runtime.task.arrow_batch import ArrowBatch
 from runtime.task.operators import TaskOperator
 from runtime.task.record_helpers import extreme, no_timestamps
 
@@ -28,10 +29,19 @@ class TimestampsAndWatermarksOperator(TaskOperator):
         self.generator = self.strategy.create_generator()
         self.assigner = self.strategy.timestamp_assigner
 
+    @property
+    def takes_arrow(self) -> bool:
+        # Without a timestamp assigner the records' own timestamps stay (Flink's
+        # RecordTimestampAssigner): an Arrow batch passes through as it is.
+        return self.assigner is None
+
     def process_batch(self, values, timestamps, input_index):
-        if self.assigner is not None:
-            timestamps = assign_timestamps(self, self.assigner, values, timestamps)
-        latest = extreme(max, timestamps)
+        if type(values) is ArrowBatch:
+            latest = values.max_timestamp()
+        else:
+            if self.assigner is not None:
+                timestamps = assign_timestamps(self, self.assigner, values, timestamps)
+            latest = extreme(max, timestamps)
         if latest is not None:
             # Periodic generators only track the largest timestamp: one call per batch.
             self.generator.on_event(latest)

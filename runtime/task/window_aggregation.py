@@ -14,14 +14,18 @@ restores into either operator.
 from __future__ import annotations
 
 from operator import itemgetter
+from typing import Optional
 
 import numpy as np
 import pyarrow as pa
 
+from runtime.common.arrow import arrow_to_records
+from runtime.common.typeinfo import BasicTypeInfo, TupleTypeInfo, arrow_type
 from runtime.common.watermark_strategy import MAX_WATERMARK
 from runtime.datastream import window as w
 from runtime.datastream.data_stream import FieldKeySelector
 from runtime.datastream.operators import WindowSpec
+from runtime.task.arrow_batch import ArrowBatch
 from runtime.task.channel_events import PreAggregatedPanes
 from runtime.task.operators import TaskOperator
 from runtime.task.record_helpers import extreme, field_of
@@ -89,6 +93,7 @@ class PanePreAggregator:
         self.key_selector = key_selector
         self.key_field = (key_selector.field if isinstance(key_selector, FieldKeySelector)
                           and isinstance(key_selector.field, int) else None)
+        self.key_field_name = key_selector.field if isinstance(key_selector, FieldKeySelector) else None
         self.processing_time = processing_time
         self.record_error = record_error
 
@@ -126,27 +131,63 @@ class PanePreAggregator:
                 # Arrow gives a batch's decimals one scale; a BigDecimal keeps its own (a sum's
                 # is its summands' largest, a max is the value as it came).
                 raise TypeError("decimals keep their own scale: aggregated in Python")
-            if self.windows.slide != self.windows.size:     # sliding: a record in several windows
-                key_array, field_array = key_array.take(rows), field_array.take(rows)
-            # from_arrays, not pa.table(dict): the latter imports pandas (seconds per worker).
-            table = pa.Table.from_arrays([key_array, pa.array(starts), field_array, pa.array(rows)],
-                                         names=["k", "s", "v", "i"])
-            grouped = table.group_by(["k", "s"], use_threads=False).aggregate(
-                [("v", self.kind), ("i", "min"), ([], "count_all")])     # count_all: half the time of a count of "i"
-            first = grouped.column("i_min").to_numpy()
-            # Keys and aggregates stay Arrow arrays: the channel split and the shuffle are columnar.
-            keys, accs = grouped.column("k").combine_chunks(), grouped.column(f"v_{self.kind}").combine_chunks()
-            # The first records' aggregated field is replaced by the merged aggregate wherever
-            # they are used: the partial one stands in. A key field equals the grouped key when
-            # Arrow holds it exactly (strings, integers; not a double that was an int).
-            given = {} if pos is None else {pos: accs}
-            if self.key_field is not None and keys.type in _EXACT_KEYS:
-                given[self.key_field] = keys
-            return PreAggregatedPanes(keys, grouped.column("s").to_numpy(), accs,
-                                      RecordColumns.of(take(values, first), given),
-                                      grouped.column("count_all").to_numpy())
+            def representatives(first, keys, accs):
+                # The first records' aggregated field is replaced by the merged aggregate wherever
+                # they are used: the partial one stands in. A key field equals the grouped key when
+                # Arrow holds it exactly (strings, integers; not a double that was an int).
+                given = {} if pos is None else {pos: accs}
+                if self.key_field is not None and keys.type in _EXACT_KEYS:
+                    given[self.key_field] = keys
+                return RecordColumns.of(take(values, first), given)
+            return self._group(key_array, field_array, rows, starts, representatives)
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError):
             return self._aggregate_in_python(keys, fields, rows, starts, values)
+
+    def _group(self, key_array, field_array, rows, starts, representatives) -> PreAggregatedPanes:
+        """The panes of (key, window start) with Arrow's group-by; ``representatives(first rows,
+        keys, aggregates)`` gives the first record of each."""
+        if self.windows.slide != self.windows.size:     # sliding: a record in several windows
+            key_array, field_array = key_array.take(rows), field_array.take(rows)
+        # from_arrays, not pa.table(dict): the latter imports pandas (seconds per worker).
+        table = pa.Table.from_arrays([key_array, pa.array(starts), field_array, pa.array(rows)],
+                                     names=["k", "s", "v", "i"])
+        grouped = table.group_by(["k", "s"], use_threads=False).aggregate(
+            [("v", self.kind), ("i", "min"), ([], "count_all")])     # count_all: half the time of a count of "i"
+        first = grouped.column("i_min").to_numpy()
+        # Keys and aggregates stay Arrow arrays: the channel split and the shuffle are columnar.
+        keys, accs = grouped.column("k").combine_chunks(), grouped.column(f"v_{self.kind}").combine_chunks()
+        return PreAggregatedPanes(keys, grouped.column("s").to_numpy(), accs, representatives(first, keys, accs),
+                                  grouped.column("count_all").to_numpy())
+
+    def aggregate_arrow(self, batch: ArrowBatch) -> Optional[PreAggregatedPanes]:
+        """``aggregate`` of an Arrow batch from its columns, its records never made; None when its
+        key is not a field, its key or field not a plain number or string, or a timestamp is
+        missing (``aggregate`` of its records then says the same as for any records)."""
+        t = batch.type_info
+        if self.key_field_name is None:
+            return None
+        key_array = batch.columns.column(t.field_index(self.key_field_name))
+        position = self.position
+        field_array = batch.columns.column(0 if position is None else t.field_index(position))
+        key_array, field_array = _plain_column(key_array, keys=True), _plain_column(field_array, keys=False)
+        if key_array is None or field_array is None:
+            return None
+        if self.windows.event_time:
+            ts = batch.timestamp_array()
+            if ts is None:
+                return None
+        else:
+            ts = np.full(len(batch), self.processing_time, dtype=np.int64)
+        rows, starts = self.windows.assign(ts)
+        plain = _plain_tuple(t)
+        field = None if position is None else t.field_index(position)
+
+        def representatives(first, keys, accs):
+            taken = batch.columns.take(pa.array(first))
+            if plain:       # tuples of plain fields: the columns are the records' fields
+                return RecordColumns(columns=[accs if i == field else c for i, c in enumerate(taken.columns)])
+            return RecordColumns.of(arrow_to_records(taken, t), {} if field is None else {field: accs})
+        return self._group(key_array, field_array, rows, starts, representatives)
 
     def _aggregate_in_python(self, keys, fields, rows, starts, values):
         # Keys Arrow cannot hold (tuples, mixed types): same result, one dict update per record.
@@ -168,6 +209,31 @@ class PanePreAggregator:
 _COMBINE = {"sum": lambda a, b: a + b, "min": min, "max": max}
 
 
+def _plain_column(column: pa.Array, keys: bool) -> Optional[pa.Array]:
+    """A key (string, integer) or aggregated (integer, floating) column as the Python records' own
+    would be in Arrow (int64, double), so both kinds of panes merge; None for any other column."""
+    t = column.type
+    if column.null_count:
+        return None
+    if pa.types.is_integer(t):
+        return column.cast(pa.int64())
+    if pa.types.is_string(t) and keys:
+        return column
+    if pa.types.is_floating(t) and not keys:
+        return column.cast(pa.float64())
+    return None
+
+
+_PLAIN_FIELDS = (pa.types.is_string, pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean)
+
+
+def _plain_tuple(type_info) -> bool:
+    """Whether the records of ``type_info`` are tuples whose fields' Arrow values are their own."""
+    return isinstance(type_info, TupleTypeInfo) and all(
+        isinstance(f, BasicTypeInfo) and any(test(arrow_type(f)) for test in _PLAIN_FIELDS)
+        for f in type_info.get_field_types())
+
+
 class PreAggregatingRecordWriter:
     """A keyed edge into a vectorisable window: ships partial aggregates, one batch per channel.
 
@@ -183,26 +249,45 @@ class PreAggregatingRecordWriter:
         self.windows = self.aggregator.windows
         self.values: list = []
         self.timestamps: list = []
+        self.arrow: list = []       # ArrowBatches, buffered as they came (never with values)
+        self.buffered = 0
         self.min_end = MAX_WATERMARK
+
+    takes_arrow = True
 
     def process_batch(self, values, timestamps, input_index):
         self.writer.records_out += len(values)
-        self.values.extend(values)
-        self.timestamps.extend(timestamps)
-        if self.windows.event_time:
-            earliest = extreme(min, timestamps)
-            if earliest is not None:
-                # The first window of the earliest buffered record is the first that can fire.
-                _, starts = self.windows.assign(np.array([earliest], dtype=np.int64))
-                self.min_end = min(self.min_end, self.windows.max_timestamp(int(starts.min())))
-        if len(self.values) >= MAX_BUFFERED_RECORDS:
+        if type(values) is ArrowBatch:
+            if self.values:
+                self.flush()        # in arrival order: a pane's first record is the first to come
+            self.arrow.append(values)
+            self.buffered += len(values)
+            earliest = values.min_timestamp() if self.windows.event_time else None
+        else:
+            if self.arrow:
+                self.flush()
+            self.values.extend(values)
+            self.timestamps.extend(timestamps)
+            self.buffered += len(values)
+            earliest = extreme(min, timestamps) if self.windows.event_time else None
+        if earliest is not None:
+            # The first window of the earliest buffered record is the first that can fire.
+            _, starts = self.windows.assign(np.array([earliest], dtype=np.int64))
+            self.min_end = min(self.min_end, self.windows.max_timestamp(int(starts.min())))
+        if self.buffered >= MAX_BUFFERED_RECORDS:
             self.flush()
 
     def flush(self) -> None:
-        if not self.values:
+        if self.arrow:
+            batch = ArrowBatch.concat(self.arrow)
+            panes = self.aggregator.aggregate_arrow(batch)
+            if panes is None:
+                panes = self.aggregator.aggregate(*batch.rows())
+        elif self.values:
+            panes = self.aggregator.aggregate(self.values, self.timestamps)
+        else:
             return
-        panes = self.aggregator.aggregate(self.values, self.timestamps)
-        self.values, self.timestamps, self.min_end = [], [], MAX_WATERMARK
+        self.values, self.timestamps, self.arrow, self.buffered, self.min_end = [], [], [], 0, MAX_WATERMARK
         channels = key_channels(panes.keys, self.edge.max_parallelism, self.writer.consumer_p,
                                 key_type_of(self.edge.key_selector))
         for c in np.unique(channels).tolist():
@@ -245,6 +330,8 @@ class WindowAggregationOperator(TaskOperator):
         self.local = PanePreAggregator(spec, self.key_selectors[0], self.ctx.processing_time, self.fail)
 
     def process_batch(self, values, timestamps, input_index):
+        if type(values) is ArrowBatch:
+            values, timestamps = values.rows()
         self.process_panes(self.local.aggregate(values, timestamps))
 
     def process_panes(self, panes: PreAggregatedPanes) -> None:
