@@ -300,6 +300,12 @@ def task_managers(spark, slots_required: int = 1) -> tuple[TaskManager, ...]:
 _cancel_requested = threading.Event()
 
 
+def _not_cancel_teardown(record: logging.LogRecord) -> bool:
+    """False for py4j's records once a cancel was requested (a filter of the root logger)."""
+    return not (_cancel_requested.is_set() and f"{os.sep}py4j{os.sep}" in record.pathname)
+
+
+
 def cancel_all_jobs() -> None:
     """Cancel every running Spark job of this process's SparkContext, if it has one (Flink's
     Cancel). Remembered: whatever the run meets next (a canceled job, a JVM already stopped by
@@ -307,9 +313,12 @@ def cancel_all_jobs() -> None:
     from pyspark import SparkContext
     _cancel_requested.set()
     # From now on py4j's and pyspark's own complaints (a reset connection to the JVM as it goes) are
-    # the cancel's teardown: the run says once that it was canceled.
+    # the cancel's teardown: the run says once that it was canceled. py4j logs some through the
+    # root logger (logging.exception), hence the root logger's filter.
     for name in ("py4j", "pyspark"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
+    if _not_cancel_teardown not in logging.root.filters:
+        logging.root.addFilter(_not_cancel_teardown)
     sc = SparkContext._active_spark_context
     if sc is not None:
         try:

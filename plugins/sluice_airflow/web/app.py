@@ -4,6 +4,7 @@
     GET  /jobs/{name}[?checkpoint=N]  a job: its JobGraph drawn, checkpoints, executions, metrics charts
                                       (checkpoint N's per-operator breakdown; by default the latest)
     POST /jobs/{name}/cancel          fail the job's running DAG run (Flink's Cancel): its task stops, the run is CANCELED
+    POST /jobs/{name}/stop            stop the running run with a savepoint (Flink's stop): FINISHED, the DAG run succeeds
     POST /jobs/{name}/restore         trigger the job's DAG with conf {"restore_from": id | "latest" | savepoint path}
     GET  /api/jobs[/{name}[/checkpoints|/executions|/graph|/metrics]]    the same as JSON
 
@@ -207,27 +208,64 @@ def restore(request: Request, name: str, user: GetUserDep, checkpoint: str = For
 @app.post("/jobs/{name}/cancel")
 def cancel(request: Request, name: str, user: GetUserDep, dag_run_id: str = Form(...)):
     """Flink's Cancel: fail the job's running DAG run ``dag_run_id``. Airflow stops its running task,
-    whose job cancels its Spark jobs and records the run CANCELED; no retry follows."""
+    whose job cancels its Spark jobs and records the run CANCELED; no retry follows. Refused (409)
+    when the execution history says the run is no longer running (it finished as the Cancel came)."""
     from airflow.api.common.mark_tasks import set_dag_run_state_to_failed
-    from airflow.models.dagrun import DagRun
     from airflow.models.serialized_dag import SerializedDagModel
     from airflow.utils.session import create_session
+    from runtime.jobmaster.stop import cancel_refusal
+    warehouse = warehouse_root()        # before the session: reading a variable closes the thread's session
+    with create_session() as session:
+        job, run = _running_run(request, name, user, dag_run_id, "cancel", session)
+        refusal = job.job_name and cancel_refusal(warehouse, job.job_name, dag_run_id)
+        if refusal:
+            raise HTTPException(status.HTTP_409_CONFLICT, refusal)
+        dag = SerializedDagModel.get_dag(name, session=session)
+        set_dag_run_state_to_failed(dag=dag, run_id=dag_run_id, commit=True, session=session)
+        _add_note(run, f"Canceled from the Sluice web view by {user.get_name()}.")
+    return RedirectResponse(_airflow_url("dags", name, "runs", dag_run_id), status.HTTP_303_SEE_OTHER)
+
+
+@app.post("/jobs/{name}/stop")
+def stop(request: Request, name: str, user: GetUserDep, dag_run_id: str = Form(...)):
+    """Flink's stop with savepoint: the run ends after its current epoch with a savepoint in the job's
+    savepoints, FINISHED; its DAG run succeeds and ``finish`` runs."""
+    from airflow.utils.session import create_session
+    from runtime.jobmaster.stop import StopRefusedException, request_stop
+    warehouse = warehouse_root()        # before the session: reading a variable closes the thread's session
+    with create_session() as session:
+        job, run = _running_run(request, name, user, dag_run_id, "stop", session)
+        if not job.job_name:
+            raise HTTPException(status.HTTP_409_CONFLICT, f"Job '{name}' cannot be stopped here: {job.error}")
+        try:
+            request_stop(warehouse, job.job_name, dag_run_id, requested_by=user.get_name())
+        except StopRefusedException as e:
+            raise HTTPException(status.HTTP_409_CONFLICT, str(e)) from None
+        _add_note(run, f"Stop with savepoint requested from the Sluice web view by {user.get_name()}.")
+    return RedirectResponse(_airflow_url("dags", name, "runs", dag_run_id), status.HTTP_303_SEE_OTHER)
+
+
+def _running_run(request: Request, name: str, user, dag_run_id: str, what: str, session):
+    """The job and its running DAG run ``dag_run_id`` (read in ``session``), for a POST ``what``
+    (cancel, stop) from this site by a user who may change the DAG's runs."""
+    from airflow.models.dagrun import DagRun
     from airflow.utils.state import DagRunState
     origin = request.headers.get("origin")
     if origin and urlsplit(origin).netloc != request.url.netloc:
-        raise HTTPException(status.HTTP_403_FORBIDDEN, f"A cancel cannot be posted from another site ({origin}).")
-    _job(name, user)
+        raise HTTPException(status.HTTP_403_FORBIDDEN, f"A {what} cannot be posted from another site ({origin}).")
+    job = _job(name, user)
     if not _may(user, name, "PUT", DagAccessEntity.RUN):
         raise HTTPException(status.HTTP_403_FORBIDDEN, f"User '{user.get_name()}' may not change runs of the DAG '{name}'.")
-    with create_session() as session:
-        run = session.query(DagRun).filter(DagRun.dag_id == name, DagRun.run_id == dag_run_id).one_or_none()
-        if run is None or run.state not in (DagRunState.RUNNING, DagRunState.QUEUED):
-            raise HTTPException(status.HTTP_409_CONFLICT, f"The DAG '{name}' has no running run '{dag_run_id}' to "
-                                f"cancel{'' if run is None else f' (it is {run.state})'}.")
-        dag = SerializedDagModel.get_dag(name, session=session)
-        set_dag_run_state_to_failed(dag=dag, run_id=dag_run_id, commit=True, session=session)
-        run.note = f"Canceled from the Sluice web view by {user.get_name()}"
-    return RedirectResponse(_airflow_url("dags", name, "runs", dag_run_id), status.HTTP_303_SEE_OTHER)
+    run = session.query(DagRun).filter(DagRun.dag_id == name, DagRun.run_id == dag_run_id).one_or_none()
+    if run is None or run.state not in (DagRunState.RUNNING, DagRunState.QUEUED):
+        raise HTTPException(status.HTTP_409_CONFLICT, f"The DAG '{name}' has no running run '{dag_run_id}' to "
+                            f"{what}{'' if run is None else f' (it is {run.state})'}.")
+    return job, run
+
+
+def _add_note(run, line: str) -> None:
+    """A run's note keeps what it said (a restart's note, an earlier request) and gains ``line``."""
+    run.note = f"{run.note}\n\n{line}" if run.note else line
 
 
 def _restore_point(job: overview.JobOverview, checkpoint: str) -> str:
