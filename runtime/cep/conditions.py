@@ -106,3 +106,30 @@ def and_(left, right):
 
 def not_(condition):
     return NotCondition(condition)
+
+
+def event_test(condition) -> tuple:
+    """``(test, with_ctx)``: ``condition`` as a call of the event alone when it reads no context
+    (a SimpleCondition, a function of the value, and their and/or/not/subtype), which spares the
+    NFA a context per partial match and a wrapper call per edge; else ``(condition, True)``, called
+    as ``condition(value, ctx)``. ``(None, False)``: no condition, always true."""
+    if condition is None:
+        return None, False
+    if isinstance(condition, _Simple):
+        return condition.fn, False
+    if isinstance(condition, SimpleCondition):
+        return condition.filter, False
+    if isinstance(condition, SubtypeCondition):
+        subtype = condition.subtype
+        return (lambda value: isinstance(value, subtype)), False
+    if isinstance(condition, NotCondition):
+        inner, with_ctx = event_test(condition.inner)
+        if not with_ctx and inner is not None:
+            return (lambda value: not inner(value)), False
+    if isinstance(condition, (AndCondition, OrCondition)):
+        (left, left_ctx), (right, right_ctx) = event_test(condition.left), event_test(condition.right)
+        if not (left_ctx or right_ctx) and left is not None and right is not None:
+            if isinstance(condition, AndCondition):
+                return (lambda value: bool(left(value)) and bool(right(value))), False
+            return (lambda value: bool(left(value)) or bool(right(value))), False
+    return condition, True

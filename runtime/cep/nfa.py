@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional
 
-from .conditions import AndCondition, NotCondition
+from .conditions import AndCondition, NotCondition, event_test
 from .pattern import ConsumingStrategy as CS
 from .pattern import MalformedPatternException, Pattern
 
@@ -24,6 +24,10 @@ START, NORMAL, FINAL, STOP = "Start", "Normal", "Final", "Stop"
 
 def _true(value, ctx) -> bool:
     return True
+
+
+def _false(value, ctx) -> bool:
+    return False
 
 
 class StateTransition(NamedTuple):
@@ -288,7 +292,7 @@ class _Compiler:
 
 
 def _not(condition):
-    return (lambda v, c: False) if condition is None else NotCondition(condition)
+    return _false if condition is None else NotCondition(condition)
 
 
 def _with_until(condition, until, is_take: bool):
@@ -385,15 +389,75 @@ def _event_ids(cs: ComputationState) -> dict:
     return ids
 
 
+def _sort_key(cs: ComputationState):
+    return (0, cs.start_id) if cs.start_id is not None else (1,)
+
+
+class _Edge:
+    """A transition compiled for the run: its condition a call of the event alone when it reads
+    no context (``event_test``), its target a ``_Node``."""
+    __slots__ = ("action", "test", "with_ctx", "target", "pattern")
+
+    def __init__(self, transition: StateTransition):
+        self.action, self.pattern = transition.action, transition.source.pattern
+        condition = transition.condition
+        if condition is _true:
+            self.test, self.with_ctx = None, False
+        elif condition is _false:
+            self.test, self.with_ctx = _never, False
+        else:
+            self.test, self.with_ctx = event_test(condition)
+        self.target = None
+
+
+class _Node:
+    """A state compiled for the run: its edges, and the PROCEED edges alone (a state without
+    any needs no search for a final state behind it)."""
+    __slots__ = ("name", "kind", "edges", "proceeds")
+
+    def __init__(self, state: State):
+        self.name, self.kind = state.name, state.kind
+        self.edges = tuple(_Edge(t) for t in state.transitions)
+        self.proceeds = tuple(e for e in self.edges if e.action == PROCEED)
+
+
+def _never(value) -> bool:
+    return False
+
+
+def _holds(edge: _Edge, event, ctx) -> bool:
+    try:
+        return bool(edge.test(event, ctx) if edge.with_ctx else edge.test(event))
+    except Exception as e:
+        raise RuntimeError(f"Failure happened in filter function of pattern '{edge.pattern}' "
+                           f"({edge.action} edge) on event {event!r}: {e}") from e
+
+
 class NFA:
+    """The compiled pattern and its run. States are compiled once into nodes whose edges call
+    their conditions directly; a key's state in the start state alone (most keys, most of the
+    time) is the one shared ``initial`` value, and an event that no start edge takes leaves it
+    as it is, with nothing allocated. Every other event takes Flink's general path."""
+
     def __init__(self, states: list, start: State, window_ms: int, skip_strategy):
         self.states = {s.name: s for s in states}
         self.start = start
         self.window_ms = window_ms
         self.skip_strategy = skip_strategy
+        self.nodes = {s.name: _Node(s) for s in states}
+        for node in self.nodes.values():
+            for edge, t in zip(node.edges, self.states[node.name].transitions):
+                edge.target = self.nodes[t.target.name]
+        self.needs_ctx = any(e.with_ctx for n in self.nodes.values() for e in n.edges)
+        self.initial = NFAState((ComputationState(start.name),))
+        # The start state's edges when they are all TAKE edges on the event alone: an event
+        # none of them takes changes nothing (IGNORE edges at the start are dropped anyway,
+        # PROCEED edges would need the search).
+        edges = self.nodes[start.name].edges
+        self.start_takes = edges if all(e.action == TAKE and not e.with_ctx for e in edges) else None
 
     def initial_state(self) -> NFAState:
-        return NFAState((ComputationState(self.start.name),))
+        return self.initial
 
     def step(self, nfa_state: NFAState, event, timestamp: int):
         """Advance time to ``timestamp`` then process ``event``, as Flink's CepOperator does
@@ -404,12 +468,23 @@ class NFA:
 
     def process(self, nfa_state: NFAState, event, timestamp: int):
         """Feed one event: ``(state, matches)``, matches as ``{pattern name: [events]}``."""
+        current = nfa_state.partial_matches
+        takes = self.start_takes
+        taken = None
+        if takes is not None and len(current) == 1 and current[0].start_id is None \
+                and not nfa_state.completed_matches:
+            taken = [edge for edge in takes if edge.test is None or _holds(edge, event, None)]
+            if not taken:
+                return self.initial, []
         event_id = (timestamp, nfa_state.next_sequence)
         partial, potential = [], []
-        for cs in nfa_state.partial_matches:
+        for cs in current:
+            node = self.nodes[cs.state]
+            ctx = _ConditionContext(cs, timestamp) if self.needs_ctx else None
+            edges = taken if taken is not None else self._outgoing_edges(ctx, node, event)
             retained, discard = [], False
-            for new in self._next_states(cs, event, timestamp, event_id):
-                kind = self.states[new.state].kind
+            for new in self._next_states(cs, node, edges, ctx, event, timestamp, event_id):
+                kind = self.nodes[new.state].kind
                 if kind == FINAL:
                     potential.append(new)
                 elif kind == STOP:
@@ -418,31 +493,44 @@ class NFA:
                     retained.append(new)
             if not discard:
                 partial.extend(retained)
-        partial.sort(key=ComputationState.sort_key)
-        potential.sort(key=ComputationState.sort_key)
+        if len(partial) > 1:
+            partial.sort(key=_sort_key)
+        if len(potential) > 1:
+            potential.sort(key=_sort_key)
         if self.skip_strategy.is_skip_strategy():
             matches, partial, completed = self._release(list(nfa_state.completed_matches) + potential, partial)
         else:
             matches, completed = [materialize(m) for m in potential], ()
-        return NFAState(tuple(partial), tuple(completed), nfa_state.next_sequence + 1), matches
+        return self._state(partial, completed, nfa_state.next_sequence + 1), matches
+
+    def _state(self, partial: list, completed, next_sequence: int) -> NFAState:
+        # Nothing started and nothing held back: the initial state (its sequence restarts, as
+        # it does when the operator clears an empty state; no live event id is left to order).
+        if not completed and len(partial) == 1 and partial[0].start_id is None:
+            return self.initial
+        return NFAState(tuple(partial), tuple(completed), next_sequence)
 
     def advance_time(self, nfa_state: NFAState, timestamp: int):
         """Time out partial matches older than ``within``: ``(state, matches, timed_out)``, each
         timed-out partial match as ``(match, timeout timestamp)``."""
         if self.window_ms <= 0:
             return nfa_state, [], []
+        limit = timestamp - self.window_ms
+        for cs in nfa_state.partial_matches:
+            if cs.start_id is not None and cs.start_id[0] <= limit:
+                break
+        else:
+            return nfa_state, [], []
         partial, timed_out = [], []
         for cs in nfa_state.partial_matches:
-            if cs.start_id is not None and timestamp - cs.start_id[0] >= self.window_ms:
+            if cs.start_id is not None and cs.start_id[0] <= limit:
                 timed_out.append((materialize(cs), cs.start_id[0] + self.window_ms))
             else:
                 partial.append(cs)
-        if not timed_out:
-            return nfa_state, [], []
         matches, completed = [], nfa_state.completed_matches
         if completed:  # a timed-out partial match may have been holding matches back
             matches, partial, completed = self._release(list(completed), partial)
-        return NFAState(tuple(partial), tuple(completed), nfa_state.next_sequence), matches, timed_out
+        return self._state(partial, completed, nfa_state.next_sequence), matches, timed_out
 
     def earliest_timeout(self, nfa_state: NFAState) -> Optional[int]:
         if self.window_ms <= 0:
@@ -452,15 +540,16 @@ class NFA:
 
     def is_empty(self, nfa_state: NFAState) -> bool:
         """Only the start state left: nothing worth keeping in state."""
-        return not nfa_state.completed_matches and all(cs.start_id is None for cs in nfa_state.partial_matches)
+        return nfa_state is self.initial or (
+            not nfa_state.completed_matches and all(cs.start_id is None for cs in nfa_state.partial_matches))
 
     def _release(self, completed: list, partial: list):
         """Emit the held-back matches no earlier partial match can precede, pruning by the skip
         strategy (Flink's processMatchesAccordingToSkipStrategy)."""
         skip = self.skip_strategy
-        completed.sort(key=ComputationState.sort_key)
+        completed.sort(key=_sort_key)
         matches = []
-        while completed and (not partial or completed[0].sort_key() <= partial[0].sort_key()):
+        while completed and (not partial or _sort_key(completed[0]) <= _sort_key(partial[0])):
             match = completed.pop(0)
             pruning_id = skip.pruning_id(_event_ids(match))
             if pruning_id is not None:
@@ -470,59 +559,49 @@ class NFA:
             matches.append(materialize(match))
         return matches, partial, completed
 
-    def _next_states(self, cs: ComputationState, event, timestamp: int, event_id) -> list:
-        ctx = _ConditionContext(cs, timestamp)
-        state = self.states[cs.state]
-        is_start = state.kind == START
+    def _next_states(self, cs: ComputationState, node: _Node, edges: list, ctx, event, timestamp: int,
+                     event_id) -> list:
+        is_start = node.kind == START
         out = []
-        for edge in self._outgoing_edges(ctx, state, event):
+        for edge in edges:
+            target = edge.target
             if edge.action == IGNORE:
                 if not is_start:
-                    out.append(cs._replace(state=edge.target.name))
+                    out.append(cs if target is node else cs._replace(state=target.name))
                 continue
-            taken = ComputationState(edge.target.name, cs.path + ((edge.source.pattern, event_id, event),),
+            taken = ComputationState(target.name, cs.path + ((edge.pattern, event_id, event),),
                                      event_id if is_start else cs.start_id, timestamp)
             out.append(taken)
-            final = self._final_after_proceed(ctx, edge.target, event)
+            final = self._final_after_proceed(ctx, target, event) if target.proceeds else None
             if final is not None:  # the rest of the pattern is optional: a match already
                 out.append(taken._replace(state=final.name))
         if is_start:
-            out.append(ComputationState(cs.state))
+            out.append(cs)  # the start state stays, to start the next partial match
         return out
 
-    def _outgoing_edges(self, ctx, state: State, event) -> list:
+    @staticmethod
+    def _outgoing_edges(ctx, node: _Node, event) -> list:
         """TAKE and IGNORE edges reachable through PROCEED (epsilon) edges whose conditions hold."""
-        edges, stack = [], [state]
+        edges, stack = [], [node]
         while stack:
-            current = stack.pop()
-            for t in current.transitions:
-                if _holds(t, event, ctx):
-                    if t.action == PROCEED:
-                        stack.append(t.target)
+            for edge in stack.pop().edges:
+                if edge.test is None or _holds(edge, event, ctx):
+                    if edge.action == PROCEED:
+                        stack.append(edge.target)
                     else:
-                        edges.append(t)
+                        edges.append(edge)
         return edges
 
-    def _final_after_proceed(self, ctx, state: State, event) -> Optional[State]:
-        stack = [state]
+    @staticmethod
+    def _final_after_proceed(ctx, node: _Node, event) -> Optional[_Node]:
+        stack = [node]
         while stack:
-            current = stack.pop()
-            for t in current.transitions:
-                if t.action == PROCEED and _holds(t, event, ctx):
-                    if t.target.kind == FINAL:
-                        return t.target
-                    stack.append(t.target)
+            for edge in stack.pop().proceeds:
+                if edge.test is None or _holds(edge, event, ctx):
+                    if edge.target.kind == FINAL:
+                        return edge.target
+                    stack.append(edge.target)
         return None
-
-
-def _holds(transition: StateTransition, event, ctx) -> bool:
-    if transition.condition is None:
-        return True
-    try:
-        return bool(transition.condition(event, ctx))
-    except Exception as e:
-        raise RuntimeError(f"Failure happened in filter function of pattern '{transition.source.pattern}' "
-                           f"({transition.action} edge) on event {event!r}: {e}") from e
 
 
 def compile_pattern(pattern: Pattern) -> NFA:

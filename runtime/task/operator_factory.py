@@ -33,6 +33,11 @@ def operator_class(node) -> type:
     spec = node.operator
     if is_vectorizable(spec):
         return WindowAggregationOperator
+    # A function that names its own executing operator (Flink's custom stream operators, as CEP's
+    # CepOperator: the packages above the task layer bring operators this table cannot import).
+    own = getattr(getattr(spec, "function", None), "operator_class", None)
+    if own is not None:
+        return own
     table = {
         ops.SourceSpec: SourceOperator,
         ops.MapSpec: StreamMap,

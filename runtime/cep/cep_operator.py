@@ -1,0 +1,286 @@
+"""Flink's CepOperator: the executing operator of ``CEP.pattern``, a batch of records at a time.
+
+Per key, the NFA's state is a ValueState and, in event time, the events that wait for the
+watermark are a MapState of timestamp -> events with an event-time timer per timestamp, as
+Flink keeps them; checkpoints, restores and rescaling by key groups need nothing more.
+
+What it spares per event: the events of a batch wait in memory (timestamp -> key -> events)
+until a watermark passes them, so an event released within its epoch never touches the MapState
+or a timer; only those still waiting when the epoch ends (``close``, before the snapshot) are
+written to the MapState with their timers. A watermark releases each key's due events at once:
+its NFA state is read and written once for all of them (the keys announced to the backend first,
+so RocksDB reads them in one ``multi_get``), and not written at all when the events left it
+as it was. The timers that fire first (the restored waiting events, timeouts) take the key's
+in-memory events with them, in timestamp order, so a key's events are matched in order however
+they were kept. In processing time a batch's records are matched key by key, in arrival order.
+"""
+from __future__ import annotations
+
+from runtime.common import Types
+from runtime.datastream.output_tag import is_side_output
+from runtime.datastream.state import MapStateDescriptor, ValueStateDescriptor
+from runtime.state.backend import VOID_NAMESPACE
+from runtime.task.operators import TaskOperator, UserCodeException
+from runtime.task.output import SideOutputs
+from runtime.task.runtime_context import StreamingRuntimeContext
+
+from .functions import TimedOutPartialMatchHandler
+from .nfa import compile_pattern
+
+NFA_STATE = "nfaStateName"            # Flink's CepOperator state names
+EVENT_QUEUE = "elementQueueState"
+
+
+class _MatchContext:
+    """The ``ctx`` of PatternProcessFunction and TimedOutPartialMatchHandler calls."""
+    __slots__ = ("_op", "_timestamp", "_stamp")
+
+    def __init__(self, operator: "CepOperator", timestamp, stamp):
+        self._op, self._timestamp, self._stamp = operator, timestamp, stamp
+
+    def timestamp(self) -> int:
+        return self._timestamp
+
+    def current_processing_time(self) -> int:
+        return self._op.ctx.processing_time
+
+    def output(self, output_tag, value) -> None:
+        self._op.side_outputs.add(output_tag, value, self._stamp)
+
+
+class CepOperator(TaskOperator):
+    """The spec's function is ``runtime.cep.cep.CepFunction``: the pattern, the user's
+    PatternProcessFunction, the time domain and the late-data tag."""
+
+    def user_functions(self) -> list:
+        return [self.spec.function.function]
+
+    def open(self) -> None:
+        cep = self.spec.function
+        self.nfa = compile_pattern(cep.pattern)
+        self.function, self.event_time, self.late_data_tag = cep.function, cep.event_time, cep.late_data_tag
+        self.handler = self.function if isinstance(self.function, TimedOutPartialMatchHandler) else None
+        context = StreamingRuntimeContext(self)
+        self.nfa_state = context.get_state(ValueStateDescriptor(NFA_STATE))
+        self.queue = context.get_map_state(MapStateDescriptor(EVENT_QUEUE, Types.LONG()))
+        self.side_outputs = SideOutputs()
+        self.out, self.out_ts = [], []
+        self.waiting: dict = {}         # timestamp -> {key: [events]}: this epoch's, not yet released
+        self.due: dict = {}             # key -> [(timestamp, events)]: released by the current watermark
+        super().open()
+
+    def close(self) -> None:
+        self._flush_waiting()
+        super().close()
+
+    # ---- records -----------------------------------------------------------------------
+
+    def process_batch(self, values, timestamps, input_index) -> None:
+        keys = self.each(self.key_selectors[0].get_key, values)
+        if not self.event_time:
+            self._match_in_processing_time(values, timestamps, keys)
+            return
+        waiting, watermark, late = self.waiting, self.current_watermark, None
+        i = 0
+        try:
+            for i, (value, timestamp, key) in enumerate(zip(values, timestamps, keys)):
+                if timestamp is None:
+                    raise ValueError(
+                        f"CEP in event time needs record timestamps, and record {value!r} has none: call "
+                        f"assign_timestamps_and_watermarks(...) before CEP.pattern(...), or use "
+                        f"PatternStream.in_processing_time()")
+                if timestamp > watermark:
+                    by_key = waiting.get(timestamp)
+                    if by_key is None:
+                        by_key = waiting[timestamp] = {}
+                    events = by_key.get(key)
+                    if events is None:
+                        by_key[key] = [value]
+                    else:
+                        events.append(value)
+                elif self.late_data_tag is not None:
+                    if late is None:
+                        late = ([], [])
+                    late[0].append(value)
+                    late[1].append(timestamp)
+        except Exception as e:
+            self.fail(e, values[i], values, i)
+        if late is not None:
+            self.output.collect_side(self.late_data_tag.tag_id, *late)
+
+    def _match_in_processing_time(self, values, timestamps, keys) -> None:
+        # Key by key (each key's state read and written once), each key's records in arrival order.
+        by_key: dict = {}
+        for i, key in enumerate(keys):
+            at = by_key.get(key)
+            if at is None:
+                by_key[key] = [i]
+            else:
+                at.append(i)
+        self.backend.prepare_keys(list(by_key))
+        now = self.ctx.processing_time
+        window = self.nfa.window_ms
+        i = 0
+        try:
+            for key, indexes in by_key.items():
+                i = indexes[0]
+                self.backend.set_current_key(key)
+                before = state = self._state()
+                state = self._advance(state, now, timestamps[indexes[0]])
+                started = _started(state)
+                for i in indexes:
+                    state, matches = self.nfa.process(state, values[i], now)
+                    if matches:
+                        self._matches(matches, now, timestamps[i])
+                if window and _started(state) > started:
+                    self.timers.register_processing_time_timer(VOID_NAMESPACE, now + window)
+                self._save(before, state)
+        except UserCodeException:
+            raise
+        except Exception as e:
+            self.fail(e, values[i], values, i)
+        self._emit()
+
+    # ---- time --------------------------------------------------------------------------
+
+    def process_watermark(self, watermark: int, input_index: int) -> None:
+        if watermark <= self.current_watermark:
+            return
+        self.current_watermark = watermark
+        waiting = self.waiting
+        due = self.due
+        for timestamp in sorted(t for t in waiting if t <= watermark):
+            for key, events in waiting.pop(timestamp).items():
+                runs = due.get(key)
+                if runs is None:
+                    due[key] = [(timestamp, events)]
+                else:
+                    runs.append((timestamp, events))
+        # The timers first: a key with a restored waiting event or a timeout reads its MapState
+        # and takes its in-memory events along; every other key's events need no MapState read.
+        self.timers.advance_watermark(watermark, self.on_event_time)
+        if due:
+            self.due = {}
+            self.backend.prepare_keys(list(due))
+            for key, runs in due.items():
+                self._release(key, runs, watermark, runs[0][0], False)
+        self._emit()
+        self.output.emit_watermark(watermark)
+
+    def on_event_time(self, timestamp, key, namespace) -> None:
+        self._release(key, self.due.pop(key, ()), self.current_watermark, timestamp, True)
+
+    def on_processing_time(self, timestamp, key, namespace) -> None:
+        # a timer is due at its timestamp, also when the end of a bounded input fires it early
+        now = max(timestamp, self.ctx.processing_time)
+        try:
+            before = self._state()
+            self._save(before, self._advance(before, now, None))
+        except UserCodeException:
+            raise
+        except Exception as e:
+            self.fail(e, f"timer {timestamp} of key {key!r}")
+        self._emit()
+
+    def _release(self, key, runs, watermark: int, stamp: int, queued: bool) -> None:
+        """Match ``key``'s events due at ``watermark`` in timestamp order: ``runs`` of
+        (timestamp, events) from memory and, from a timer (``queued``), those in the MapState.
+        What it emits is stamped ``stamp``, the first timer's time, as each timer's output is."""
+        self.backend.set_current_key(key)
+        try:
+            if queued:
+                runs = self._with_queued(runs, watermark, stamp)
+            before = state = self._state()
+            nfa = self.nfa
+            for timestamp, events in runs:
+                state = self._advance(state, timestamp, stamp)
+                for event in events:
+                    state, matches = nfa.process(state, event, timestamp)
+                    if matches:
+                        self._matches(matches, timestamp, stamp)
+            state = self._advance(state, watermark, stamp)
+            timeout = nfa.earliest_timeout(state)
+            # a timeout already registered for the state as it was is not registered again
+            if timeout is not None and (state is before or timeout != nfa.earliest_timeout(before)):
+                self.timers.register_event_time_timer(VOID_NAMESPACE, timeout)
+            self._save(before, state)
+        except UserCodeException:
+            raise
+        except Exception as e:
+            self.fail(e, f"timer {stamp} of key {key!r}")
+
+    def _with_queued(self, runs, watermark: int, stamp: int) -> list:
+        """``runs`` merged with the key's MapState events due at ``watermark`` (those came first
+        at a timestamp both have), which leave the MapState; their timers, but ``stamp``'s, go."""
+        queued = sorted(t for t in self.queue.keys() if t <= watermark)
+        if not queued:
+            return runs
+        merged = dict.fromkeys(queued)
+        for timestamp in queued:
+            if timestamp != stamp:
+                self.timers.delete_event_time_timer(VOID_NAMESPACE, timestamp)
+            merged[timestamp] = self.queue.get(timestamp)
+            self.queue.remove(timestamp)
+        for timestamp, events in runs:
+            merged[timestamp] = merged.get(timestamp, []) + events
+        return sorted(merged.items())
+
+    def _flush_waiting(self) -> None:
+        """The events still waiting at the end of the epoch go to the MapState, each timestamp
+        with its timer, so the checkpoint holds them (Flink's layout: what a restore reads)."""
+        waiting, self.waiting = self.waiting, {}
+        for timestamp, by_key in sorted(waiting.items()):
+            self.backend.prepare_keys(list(by_key))
+            for key, events in by_key.items():
+                self.backend.set_current_key(key)
+                queued = self.queue.get(timestamp)
+                self.queue.put(timestamp, events if queued is None else queued + events)
+                self.timers.register_event_time_timer(VOID_NAMESPACE, timestamp)
+
+    # ---- the NFA state and the user's functions ----------------------------------------
+
+    def _state(self):
+        return self.nfa_state.value() or self.nfa.initial
+
+    def _save(self, before, state) -> None:
+        if state is before:
+            return
+        if self.nfa.is_empty(state):
+            if not self.nfa.is_empty(before):
+                self.nfa_state.clear()  # keys with nothing pending keep no state
+        else:
+            self.nfa_state.update(state)
+
+    def _advance(self, state, time: int, stamp):
+        state, matches, timed_out = self.nfa.advance_time(state, time)
+        if matches:
+            self._matches(matches, time, stamp)
+        if self.handler is not None:
+            for match, timeout_timestamp in timed_out:
+                match_ctx = _MatchContext(self, timeout_timestamp, stamp)
+                # Flink's handler has only side outputs: ``yield output_tag, value`` or ctx.output.
+                for r in self.handler.process_timed_out_match(match, match_ctx) or ():
+                    if not is_side_output(r):
+                        raise TypeError(f"{type(self.handler).__name__}.process_timed_out_match returned {r!r}; a "
+                                        f"timed-out match goes to a side output: yield output_tag, value (or "
+                                        f"ctx.output)")
+                    match_ctx.output(r[0], r[1])
+        return state
+
+    def _matches(self, matches, timestamp: int, stamp) -> None:
+        for match in matches:
+            result = self.function.process_match(match, _MatchContext(self, timestamp, stamp))
+            if result is not None:
+                self.side_outputs.split(result, stamp, self.out, self.out_ts)
+
+    def _emit(self) -> None:
+        out, out_ts = self.out, self.out_ts
+        if out:
+            self.out, self.out_ts = [], []
+            self.output.collect(out, out_ts)
+        self.side_outputs.flush(self.output)
+
+
+def _started(state) -> int:
+    return sum(1 for cs in state.partial_matches if cs.start_id is not None)
+
