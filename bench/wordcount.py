@@ -10,6 +10,10 @@ included, is measured on its own):
   sluice   the seed word count in event time: read_text_file -> flat_map (word, 1, ts)
            -> assign_timestamps_and_watermarks(monotonous, ts from field 2) -> key_by(0)
            -> TumblingEventTimeWindows 5 s -> sum(1) -> execute_and_collect()
+  sluice_batches  the same job with an Arrow-batch function: read_text_file -> map_batches (a
+           pyarrow split of a batch of lines into (word, 1, ts) with __timestamp)
+           -> assign_timestamps_and_watermarks(monotonous, the records' timestamps) -> key_by(0)
+           -> TumblingEventTimeWindows 5 s -> sum(1) -> execute_and_collect()
   sss      Spark Structured Streaming: readStream.text -> split -> withWatermark(0 s)
            -> groupBy(window 5 s, word).count() -> append to parquet, Trigger.AvailableNow,
            RocksDB state store
@@ -62,6 +66,20 @@ def event_timestamp(event, record_timestamp):
     return event[2]
 
 
+def split_lines(batch):
+    """A batch of '<ts> w1 w2 ...' lines -> (word, 1, ts) per word, the event time as __timestamp:
+    the word count's user function written with Arrow-batch functions (map_batches)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    tokens = pc.split_pattern(batch["f0"], " ")
+    words = pc.list_slice(tokens, 1)
+    ts = pc.take(pc.cast(pc.list_element(tokens, 0), pa.int64()), pc.list_parent_indices(words))
+    word = pc.list_flatten(words)
+    return pa.RecordBatch.from_arrays([word, pa.array(np.ones(len(word), np.int64)), ts, ts],
+                                      names=["f0", "f1", "f2", "__timestamp"])
+
+
 def write_results(path, window_starts, words, counts):
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -79,9 +97,42 @@ def window_of(ts):
 # =========================================================================================
 
 def role_sluice(spec):
+    """The seed word count, a Python function per record."""
+    def build(env):
+        from runtime.common import Time, Types, WatermarkStrategy
+        from runtime.datastream import TumblingEventTimeWindows
+        return (
+            env.read_text_file(spec["input"])
+            .flat_map(split_line, output_type=Types.TUPLE([Types.STRING(), Types.LONG(), Types.LONG()]))
+            .assign_timestamps_and_watermarks(
+                WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(event_timestamp))
+            .key_by(0)
+            .window(TumblingEventTimeWindows.of(Time.seconds(5)))
+            .sum(1))                      # keeps the window's first record's ts in field 2
+    return _run_sluice(spec, build)
+
+
+def role_sluice_batches(spec):
+    """The seed word count with an Arrow-batch function: the records stay Arrow up to the window's
+    pre-aggregation (the records keep the timestamps split_lines gives them)."""
+    def build(env):
+        from runtime.common import Time, Types, WatermarkStrategy
+        from runtime.datastream import TumblingEventTimeWindows
+        return (
+            env.read_text_file(spec["input"])
+            .map_batches(split_lines, output_type=Types.TUPLE([Types.STRING(), Types.LONG(), Types.LONG()]))
+            .assign_timestamps_and_watermarks(WatermarkStrategy.for_monotonous_timestamps())
+            .key_by(0)
+            .window(TumblingEventTimeWindows.of(Time.seconds(5)))
+            .sum(1))
+    return _run_sluice(spec, build)
+
+
+def _run_sluice(spec, build):
+    """Run the job ``build(env)`` makes on local Spark, collecting its results."""
     sys.path.insert(0, REPO)
-    from runtime.common import Configuration, Time, Types, WatermarkStrategy
-    from runtime.datastream import StreamExecutionEnvironment, TumblingEventTimeWindows
+    from runtime.common import Configuration
+    from runtime.datastream import StreamExecutionEnvironment
 
     metrics = {}
     conf = Configuration()
@@ -117,16 +168,7 @@ def role_sluice(spec):
     t = time.perf_counter()
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(spec["parallelism"])
-    counts = (
-        env.read_text_file(spec["input"])
-        .flat_map(split_line, output_type=Types.TUPLE([Types.STRING(), Types.LONG(), Types.LONG()]))
-        .assign_timestamps_and_watermarks(
-            WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(event_timestamp))
-        .key_by(0)
-        .window(TumblingEventTimeWindows.of(Time.seconds(5)))
-        .sum(1)                      # keeps the window's first record's ts in field 2
-    )
-    records = list(counts.execute_and_collect("bench wordcount"))
+    records = list(build(env).execute_and_collect("bench wordcount"))
     metrics["job_s"] = time.perf_counter() - t
     if token is not None:
         current_executor.reset(token)
@@ -315,7 +357,7 @@ def role_pyflink(spec):
     return metrics
 
 
-ROLES = {"sluice": role_sluice, "sss": role_sss, "floor": role_floor, "floor_python": role_floor_python,
+ROLES = {"sluice": role_sluice, "sluice_batches": role_sluice_batches, "sss": role_sss, "floor": role_floor, "floor_python": role_floor_python,
          "pyflink": role_pyflink}
 
 
@@ -495,6 +537,7 @@ def compare(expected, got_path, label):
 def report(results, corpus, args):
     rows = []
     for name, label, words in (("sluice", "Sluice", corpus["words"]),
+                               ("sluice_batches", "Sluice, Arrow-batch function", corpus["words"]),
                                ("sss", "Spark Structured Streaming", corpus["words"]),
                                ("pyflink", f"PyFlink {PYFLINK_VERSION}", corpus["slice_words"]),
                                ("floor", "floor (pyarrow group-by)", corpus["words"]),
@@ -537,6 +580,10 @@ def report(results, corpus, args):
     md.append(f"| Sluice / PyFlink (different corpus sizes) | {ratio('sluice', 'pyflink')} "
               f"| {ratio('sluice', 'pyflink', 'e2e')} |")
     md.append(f"| Sluice / floor | {ratio('sluice', 'floor')} | {ratio('sluice', 'floor', 'e2e')} |")
+    md.append(f"| Sluice, Arrow-batch function / floor | {ratio('sluice_batches', 'floor')} "
+              f"| {ratio('sluice_batches', 'floor', 'e2e')} |")
+    md.append(f"| Sluice, Arrow-batch function / Structured Streaming | {ratio('sluice_batches', 'sss')} "
+              f"| {ratio('sluice_batches', 'sss', 'e2e')} |")
     md.append(f"| Sluice / floor with words split in Python | {ratio('sluice', 'floor_python')} "
               f"| {ratio('sluice', 'floor_python', 'e2e')} |")
     md.append(f"| Structured Streaming / floor | {ratio('sss', 'floor')} | {ratio('sss', 'floor', 'e2e')} |")
@@ -554,7 +601,8 @@ def main(argv=None):
     parser.add_argument("--words", type=int, default=5_000_000, help="corpus size (default 5,000,000)")
     parser.add_argument("--pyflink-words", type=int, default=200_000, help="PyFlink's slice (default 200,000)")
     parser.add_argument("--skip-pyflink", action="store_true")
-    parser.add_argument("--skip", default="", help="comma-separated competitors to skip: sluice,sss,floor,floor_python,pyflink")
+    parser.add_argument("--skip", default="",
+                        help="comma-separated competitors to skip: sluice,sluice_batches,sss,floor,floor_python,pyflink")
     parser.add_argument("--vocabulary", type=int, default=100_000)
     parser.add_argument("--zipf", type=float, default=1.1, help="Zipf exponent s of the word ranks")
     parser.add_argument("--event-seconds", type=int, default=60, help="event time the corpus spans")
@@ -579,7 +627,7 @@ def main(argv=None):
         skip.add("pyflink")
     workdir = args.workdir or tempfile.mkdtemp(prefix="sluice-bench-")
     os.makedirs(workdir, exist_ok=True)
-    for sub in ("corpus", "slice", "results", "sss", "sluice-warehouse"):
+    for sub in ("corpus", "slice", "results", "sss", "sluice-warehouse", "sluice-batches-warehouse"):
         shutil.rmtree(os.path.join(workdir, sub), ignore_errors=True)
     par = args.parallelism
     print(f"Windowed WordCount benchmark: {args.words:,} words, vocabulary {args.vocabulary:,} "
@@ -617,6 +665,14 @@ def main(argv=None):
                                      "warehouse": os.path.join(workdir, "sluice-warehouse")},
             workdir, args.timeout, spark_env)
         check("sluice", truth, "Sluice vs generator (= floor)")
+
+    if "sluice_batches" not in skip:
+        results["sluice_batches"] = run_competitor(
+            "sluice_batches", "sluice_batches", me,
+            {"input": corpus_dir, "parallelism": par,
+             "warehouse": os.path.join(workdir, "sluice-batches-warehouse")},
+            workdir, args.timeout, spark_env)
+        check("sluice_batches", truth, "Sluice with an Arrow-batch function vs generator")
 
     if "sss" not in skip:
         results["sss"] = run_competitor(
