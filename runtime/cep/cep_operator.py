@@ -29,6 +29,7 @@ from .nfa import compile_pattern
 
 NFA_STATE = "nfaStateName"            # Flink's CepOperator state names
 EVENT_QUEUE = "elementQueueState"
+_CACHED_KEYS = 1 << 17
 
 
 class _MatchContext:
@@ -67,9 +68,15 @@ class CepOperator(TaskOperator):
         self.out, self.out_ts = [], []
         self.waiting: dict = {}         # timestamp -> {key: [events]}: this epoch's, not yet released
         self.due: dict = {}             # key -> [(timestamp, events)]: released by the current watermark
+        # The NFA states of the keys this epoch touched, written back to the ValueState at close
+        # (or when there are _CACHED_KEYS of them): a key's state is read from the backend once
+        # per epoch and written at most once, however many watermarks release its events.
+        self.cache: dict = {}
+        self.dirty: set = set()
         super().open()
 
     def close(self) -> None:
+        self._write_back()
         self._flush_waiting()
         super().close()
 
@@ -125,7 +132,7 @@ class CepOperator(TaskOperator):
             for key, indexes in by_key.items():
                 i = indexes[0]
                 self.backend.set_current_key(key)
-                before = state = self._state()
+                before = state = self._state(key)
                 state = self._advance(state, now, timestamps[indexes[0]])
                 started = _started(state)
                 for i in indexes:
@@ -134,7 +141,7 @@ class CepOperator(TaskOperator):
                         self._matches(matches, now, timestamps[i])
                 if window and _started(state) > started:
                     self.timers.register_processing_time_timer(VOID_NAMESPACE, now + window)
-                self._save(before, state)
+                self._save(key, before, state)
         except UserCodeException:
             raise
         except Exception as e:
@@ -174,8 +181,9 @@ class CepOperator(TaskOperator):
         # a timer is due at its timestamp, also when the end of a bounded input fires it early
         now = max(timestamp, self.ctx.processing_time)
         try:
-            before = self._state()
-            self._save(before, self._advance(before, now, None))
+            self.backend.set_current_key(key)
+            before = self._state(key)
+            self._save(key, before, self._advance(before, now, None))
         except UserCodeException:
             raise
         except Exception as e:
@@ -190,20 +198,24 @@ class CepOperator(TaskOperator):
         try:
             if queued:
                 runs = self._with_queued(runs, watermark, stamp)
-            before = state = self._state()
             nfa = self.nfa
+            initial = nfa.initial
+            before = state = self._state(key)
             for timestamp, events in runs:
-                state = self._advance(state, timestamp, stamp)
+                if state is not initial:    # the initial state has nothing to time out
+                    state = self._advance(state, timestamp, stamp)
                 for event in events:
                     state, matches = nfa.process(state, event, timestamp)
                     if matches:
                         self._matches(matches, timestamp, stamp)
-            state = self._advance(state, watermark, stamp)
-            timeout = nfa.earliest_timeout(state)
-            # a timeout already registered for the state as it was is not registered again
-            if timeout is not None and (state is before or timeout != nfa.earliest_timeout(before)):
-                self.timers.register_event_time_timer(VOID_NAMESPACE, timeout)
-            self._save(before, state)
+            if state is not initial:
+                state = self._advance(state, watermark, stamp)
+            if state is not before:
+                timeout = nfa.earliest_timeout(state)
+                # a timeout already registered for the state as it was is not registered again
+                if timeout is not None and timeout != nfa.earliest_timeout(before):
+                    self.timers.register_event_time_timer(VOID_NAMESPACE, timeout)
+                self._save(key, before, state)
         except UserCodeException:
             raise
         except Exception as e:
@@ -239,17 +251,31 @@ class CepOperator(TaskOperator):
 
     # ---- the NFA state and the user's functions ----------------------------------------
 
-    def _state(self):
-        return self.nfa_state.value() or self.nfa.initial
+    def _state(self, key):
+        """``key``'s NFA state; the backend's current key is ``key``."""
+        state = self.cache.get(key)
+        if state is None:
+            if len(self.cache) >= _CACHED_KEYS:
+                self._write_back()
+                self.backend.set_current_key(key)
+            state = self.cache[key] = self.nfa_state.value() or self.nfa.initial
+        return state
 
-    def _save(self, before, state) -> None:
-        if state is before:
-            return
-        if self.nfa.is_empty(state):
-            if not self.nfa.is_empty(before):
+    def _save(self, key, before, state) -> None:
+        if state is not before:
+            self.cache[key] = state
+            self.dirty.add(key)
+
+    def _write_back(self) -> None:
+        dirty, cache = self.dirty, self.cache
+        self.dirty, self.cache = set(), {}
+        for key in dirty:
+            self.backend.set_current_key(key)
+            state = cache[key]
+            if self.nfa.is_empty(state):
                 self.nfa_state.clear()  # keys with nothing pending keep no state
-        else:
-            self.nfa_state.update(state)
+            else:
+                self.nfa_state.update(state)
 
     def _advance(self, state, time: int, stamp):
         state, matches, timed_out = self.nfa.advance_time(state, time)

@@ -455,6 +455,9 @@ class NFA:
         # PROCEED edges would need the search).
         edges = self.nodes[start.name].edges
         self.start_takes = edges if all(e.action == TAKE and not e.with_ctx for e in edges) else None
+        # the usual start: one TAKE edge with a condition, called here without the edge search
+        single = self.start_takes is not None and len(edges) == 1 and edges[0].test is not None
+        self.start_test = edges[0].test if single else None
 
     def initial_state(self) -> NFAState:
         return self.initial
@@ -471,7 +474,15 @@ class NFA:
         current = nfa_state.partial_matches
         takes = self.start_takes
         taken = None
-        if takes is not None and len(current) == 1 and current[0].start_id is None \
+        if nfa_state is self.initial and self.start_test is not None:
+            try:
+                hit = self.start_test(event)
+            except Exception:
+                hit = _holds(takes[0], event, None)  # raises, naming the pattern
+            if not hit:
+                return nfa_state, []
+            taken = takes
+        elif takes is not None and len(current) == 1 and current[0].start_id is None \
                 and not nfa_state.completed_matches:
             taken = [edge for edge in takes if edge.test is None or _holds(edge, event, None)]
             if not taken:
