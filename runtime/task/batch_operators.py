@@ -138,7 +138,7 @@ def _cast(column: pa.Array, field: pa.Field) -> pa.Array:
 def _timestamps(column: pa.Array) -> pa.Array:
     """A returned ``__timestamp`` column as epoch milliseconds (an integer or a timestamp column)."""
     if pa.types.is_timestamp(column.type):
-        column = column.cast(pa.timestamp("ms", tz=column.type.tz), safe=False)
+        column = column.cast(pa.timestamp("ms", tz=column.type.tz), safe=False).cast(pa.int64())
     if not pa.types.is_integer(column.type):
         raise TypeError(f"column {TIMESTAMP_COLUMN!r} is {column.type}: it holds epoch milliseconds, as an "
                         f"integer or a timestamp column")
