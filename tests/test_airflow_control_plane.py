@@ -107,7 +107,7 @@ def test_dagbag_imports_a_dag_per_job_and_the_control_dags(control_plane):
     assert {"counts_a", "sluice_restart_from_checkpoint", "sluice_savepoint"} <= set(bag.dags)
     dag = bag.dags["counts_a"]
     assert [t.task_id for t in dag.topological_sort()] == [
-        "compile", "execution_graph", "allocate_slots", "deploy", "run", "finish"]
+        "compile", "execution_graph", "allocate_slots", "deploy", "run", "finish", "sink_assets"]
     run = dag.get_task("run")
     # The source chain (the default parallelism: PyFlink's, the machine's cores) and the keyed
     # operators (2) share the default group: the larger of the two.

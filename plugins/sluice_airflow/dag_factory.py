@@ -1,6 +1,7 @@
 """DAGs of the control plane, built from the job modules' deployments.
 
     <job>                          compile -> execution_graph -> allocate_slots -> deploy -> run -> finish
+                                   -> sink_assets (Asset events of the sink tables the run committed to)
     sluice_restart_from_checkpoint any job: check the restore point, then trigger the job's DAG with it
     sluice_savepoint               any job: copy a completed checkpoint into a self-contained savepoint
     sluice_maintenance             daily, a job or all: compact and vacuum sinks and stopped jobs' own tables
@@ -15,6 +16,7 @@ from airflow.sdk import DAG, Param, chain
 from runtime.jobmaster import JobSpec, discover_jobs
 from runtime.jobmaster.steps import dag_profile
 from sluice_airflow import warehouse_root
+from sluice_airflow.assets import SinkAssetsOperator, dag_schedule
 from sluice_airflow.operators import ALL_JOBS, SluiceJobOperator, SluiceStepOperator, SluiceTriggerRunOperator
 
 log = logging.getLogger(__name__)
@@ -39,19 +41,19 @@ def run_params(spec: JobSpec) -> dict:
 
 
 def job_dag(spec: JobSpec) -> DAG:
-    d = spec.deployment
-    profile = dag_profile(spec, warehouse_root())
+    d, warehouse = spec.deployment, warehouse_root()
+    profile = dag_profile(spec, warehouse)
     doc = (f"{spec.doc}\n\n**Restarts** (the `run` task's tries are the job's attempts): "
            f"{profile['restart_strategy']} Set another with `env.set_restart_strategy(...)` or the "
            f"`restart-strategy.*` configuration keys.")
-    with DAG(dag_id=spec.name, schedule=d.schedule, start_date=START, catchup=False, max_active_runs=1,
-             description=d.description or (spec.doc.splitlines() or [""])[0], doc_md=doc,
+    with DAG(dag_id=spec.name, schedule=dag_schedule(spec, warehouse), start_date=START, catchup=False,
+             max_active_runs=1, description=d.description or (spec.doc.splitlines() or [""])[0], doc_md=doc,
              tags=["sluice", *d.tags], params=run_params(spec), default_args={"owner": d.owner}) as dag:
         steps = [SluiceStepOperator(task_id=step, step=step, job=spec.path)
                  for step in ("compile", "execution_graph", "allocate_slots", "deploy")]
         run = SluiceJobOperator(task_id="run", job=spec.path, slot_profile=profile["slot_profile"])
         finish = SluiceStepOperator(task_id="finish", step="finish", job=spec.path)
-        chain(*steps, run, finish)
+        chain(*steps, run, finish, SinkAssetsOperator(task_id="sink_assets", dag_id=spec.name))
     return dag
 
 

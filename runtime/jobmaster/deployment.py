@@ -36,7 +36,9 @@ def jobs_folder() -> str:
 
 @dataclass(frozen=True)
 class JobDeployment:
-    schedule: Union[str, timedelta, None] = None    # cron, preset ("@hourly"), timedelta, or None: manual only
+    # cron, preset ("@hourly"), timedelta, None (manual only), "on-inputs" (when a Delta table the job
+    # reads changes: runtime.jobmaster.assets), or a list of Delta tables (paths or URIs) to run on
+    schedule: Union[str, timedelta, None, tuple] = None
     args: tuple = ()                                 # the job script's arguments (paths relative to the project)
     parallelism: Optional[int] = None                # default parallelism of operators the job leaves unset
     max_epochs: Optional[int] = None                 # an unbounded job stops after this many epochs per run
@@ -50,6 +52,13 @@ class JobDeployment:
         if self.max_epochs is not None and self.max_epochs < 1:
             raise ValueError(f"JobDeployment.max_epochs must be at least 1, got {self.max_epochs}")
         object.__setattr__(self, "args", tuple(str(a) for a in self.args))
+        if isinstance(self.schedule, (list, tuple)):
+            bad = [t for t in self.schedule if not isinstance(t, str) or not t.strip()]
+            if bad or not self.schedule:
+                raise ValueError(f"JobDeployment.schedule={self.schedule!r}: a list of tables to run on names "
+                                 f"Delta tables by path or URI (at least one), e.g. ['{{warehouse}}/orders']; "
+                                 f"or use 'on-inputs' for the tables the job reads")
+            object.__setattr__(self, "schedule", tuple(self.schedule))
         object.__setattr__(self, "tags", tuple(self.tags))
 
 

@@ -1,0 +1,116 @@
+"""Delta tables as data assets, for data-aware scheduling (Airflow's Assets), without Airflow.
+
+A job's sink tables are its outputs: a run announces each table it committed new versions to,
+with the table's Delta version and the checkpoint that committed it, so that what runs on the
+table reads exactly-once output. Its Delta sources are its inputs: a job may run when they
+change (``JobDeployment(schedule=ON_INPUTS)``) instead of on a clock.
+
+What a run committed comes from its checkpoint records (each names the Delta version of every
+sink table its commit left): a table is new output of an Airflow run when the run's completed
+checkpoints (all its attempts') recorded a version above any an earlier run's checkpoint
+recorded. A run that fails announces nothing; a replay whose commits were no-ops (Delta app
+transactions) records versions already recorded, so it announces nothing either. A crash after a
+sink commit but before its checkpoint record leaves a version no checkpoint recorded yet: the
+replay that records it announces it, once.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, DISCARDED, CheckpointRecord, CheckpointStorage
+from runtime.execution.history import ExecutionHistory
+from runtime.storage.filesystems import absolute, is_uri, join
+
+ON_INPUTS = "on-inputs"     # JobDeployment.schedule: run when a Delta table the job reads changes
+
+
+@dataclass(frozen=True)
+class TableCommit:
+    """New output of a run in one sink table: the version its last checkpoint recorded."""
+    table: str              # the table's path or URI, as the job names it
+    version: int            # its Delta version
+    checkpoint_id: int      # the checkpoint whose commit made that version
+
+    @property
+    def uri(self) -> str:
+        return table_uri(self.table)
+
+    def to_json(self) -> dict:
+        return {"table": self.table, "uri": self.uri, "version": self.version, "checkpoint_id": self.checkpoint_id}
+
+
+def table_uri(table: str) -> str:
+    """A Delta table's location as an asset URI: ``file:///abs/path`` or the object-store URI."""
+    location = absolute(table)
+    return location if is_uri(location) else "file://" + os.path.abspath(location)
+
+
+def sink_versions(record: CheckpointRecord, job_dir: str) -> dict:
+    """The sink tables of a checkpoint record and their versions (its own state tables left out)."""
+    own = join(job_dir, "")
+    return {t: v for t, v in record.table_versions.items()
+            if v is not None and (os.path.isabs(t) or is_uri(t) or t.startswith("file://")) and not t.startswith(own)}
+
+
+def committed_tables(checkpoints: Iterable[CheckpointRecord], run_ids: set, job_dir: str) -> tuple:
+    """The TableCommits of the runs ``run_ids`` (an Airflow run's attempts): each sink table whose
+    version in their completed checkpoints is above every version other runs' checkpoints recorded."""
+    before: dict = {}
+    during: dict = {}
+    for record in sorted(checkpoints, key=lambda r: r.checkpoint_id):
+        # A DISCARDED checkpoint was completed and subsumed: what it committed stays committed.
+        if record.kind != CHECKPOINT or record.status not in (COMPLETED, DISCARDED):
+            continue
+        seen = during if record.run_id in run_ids else before
+        for table, version in sink_versions(record, job_dir).items():
+            if version > seen.get(table, (-1, None))[0]:
+                seen[table] = (version, record.checkpoint_id)
+    return tuple(TableCommit(table, version, checkpoint_id) for table, (version, checkpoint_id) in sorted(during.items())
+                 if version > before.get(table, (-1, None))[0])
+
+
+def run_commits(job_dir: str, dag_run_id: str) -> tuple:
+    """What the Airflow run ``dag_run_id`` of the job in ``job_dir`` committed (committed_tables)."""
+    run_ids = {r.run_id for r in ExecutionHistory(job_dir).attempts(dag_run_id)}
+    if not run_ids:
+        return ()
+    return committed_tables(CheckpointStorage(job_dir).history(), run_ids, job_dir)
+
+
+def source_tables(job) -> tuple:
+    """The Delta tables a compiled job reads (its DeltaSources' paths), in source order."""
+    from runtime.datastream.connectors import DeltaSource
+    found = []
+    for node in job.stream_graph.nodes:
+        source = getattr(node.operator, "source", None) if node.kind == "source" else None
+        if isinstance(source, DeltaSource) and source.table_path not in found:
+            found.append(source.table_path)
+    return tuple(found)
+
+
+def input_tables(spec, warehouse: Optional[str] = None) -> tuple:
+    """The tables a job's deployment schedules it on: its Delta sources' (``ON_INPUTS``, compiled
+    with its arguments, or read from the DAG's stored plan while the script is unchanged), or
+    the tables it lists ({warehouse} is the warehouse; relative paths are the project's)."""
+    from runtime.jobmaster.deployment import resolve_args
+    schedule = spec.deployment.schedule
+    if isinstance(schedule, tuple):
+        return tuple(resolve_args(schedule, warehouse))
+    if schedule != ON_INPUTS:
+        return ()
+    tables = source_tables(_compiled(spec, warehouse))
+    if not tables:
+        raise ValueError(f"Job {spec.name} ({spec.path}) is scheduled on its inputs (schedule={ON_INPUTS!r}) "
+                         f"but reads no Delta table: read one with DeltaSource, or give it another schedule")
+    return tables
+
+
+def _compiled(spec, warehouse: Optional[str]):
+    from runtime.jobmaster.plans import latest_plan, load_plan, script_sha256
+    from runtime.jobmaster.steps import RunRequest, compile_run
+    stored = latest_plan(warehouse, spec.name) if warehouse else None
+    if stored and stored.get("script_sha256") == script_sha256(spec.path):
+        return load_plan(stored["plan"])
+    return compile_run(spec, RunRequest(parallelism=spec.deployment.parallelism), warehouse)
