@@ -118,9 +118,11 @@ def start(root: Path, jobs_sources: dict[str, str]):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update({
         "AIRFLOW_HOME": str(home), "AIRFLOW__API__PORT": str(port), "SLUICE_SKIP_BOOTSTRAP": "1",
+        # Log servers of their own: another test run's Airflow may hold 8793 and 8794.
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
-        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
         "AIRFLOW_VAR_SLUICE_WAREHOUSE": str(warehouse), "SLUICE_WAREHOUSE": str(warehouse),
         "SLUICE_JOBS_FOLDER": str(jobs), "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONWARNINGS": ""})

@@ -1,0 +1,75 @@
+"""``bin/dev airflow``, the development Airflow, as the test run's shared ``real_airflow`` runs it:
+nothing of it listens beyond the loopback address, its executor is sized to the machine, the job
+DAGs run when triggered, and its log is free of the warnings it used to repeat."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+from real_airflow import tree
+from waiting import wait_until
+
+NOISE = ("Triggerer's async thread was blocked", "Pydantic serializer warnings", "PydanticSerializationUnexpectedValue",
+         "InsecureKeyLengthWarning", "The HMAC key is", "ASGI app factory detected")
+LOOPBACK = re.compile(r"(127\.\d+\.\d+\.\d+|\[::ffff:127\.\d+\.\d+\.\d+\]|\[::1\]):\d+")
+
+
+def listening(pids: set) -> list[tuple[str, int, str]]:
+    """(local address, pid, process name) of every listening TCP socket of ``pids``."""
+    out = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, check=True).stdout
+    found = []
+    for line in out.splitlines():
+        fields = line.split()
+        for name, pid in re.findall(r'\("([^"]*)",pid=(\d+)', line):
+            if int(pid) in pids:
+                found.append((fields[3], int(pid), name))
+    return found
+
+
+def environment(pid: int) -> dict:
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        return dict(e.split("=", 1) for e in f.read().decode(errors="replace").split("\0") if "=" in e)
+
+
+def tree_children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def command(pid: int) -> str:
+    return subprocess.run(["ps", "-o", "args=", "-p", str(pid)], capture_output=True, text=True).stdout.strip()
+
+
+def test_bin_dev_airflow_listens_on_loopback_sizes_its_executor_and_logs_no_noise(real_airflow):
+    site = real_airflow
+    # A task's log, read back through the API server (a savepoint: it fails when there is no checkpoint).
+    wait_until(lambda: site.request("GET", "/api/v2/dags/sluice_savepoint")[0] == 200, 300,
+               "the savepoint DAG parsed", interval=0.5, log=site.log)
+    run = site.trigger("sluice_savepoint", {"job": "wordcount"})
+    site.wait_for_run("sluice_savepoint", run)
+    events = site.task_log("sluice_savepoint", run, "savepoint", 1)
+    assert any("checkpoint" in str(e) for e in events), events
+    assert not any("Could not read served logs" in e.get("event", "") for e in events)
+
+    pids = tree(site.proc.pid) | {site.proc.pid}
+    sockets = listening(pids)
+    assert [s for s in sockets if not LOOPBACK.fullmatch(s[0])] == []
+    scheduler = next(p for p in pids if re.search(r"\bairflow scheduler$", command(p)))
+    env = environment(scheduler)
+    ports = {int(env["AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"]), int(env["AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT"])}
+    serving = {int(address.rsplit(":", 1)[1]) for address, _, name in sockets if name.startswith("airflow serve")}
+    assert ports <= serving, sockets
+
+    parallelism = int(env["AIRFLOW__CORE__PARALLELISM"])
+    assert parallelism == max(4, 2 * os.cpu_count())
+    # The executor's workers are the scheduler's children (a task they run is a child of theirs).
+    workers = [p for p in tree_children(scheduler) if command(p).startswith("airflow worker -- LocalExecutor")]
+    assert 0 < len(workers) <= parallelism
+
+    dags = site.api("GET", "/dags?limit=100")["dags"]
+    assert {d["dag_id"] for d in dags if not d["is_paused"]} >= {"wordcount", "sluice_savepoint"}
+    assert [d["dag_id"] for d in dags if d["is_paused"]] == []
+
+    log = site.log.read_text()
+    assert [line for line in log.splitlines() if any(n in line for n in NOISE)] == []
