@@ -74,8 +74,12 @@ def classpath() -> str:
 
 
 def cluster_id() -> str:
-    """A random cluster id as Kafka's ``Uuid``: 16 bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A random cluster id as Kafka's ``Uuid.randomUuid``: 16 bytes, URL-safe base64 without
+    padding, never starting with "-" (the storage tool would read it as an option: 1 in 64)."""
+    while True:
+        made = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not made.startswith("-"):
+            return made
 
 
 class LocalKafkaBroker:
