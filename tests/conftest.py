@@ -25,7 +25,7 @@ SLOW_TIERS = {
                 "test_quickstart.py"),
     "faults": ("test_checkpoint_faults.py", "test_exactly_once_restarts.py"),
     "object_store": ("test_object_store.py",),
-    "kafka": ("test_kafka_source.py", "test_kafka_sink.py", "test_kafka_modes.py", "test_kafka_windows_dag.py"),
+    "kafka": ("test_kafka_source.py", "test_kafka_sink.py", "test_kafka_modes.py", "test_kafka_windows_dag.py", "test_kafka_faults.py"),
 }
 # delta-spark writing and reading Delta tables through Spark SQL (the jars of .jars/delta).
 DELTA_SPARK = (r"test_delta_spark\.py::test_a_sluice_table_reads_in_spark_sql_as_in_delta_rs\[.*\]",
@@ -42,7 +42,7 @@ SLOW_TESTS = {
              r"test_state_ttl\.py::.*\[hashmap.*\]",    # test_state_backends.py checks hashmap TTL without Spark
              r"test_table_maintenance\.py::test_a_stopped_jobs_own_tables_.*",     # 4 runs; the held job stays
              r"test_delta_upsert\.py::test_a_(rolling_count|null_key_in_a_job).*",    # the merge's unit tests stay
-             r"test_cli\.py::test_sluice_stop_.*"),     # test_job_stop.py decides stops without Spark
+             r"test_cli\.py::test_sluice_(stop|run_restarts)_.*"),     # test_job_stop.py decides stops without Spark
     "delta_spark": DELTA_SPARK,
     # The Asset rule's own tests stay; its job DAGs run through dag.test() and the real scheduler.
     "airflow": (r"test_airflow_assets\.py::test_a_job_.*",),

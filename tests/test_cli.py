@@ -141,3 +141,57 @@ def test_sluice_stop_ends_a_running_job_with_a_savepoint_that_restores(tmp_path)
     restored = run("restore", str(job), "--warehouse", str(warehouse), "--savepoint", path, "--max-epochs", "1")
     assert restored.returncode == 0, restored.stderr
     assert history.executions()[0].restored_from == record.last_checkpoint
+
+
+JVM_KILLING_JOB = '''"""Kills its Spark driver's JVM once (a marker file remembers it), then counts to the end."""
+import os
+import signal
+import sys
+from runtime.common import Configuration, RestartStrategies, Types, WatermarkStrategy
+from runtime.datastream import StreamExecutionEnvironment
+from runtime.datastream.connectors import DataGeneratorSource
+
+MARKER = sys.argv[1]
+
+
+def kill_the_jvm_once(n):
+    if n == 30 and not os.path.exists(MARKER):
+        open(MARKER, "w").close()
+        daemon = os.getppid()       # pyspark's worker daemon, a child of the JVM
+        with open(f"/proc/{daemon}/stat") as f:
+            jvm = int(f.read().rsplit(")", 1)[1].split()[1])
+        os.kill(jvm, signal.SIGKILL)
+    return n
+
+
+conf = Configuration()
+conf.set_string("sluice.epoch.max-records-per-split", "10")
+env = StreamExecutionEnvironment.get_execution_environment(conf)
+env.set_parallelism(1)
+env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
+env.set_restart_strategy(RestartStrategies.fixed_delay_restart(1, 0))
+(env.from_source(DataGeneratorSource(lambda i: i, count=60, type_info=Types.LONG()),
+                 WatermarkStrategy.no_watermarks(), "numbers").uid("numbers")
+ .map(kill_the_jvm_once, output_type=Types.LONG()).uid("kill").print())
+env.execute("jvm killing")
+'''
+
+
+def test_sluice_run_restarts_an_attempt_whose_jvm_died_in_a_fresh_session(tmp_path):
+    """Under a control plane (a DAG run id), the driver restarts failed attempts itself; when the
+    failure took the Spark JVM with it, the next attempt starts a fresh session (a new application)
+    and restores the latest checkpoint: every number comes out (print is at least once across a restore)."""
+    from runtime.execution.history import ExecutionHistory
+    from runtime.storage.layout import job_dir
+    job, warehouse = tmp_path / "jvm_killing.py", tmp_path / "warehouse"
+    job.write_text(JVM_KILLING_JOB)
+    result = subprocess.run([SLUICE, "run", str(job), "--warehouse", str(warehouse), "-D",
+                             "sluice.airflow.dag-run-id=manual__1", "--", str(tmp_path / "killed")],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "the next attempt starts a fresh one" in result.stderr
+    first, second = ExecutionHistory(job_dir(str(warehouse), "jvm killing")).attempts("manual__1")
+    assert [(r.attempt, r.state, r.restarting) for r in (first, second)] == [(1, "FAILED", True), (2, "FINISHED", None)]
+    assert second.application_id != first.application_id and second.restored_from == first.last_checkpoint
+    printed = [int(line.split()[-1]) for line in result.stdout.splitlines() if line.strip()]
+    assert sorted(set(printed)) == list(range(60))

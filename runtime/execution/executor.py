@@ -189,13 +189,13 @@ class JobRunner:
             raise
         finally:
             self.coordinator.close()
-            self.epoch_job.release()
-            if broadcast is not None:
-                try:
+            try:
+                self.epoch_job.release()
+                if broadcast is not None:
                     broadcast.unpersist()
-                except Exception:
-                    if status != "CANCELED":    # after a cancel the JVM may be gone already
-                        raise
+            except Exception:
+                if status == "FINISHED":    # after a cancel or a failure the JVM may be gone already
+                    raise
             self.sources.close()
             clear_request(self.job_dir, self.options.dag_run_id)    # done, or too late for this run
             self.storage.release(self.run_id, status)
