@@ -413,12 +413,14 @@ class _Edge:
 class _Node:
     """A state compiled for the run: its edges, and the PROCEED edges alone (a state without
     any needs no search for a final state behind it)."""
-    __slots__ = ("name", "kind", "edges", "proceeds")
+    __slots__ = ("name", "kind", "edges", "proceeds", "plain")
 
     def __init__(self, state: State):
         self.name, self.kind = state.name, state.kind
         self.edges = tuple(_Edge(t) for t in state.transitions)
         self.proceeds = tuple(e for e in self.edges if e.action == PROCEED)
+        # no PROCEED edge and no condition reading the context: its edges are one filter
+        self.plain = not self.proceeds and not any(e.with_ctx for e in self.edges)
 
 
 def _never(value) -> bool:
@@ -473,35 +475,59 @@ class NFA:
         """Feed one event: ``(state, matches)``, matches as ``{pattern name: [events]}``."""
         current = nfa_state.partial_matches
         takes = self.start_takes
-        taken = None
-        if nfa_state is self.initial and self.start_test is not None:
-            try:
-                hit = self.start_test(event)
-            except Exception:
-                hit = _holds(takes[0], event, None)  # raises, naming the pattern
-            if not hit:
-                return nfa_state, []
-            taken = takes
-        elif takes is not None and len(current) == 1 and current[0].start_id is None \
-                and not nfa_state.completed_matches:
-            taken = [edge for edge in takes if edge.test is None or _holds(edge, event, None)]
-            if not taken:
-                return self.initial, []
+        start_edges = None  # the start state's edges for this event, when known without the search
+        if takes is not None:
+            if self.start_test is not None:
+                try:
+                    hit = self.start_test(event)
+                except Exception:
+                    hit = _holds(takes[0], event, None)  # raises, naming the pattern
+                start_edges = takes if hit else ()
+            else:
+                start_edges = [edge for edge in takes if edge.test is None or _holds(edge, event, None)]
+            if not start_edges and (nfa_state is self.initial or (
+                    len(current) == 1 and current[0].start_id is None and not nfa_state.completed_matches)):
+                return self.initial, []  # nothing started, nothing taken: nothing changes
         event_id = (timestamp, nfa_state.next_sequence)
+        nodes, needs_ctx = self.nodes, self.needs_ctx
         partial, potential = [], []
         for cs in current:
-            node = self.nodes[cs.state]
-            ctx = _ConditionContext(cs, timestamp) if self.needs_ctx else None
-            edges = taken if taken is not None else self._outgoing_edges(ctx, node, event)
+            node = nodes[cs.state]
+            is_start = node.kind == START
+            ctx = _ConditionContext(cs, timestamp) if needs_ctx else None
+            if is_start and start_edges is not None:
+                edges = start_edges
+            elif node.plain:
+                try:
+                    edges = [edge for edge in node.edges if edge.test is None or edge.test(event)]
+                except Exception:
+                    edges = self._outgoing_edges(None, node, event)  # raises, naming the pattern
+            else:
+                edges = self._outgoing_edges(ctx, node, event)
+            reached = []  # (node, computation state)
+            for edge in edges:
+                target = edge.target
+                if edge.action == IGNORE:
+                    if not is_start:
+                        reached.append((target, cs if target is node else cs._replace(state=target.name)))
+                    continue
+                taken = ComputationState(target.name, cs.path + ((edge.pattern, event_id, event),),
+                                         event_id if is_start else cs.start_id, timestamp)
+                reached.append((target, taken))
+                if target.proceeds:  # the rest of the pattern may be optional: a match already
+                    final = self._final_after_proceed(ctx, target, event)
+                    if final is not None:
+                        reached.append((final, taken._replace(state=final.name)))
             retained, discard = [], False
-            for new in self._next_states(cs, node, edges, ctx, event, timestamp, event_id):
-                kind = self.nodes[new.state].kind
-                if kind == FINAL:
+            for target, new in reached:
+                if target.kind == FINAL:
                     potential.append(new)
-                elif kind == STOP:
+                elif target.kind == STOP:
                     discard = True  # a NOT pattern matched: this branch dies
                 else:
                     retained.append(new)
+            if is_start:
+                retained.append(self.initial.partial_matches[0])  # to start the next partial match
             if not discard:
                 partial.extend(retained)
         if len(partial) > 1:
@@ -569,26 +595,6 @@ class NFA:
                 completed = [cs for cs in completed if keep(cs)]
             matches.append(materialize(match))
         return matches, partial, completed
-
-    def _next_states(self, cs: ComputationState, node: _Node, edges: list, ctx, event, timestamp: int,
-                     event_id) -> list:
-        is_start = node.kind == START
-        out = []
-        for edge in edges:
-            target = edge.target
-            if edge.action == IGNORE:
-                if not is_start:
-                    out.append(cs if target is node else cs._replace(state=target.name))
-                continue
-            taken = ComputationState(target.name, cs.path + ((edge.pattern, event_id, event),),
-                                     event_id if is_start else cs.start_id, timestamp)
-            out.append(taken)
-            final = self._final_after_proceed(ctx, target, event) if target.proceeds else None
-            if final is not None:  # the rest of the pattern is optional: a match already
-                out.append(taken._replace(state=final.name))
-        if is_start:
-            out.append(cs)  # the start state stays, to start the next partial match
-        return out
 
     @staticmethod
     def _outgoing_edges(ctx, node: _Node, event) -> list:
