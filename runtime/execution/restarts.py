@@ -53,9 +53,9 @@ def attempt_overrides(graph: ExecutionGraph, configuration: dict, warehouse: str
     earlier = ExecutionHistory(job_dir(warehouse, job_name)).attempts(dag_run_id)
     failover = configuration.get(FAILOVER_STRATEGY_KEY, REGION)
     restarted = any(r.state == FAILED for r in earlier)
-    return {"attempt": max((r.attempt for r in earlier), default=0) + 1,
-            "restore_from": "latest" if restarted else restore_from,
-            "subtask_attempts": json.dumps(subtask_attempts(graph, failover, earlier)) if restarted else None}
+    return {"restore_from": "latest" if restarted else restore_from,
+            "attempt": max((r.attempt for r in earlier), default=0) + 1,
+            "subtask_attempts": json.dumps(subtask_attempts(graph, failover, earlier))}
 
 
 def run_attempts(job_runner, stream_graph, options: ExecutionOptions, stop: Optional[threading.Event] = None):

@@ -358,10 +358,12 @@ def run_options(job: CompiledJob, request: RunRequest, warehouse: str, master: s
     first restores what the run asked for, a restart the latest completed checkpoint. The driver
     restarts its own attempts; this is where a driver starts (the first attempt, or a new driver
     after one whose JVM died)."""
-    return {"warehouse": warehouse, "master": master, "max_epochs": request.max_epochs, "dag_run_id": dag_run_id,
+    attempt = attempt_overrides(job.execution_graph, dict(job.stream_graph.settings.configuration), warehouse,
+                                job.job_graph.job_name, dag_run_id, request.restore_from)
+    return {"warehouse": warehouse, "master": master, "max_epochs": request.max_epochs,
+            "restore_from": attempt["restore_from"], "dag_run_id": dag_run_id, "attempt": attempt["attempt"],
             "allow_non_restored_state": request.allow_non_restored_state or None,
-            **attempt_overrides(job.execution_graph, dict(job.stream_graph.settings.configuration), warehouse,
-                                job.job_graph.job_name, dag_run_id, request.restore_from)}
+            "subtask_attempts": attempt["subtask_attempts"]}
 
 
 def run_step(plan: str, request: RunRequest, warehouse: str, master: str, dag_run_id: str) -> dict:
