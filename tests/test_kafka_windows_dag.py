@@ -6,6 +6,7 @@ import collections
 import json
 import os
 import sys
+import time
 
 from deltalake import DeltaTable
 
@@ -26,7 +27,8 @@ DEPLOYMENT = dataclasses.replace(DEPLOYMENT, args={args!r})
 if __name__ == "__main__":
     main()
 '''
-T0 = 1_700_000_000_000      # a multiple of the 10 s window
+# A multiple of the 10 s window, within the broker's retention (7 days: older records are deleted).
+T0 = int(time.time() * 1000) // 600_000 * 600_000 - 600_000
 
 
 def windows(rows) -> collections.Counter:

@@ -82,10 +82,13 @@ def main(argv=None):
     parser.add_argument("--transactional-id-prefix", default="kafka-windows",
                         help="unique per job on the cluster (the sink's Kafka transactions)")
     parser.add_argument("--checkpoint-interval-ms", type=int, default=10_000,
-                        help="a run's last epoch always ends in a checkpoint")
+                        help="0: every epoch; a run's last epoch always ends in a checkpoint")
     args = parser.parse_args(argv)
     env = StreamExecutionEnvironment.get_execution_environment()
-    env.enable_checkpointing(args.checkpoint_interval_ms)
+    if args.checkpoint_interval_ms:
+        env.enable_checkpointing(args.checkpoint_interval_ms)
+    else:
+        env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
     build(env, args.bootstrap_servers, args.input_topic, args.output_topic, args.table, args.window_ms,
           args.out_of_orderness_ms, args.idleness_ms, args.group_id, args.transactional_id_prefix)
     env.execute("Kafka Window Counts")

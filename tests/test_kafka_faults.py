@@ -1,0 +1,140 @@
+"""Faults with Kafka in and Kafka out (EXACTLY_ONCE), against real brokers: a broker killed and
+started again mid-run (a broker of the test's own), and kill -9 of the driver at each of Sluice's
+fault points in one chain of runs of the shipped job (include/jobs/kafka_windows.py), each run
+restoring the latest checkpoint (tests/checkpoint_harness.kill_at). Afterwards a read_committed
+consumer reads exactly the expected records, and the source's group holds the final offsets."""
+import collections
+import json
+import os
+import random
+import threading
+import time
+
+import kafka_env
+from checkpoint_harness import kill_at
+from runtime.client import run_job
+from runtime.common import Types, WatermarkStrategy
+from runtime.common.restart_strategy import RestartStrategies
+from runtime.common.serialization import SimpleStringSchema
+from runtime.datastream.connectors import DeliveryGuarantee
+from runtime.datastream.connectors.kafka import KafkaOffsetsInitializer, KafkaSource
+from runtime.execution.history import FAILED, ExecutionHistory
+from runtime.storage.layout import job_dir
+from runtime_env import job_env
+from test_kafka_sink import kafka_sink
+from waiting import wait_until
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+JOB = os.path.join(ROOT, "include", "jobs", "kafka_windows.py")
+DAG_RUN = "manual__broker-restart"
+
+
+def test_a_broker_killed_and_started_mid_run_fails_the_attempt_and_the_restart_loses_and_doubles_nothing(
+        spark, tmp_path):
+    broker = kafka_env.start(tmp_path / "broker")       # its own: the session's broker stays up
+    try:
+        bootstrap = broker.bootstrap
+        source_topic = kafka_env.create_topic(bootstrap, "restart-in", 3)
+        sink_topic = kafka_env.create_topic(bootstrap, "restart-out", 2)
+        for p in range(3):
+            kafka_env.produce(bootstrap, source_topic, [f"w{p}-{i}" for i in range(40)], partition=p)
+        env = job_env(tmp_path, 2, epoch__max_records_per_split=4, airflow__dag_run_id=DAG_RUN)
+        env.enable_checkpointing(10)        # every epoch
+        env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 15_000))
+        source = (KafkaSource.builder().set_bootstrap_servers(bootstrap).set_topics(source_topic)
+                  .set_group_id(f"{source_topic}-group").set_starting_offsets(KafkaOffsetsInitializer.earliest())
+                  .set_bounded(KafkaOffsetsInitializer.latest())
+                  .set_value_only_deserializer(SimpleStringSchema()).build())
+        (env.from_source(source, WatermarkStrategy.no_watermarks(), "words")
+            .map(lambda w: w.upper(), output_type=Types.STRING())
+            .sink_to(kafka_sink(bootstrap, sink_topic, DeliveryGuarantee.EXACTLY_ONCE, prefix=sink_topic)))
+        history = ExecutionHistory(job_dir(str(tmp_path / "warehouse"), "kafka-broker-restart"))
+        checkpoints = job_dir(str(tmp_path / "warehouse"), "kafka-broker-restart")
+
+        def fault():
+            # Once two checkpoints completed (10 epochs in all), the broker dies and is started
+            # again at once (some seconds): the epoch then running fails on it. The restart delay
+            # outlasts the broker's start, because a restart attempt whose preflight fails is not
+            # restarted again (runtime/execution/restarts.py builds the JobRunner outside its try).
+            from runtime.checkpoint.storage import CheckpointStorage
+            wait_until(lambda: os.path.isdir(checkpoints) and len(CheckpointStorage(checkpoints).completed()) >= 2,
+                       120, "two checkpoints", interval=0.05)
+            broker.kill()
+            broker.restart()
+
+        faulting = threading.Thread(target=fault)
+        faulting.start()
+        try:
+            result = env.execute("kafka-broker-restart")
+        finally:
+            faulting.join()
+        attempts = history.attempts(DAG_RUN)
+        assert [r.state for r in attempts][0] == FAILED and attempts[-1].state == "FINISHED", attempts
+        assert result.restored_from is not None
+        assert sorted(kafka_env.read_committed(bootstrap, sink_topic)) == sorted(
+            f"W{p}-{i}" for p in range(3) for i in range(40))
+        assert kafka_env.committed_offsets(bootstrap, f"{source_topic}-group", source_topic, 3) == {0: 40, 1: 40, 2: 40}
+    finally:
+        broker.stop()
+
+
+# ---- kill -9 at each fault point: one chain of runs of the shipped job ----------------------------
+
+# Within the broker's retention (7 days): older records would be deleted under the chain's feet.
+T0 = int(time.time() * 1000) // 600_000 * 600_000 - 600_000
+PER_PARTITION, PER_EPOCH = 60, 20       # 3 epochs of input per partition
+WINDOW_MS, OUT_OF_ORDER_MS = 10_000, 2_000
+# The later --max-records-per-split wins over kill_at's; epochs one after the other, not paced.
+EXTRA = ("--max-epochs", "6", "--max-records-per-split", str(PER_EPOCH), "-D", "sluice.epoch.interval=1")
+
+
+def events(seed: int) -> dict:
+    """Per partition: (word, timestamp) in timestamp order, 500 ms apart."""
+    r = random.Random(seed)
+    return {p: [(r.choice("abcde"), T0 + i * 500 + p * 100) for i in range(PER_PARTITION)] for p in range(2)}
+
+
+def closed_windows(by_partition: dict) -> collections.Counter:
+    """The windows the final watermark (the lower partition's) has passed, with their counts."""
+    watermark = min(max(ts for _, ts in records) for records in by_partition.values()) - OUT_OF_ORDER_MS - 1
+    counts = collections.Counter((w, ts - (ts - T0) % WINDOW_MS) for records in by_partition.values()
+                                 for w, ts in records)
+    return collections.Counter((w, start, n) for (w, start), n in counts.items() if start + WINDOW_MS - 1 <= watermark)
+
+
+def got_windows(rows) -> collections.Counter:
+    return collections.Counter((r["word"], r["window_start"], r["count"]) for r in rows)
+
+
+def test_kills_at_every_fault_point_then_a_restore_write_each_window_once_to_delta_and_kafka(
+        spark, kafka_broker, tmp_path):
+    from deltalake import DeltaTable
+    from runtime.common.faults import POINTS
+    bootstrap = kafka_broker.bootstrap
+    source_topic = kafka_env.create_topic(bootstrap, "kills-in", 2)
+    sink_topic = kafka_env.create_topic(bootstrap, "kills-out", 1)
+    data = events(33)
+    for p, records in data.items():
+        kafka_env.produce(bootstrap, source_topic, [w for w, _ in records], partition=p,
+                          timestamps=[ts for _, ts in records])
+    table = tmp_path / "windows"
+    args = ["--bootstrap-servers", bootstrap, "--input-topic", source_topic, "--output-topic", sink_topic,
+            "--table", str(table), "--group-id", f"{source_topic}-group", "--transactional-id-prefix", source_topic,
+            "--checkpoint-interval-ms", "0"]
+    # Every point once, in epoch order; each killed run restores the latest checkpoint and
+    # replays the epochs logged after it. during-retention needs a 4th checkpoint (3 retained).
+    chain = [("mid-epoch", 0), ("after-state-files", 1), ("after-state-commit", 1), ("after-sink-commit", 2),
+             ("during-checkpoint-record", 2), ("during-retention", 3)]
+    assert sorted(p for p, _ in chain) == sorted(POINTS)
+    outcomes = [f"{point}@{epoch}: {kill_at(tmp_path, point, epoch, i > 0, *EXTRA, job=JOB, args=args)}"
+                for i, (point, epoch) in enumerate(chain)]
+    assert all("killed" in o for o in outcomes), outcomes
+    run_job(JOB, args, warehouse=str(tmp_path / "warehouse"), master="local[2]", quiet=True,
+            max_records_per_split=PER_EPOCH, restore_from="latest", max_epochs=2,
+            configuration={"sluice.epoch.interval": "1"})
+    expected = closed_windows(data)
+    assert len(expected) >= 8          # 2 of the 3 windows closed, of 5 words
+    assert got_windows(DeltaTable(str(table)).to_pyarrow_table().to_pylist()) == expected, outcomes
+    assert got_windows(json.loads(v) for v in kafka_env.read_committed(bootstrap, sink_topic)) == expected, outcomes
+    assert kafka_env.committed_offsets(bootstrap, f"{source_topic}-group", source_topic, 2) == {
+        0: PER_PARTITION, 1: PER_PARTITION}
