@@ -16,6 +16,8 @@ they were kept. In processing time a batch's records are matched key by key, in 
 """
 from __future__ import annotations
 
+import heapq
+
 from runtime.common import Types
 from runtime.datastream.output_tag import is_side_output
 from runtime.datastream.state import MapStateDescriptor, ValueStateDescriptor
@@ -67,7 +69,9 @@ class CepOperator(TaskOperator):
         self.side_outputs = SideOutputs()
         self.out, self.out_ts = [], []
         self.waiting: dict = {}         # timestamp -> {key: [events]}: this epoch's, not yet released
-        self.due: dict = {}             # key -> [(timestamp, events)]: released by the current watermark
+        self.waiting_times: list = []   # their timestamps, a heap
+        self.due: dict = {}             # what the current watermark releases: key -> events at due_at,
+        self.due_at = None              # or key -> [(timestamp, events), ...] when due_at is None
         # The NFA states of the keys this epoch touched, written back to the ValueState at close
         # (or when there are _CACHED_KEYS of them): a key's state is read from the backend once
         # per epoch and written at most once, however many watermarks release its events.
@@ -100,6 +104,7 @@ class CepOperator(TaskOperator):
                     by_key = waiting.get(timestamp)
                     if by_key is None:
                         by_key = waiting[timestamp] = {}
+                        heapq.heappush(self.waiting_times, timestamp)
                     events = by_key.get(key)
                     if events is None:
                         by_key[key] = [value]
@@ -154,28 +159,48 @@ class CepOperator(TaskOperator):
         if watermark <= self.current_watermark:
             return
         self.current_watermark = watermark
-        waiting = self.waiting
-        due = self.due
-        for timestamp in sorted(t for t in waiting if t <= watermark):
-            for key, events in waiting.pop(timestamp).items():
-                runs = due.get(key)
-                if runs is None:
-                    due[key] = [(timestamp, events)]
-                else:
-                    runs.append((timestamp, events))
+        waiting, times = self.waiting, self.waiting_times
+        released = []
+        while times and times[0] <= watermark:
+            timestamp = heapq.heappop(times)
+            released.append((timestamp, waiting.pop(timestamp)))
+        if len(released) == 1:      # the usual: {key: events} of one timestamp
+            self.due_at, self.due = released[0]
+        else:                       # {key: [(timestamp, events), ...]}
+            self.due_at, self.due = None, {}
+            for timestamp, by_key in released:
+                for key, events in by_key.items():
+                    runs = self.due.get(key)
+                    if runs is None:
+                        self.due[key] = [(timestamp, events)]
+                    else:
+                        runs.append((timestamp, events))
         # The timers first: a key with a restored waiting event or a timeout reads its MapState
         # and takes its in-memory events along; every other key's events need no MapState read.
         self.timers.advance_watermark(watermark, self.on_event_time)
+        due, due_at, self.due = self.due, self.due_at, {}
         if due:
-            self.due = {}
             self.backend.prepare_keys(list(due))
-            for key, runs in due.items():
-                self._release(key, runs, watermark, runs[0][0], False)
+            if due_at is not None:
+                for key, events in due.items():
+                    self._release(key, ((due_at, events),), watermark, due_at)
+            else:
+                for key, runs in due.items():
+                    self._release(key, runs, watermark, runs[0][0])
         self._emit()
         self.output.emit_watermark(watermark)
 
     def on_event_time(self, timestamp, key, namespace) -> None:
-        self._release(key, self.due.pop(key, ()), self.current_watermark, timestamp, True)
+        runs = self.due.pop(key, None)
+        if runs is None:
+            runs = ()
+        elif self.due_at is not None:
+            runs = ((self.due_at, runs),)
+        try:
+            runs = self._with_queued(runs, self.current_watermark, timestamp)
+        except Exception as e:
+            self.fail(e, f"timer {timestamp} of key {key!r}")
+        self._release(key, runs, self.current_watermark, timestamp)
 
     def on_processing_time(self, timestamp, key, namespace) -> None:
         # a timer is due at its timestamp, also when the end of a bounded input fires it early
@@ -190,17 +215,14 @@ class CepOperator(TaskOperator):
             self.fail(e, f"timer {timestamp} of key {key!r}")
         self._emit()
 
-    def _release(self, key, runs, watermark: int, stamp: int, queued: bool) -> None:
-        """Match ``key``'s events due at ``watermark`` in timestamp order: ``runs`` of
-        (timestamp, events) from memory and, from a timer (``queued``), those in the MapState.
-        What it emits is stamped ``stamp``, the first timer's time, as each timer's output is."""
-        self.backend.set_current_key(key)
+    def _release(self, key, runs, watermark: int, stamp: int) -> None:
+        """Match ``key``'s events due at ``watermark``, ``runs`` of (timestamp, events) in
+        timestamp order. What it emits is stamped ``stamp``, the first timer's time, as each
+        timer's output is. The backend's current key is set only to read or write."""
         try:
-            if queued:
-                runs = self._with_queued(runs, watermark, stamp)
             nfa = self.nfa
             initial = nfa.initial
-            before = state = self._state(key)
+            before = state = self.cache.get(key) or self._read_state(key)
             for timestamp, events in runs:
                 if state is not initial:    # the initial state has nothing to time out
                     state = self._advance(state, timestamp, stamp)
@@ -214,8 +236,10 @@ class CepOperator(TaskOperator):
                 timeout = nfa.earliest_timeout(state)
                 # a timeout already registered for the state as it was is not registered again
                 if timeout is not None and timeout != nfa.earliest_timeout(before):
+                    self.backend.set_current_key(key)
                     self.timers.register_event_time_timer(VOID_NAMESPACE, timeout)
-                self._save(key, before, state)
+                self.cache[key] = state
+                self.dirty.add(key)
         except UserCodeException:
             raise
         except Exception as e:
@@ -240,7 +264,7 @@ class CepOperator(TaskOperator):
     def _flush_waiting(self) -> None:
         """The events still waiting at the end of the epoch go to the MapState, each timestamp
         with its timer, so the checkpoint holds them (Flink's layout: what a restore reads)."""
-        waiting, self.waiting = self.waiting, {}
+        waiting, self.waiting, self.waiting_times = self.waiting, {}, []
         for timestamp, by_key in sorted(waiting.items()):
             self.backend.prepare_keys(list(by_key))
             for key, events in by_key.items():
@@ -252,13 +276,14 @@ class CepOperator(TaskOperator):
     # ---- the NFA state and the user's functions ----------------------------------------
 
     def _state(self, key):
-        """``key``'s NFA state; the backend's current key is ``key``."""
-        state = self.cache.get(key)
-        if state is None:
-            if len(self.cache) >= _CACHED_KEYS:
-                self._write_back()
-                self.backend.set_current_key(key)
-            state = self.cache[key] = self.nfa_state.value() or self.nfa.initial
+        return self.cache.get(key) or self._read_state(key)
+
+    def _read_state(self, key):
+        """``key``'s NFA state from the backend, cached for the epoch."""
+        if len(self.cache) >= _CACHED_KEYS:
+            self._write_back()
+        self.backend.set_current_key(key)
+        state = self.cache[key] = self.nfa_state.value() or self.nfa.initial
         return state
 
     def _save(self, key, before, state) -> None:
