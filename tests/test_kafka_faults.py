@@ -40,7 +40,7 @@ def test_a_broker_killed_and_started_mid_run_fails_the_attempt_and_the_restart_l
             kafka_env.produce(bootstrap, source_topic, [f"w{p}-{i}" for i in range(40)], partition=p)
         env = job_env(tmp_path, 2, epoch__max_records_per_split=4, airflow__dag_run_id=DAG_RUN)
         env.enable_checkpointing(10)        # every epoch
-        env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 15_000))
+        env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, 10_000))
         source = (KafkaSource.builder().set_bootstrap_servers(bootstrap).set_topics(source_topic)
                   .set_group_id(f"{source_topic}-group").set_starting_offsets(KafkaOffsetsInitializer.earliest())
                   .set_bounded(KafkaOffsetsInitializer.latest())
