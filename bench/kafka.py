@@ -208,16 +208,20 @@ ROLES = {"sluice": role_sluice, "sss": role_sss}
 # The broker side (parent): topics, the generated records, reading results back
 # =========================================================================================
 
-def start_broker(workdir):
+def start_broker(workdir, port=None):
+    """include/kafka_broker.py's one-node broker, its log dir in ``workdir``."""
     sys.path.insert(0, os.path.join(REPO, "include"))
     from kafka_broker import LocalKafkaBroker
-    return LocalKafkaBroker(os.path.join(workdir, "broker")).start()
+    return LocalKafkaBroker(os.path.join(workdir, "broker"), port=port).start()
 
 
 def create_topics(bootstrap, names, partitions):
+    """Topics that keep their records: the generated event times are of 2023, older than the
+    broker's default retention (7 days by record timestamp), which would delete them at once."""
     from confluent_kafka.admin import AdminClient, NewTopic
-    client = AdminClient({"bootstrap.servers": bootstrap})
-    for future in client.create_topics([NewTopic(n, partitions, 1) for n in names]).values():
+    client = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+    topics = [NewTopic(n, partitions, 1, config={"retention.ms": "-1"}) for n in names]
+    for future in client.create_topics(topics).values():
         future.result(60)
 
 
@@ -265,34 +269,41 @@ def produce(bootstrap, topic, values, partitions, timestamps):
         raise RuntimeError(f"records to {topic} not delivered within 120 s")
 
 
-def read_results(bootstrap, topic, committed=True):
-    """Every 'window_start,word,count' record of ``topic`` as a DataFrame (read_committed)."""
-    import pandas as pd
+def read_committed(bootstrap, topic, committed=True):
+    """Every record of ``topic`` as a ``read_committed`` consumer sees it (``read_uncommitted``
+    with committed=False), partition by partition: [(partition, key, value)]."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
     from confluent_kafka.admin import AdminClient
-    parts = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30).topics[topic].partitions
-    rows = []
+    parts = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4}).list_topics(topic, timeout=30).topics[topic].partitions
+    records = []
     for p in sorted(parts):
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-reader", "enable.auto.commit": False,
                              "enable.partition.eof": True, "auto.offset.reset": "earliest",
                              "isolation.level": "read_committed" if committed else "read_uncommitted"})
         consumer.assign([TopicPartition(topic, p, 0)])
-        while True:
+        done = False
+        while not done:
             batch = consumer.consume(10_000, 30)
             if not batch:
                 raise RuntimeError(f"no end of {topic}-{p} within 30 s")
-            done = False
             for m in batch:
-                if m.error() is not None:
-                    if m.error().code() != KafkaError._PARTITION_EOF:
-                        raise RuntimeError(str(m.error()))
+                if m.error() is None:
+                    records.append((p, m.key(), m.value()))
+                elif m.error().code() == KafkaError._PARTITION_EOF:
                     done = True
-                    continue
-                ws, word, n = m.value().decode().split(",")
-                rows.append((int(ws), word, int(n)))
-            if done:
-                break
+                else:
+                    raise RuntimeError(str(m.error()))
         consumer.close()
+    return records
+
+
+def read_results(bootstrap, topic, committed=True):
+    """The 'window_start,word,count' records of ``topic`` as a DataFrame."""
+    import pandas as pd
+    rows = []
+    for _, _, value in read_committed(bootstrap, topic, committed):
+        ws, word, n = value.decode().split(",")
+        rows.append((int(ws), word, int(n)))
     return pd.DataFrame(rows, columns=["window_start", "word", "count"])
 
 
