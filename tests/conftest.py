@@ -25,7 +25,8 @@ SLOW_TIERS = {
                 "test_quickstart.py"),
     "faults": ("test_checkpoint_faults.py", "test_exactly_once_restarts.py"),
     "object_store": ("test_object_store.py",),
-    "kafka": ("test_kafka_source.py", "test_kafka_sink.py", "test_kafka_modes.py", "test_kafka_windows_dag.py", "test_kafka_faults.py"),
+    "kafka": ("test_kafka_source.py", "test_kafka_sink.py", "test_kafka_modes.py", "test_kafka_windows_dag.py", "test_kafka_faults.py",
+              "test_pyflink_kafka_examples.py"),
 }
 # delta-spark writing and reading Delta tables through Spark SQL (the jars of .jars/delta).
 DELTA_SPARK = (r"test_delta_spark\.py::test_a_sluice_table_reads_in_spark_sql_as_in_delta_rs\[.*\]",
