@@ -4,12 +4,15 @@ and an epoch's per-vertex figures from its tasks' acknowledgements (runtime.metr
 The browser test (test_web_view.py) draws them from a real job's tables."""
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
+from dataclasses import asdict
 
 from runtime.checkpoint.storage import CheckpointRecord
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
-from runtime.jobmaster.metrics_history import (MAX_POINTS, checkpoint_breakdown, checkpoint_charts, epoch_charts,
-                                               latest_splits, written_bytes)
+from runtime.jobmaster.metrics_history import (MAX_POINTS, MAX_SPLIT_SERIES, SPLIT_EPOCHS, SPLIT_ROWS,
+                                               checkpoint_breakdown, checkpoint_charts, epoch_charts, split_history,
+                                               written_bytes)
 from runtime.metrics.vertex_metrics import epoch_vertex_metrics
 from runtime.task.deployment import Acknowledgement
 from sluice_airflow.web.charts import bar_chart, fmt, line_chart
@@ -56,7 +59,6 @@ def test_epochs_of_two_runs_are_points_in_log_order_with_each_runs_start_marked(
     # Source lag: the splits' lags summed, only for epochs whose source reported them.
     [source_lag] = charts["source-lag"].series
     assert [(p.x, p.y) for p in source_lag.points] == [(3, 3), (4, 3)]
-    assert latest_splits(rows) == {"Source": rows[-1]["vertices"]["Source"]["splits"]}
     assert [len(s.points) for s in charts["epoch-duration"].series] == [5]
 
 
@@ -168,3 +170,124 @@ def test_an_epochs_figures_per_vertex_from_its_acknowledgements():
                    "splits": {"p0": {"offset": 10, "latest": 15, "lag": 5}}},
         "Sink": {"records_in": 20, "records_out": 20, "watermark": None, "snapshot_ms": [0.0]},
         "Sink [3]": {"records_in": 1, "records_out": 1, "watermark": 5, "snapshot_ms": [0.0]}}
+
+
+KAFKA = "Source: Kafka Source -> Map"
+
+
+def kafka_row(run: str, epoch: int, checkpoint_id=None, partitions: int = 2, lag=lambda p, e: 5 if p == 0 else e):
+    """An epoch of a Kafka source as its enumerator reports it: per topic-partition the offset after
+    the epoch (10 records a partition an epoch), the latest offset when it was planned, the lag."""
+    splits = {f"events-{p}": {"offset": 10 * (epoch + 1) + p, "latest": 10 * (epoch + 1) + p + lag(p, epoch),
+                              "lag": lag(p, epoch)} for p in range(partitions)}
+    return row(run, epoch, {KAFKA: vertex(20, 20, splits=splits), "Sink": vertex(20)}, checkpoint_id=checkpoint_id)
+
+
+def kafka_log():
+    """Run a checkpoints every other epoch (1, 2, 3); checkpoint 1 was since discarded, 3 has no
+    record (the run died completing it). Run b restores checkpoint 1 (an older one, by id) and
+    runs epochs 2 and 3 again, completing checkpoint 4."""
+    rows = [kafka_row("a", e, checkpoint_id={1: 1, 3: 2, 5: 3}.get(e)) for e in range(6)]
+    rows += [kafka_row("b", 2), kafka_row("b", 3, checkpoint_id=4)]
+    checkpoints = [checkpoint(1, "a", status="DISCARDED"), checkpoint(2, "a"), checkpoint(4, "b")]
+    return rows, checkpoints
+
+
+def table(source) -> list:
+    """A source's per-split table as (run, epoch, split, offset, latest, lag, checkpointed id, checkpointed offset)."""
+    return [(e.run_id, e.epoch, f.split, f.offset, f.latest, f.lag, e.checkpointed_id, f.checkpointed)
+            for e in source.epochs for f in e.splits]
+
+
+def test_each_partitions_offsets_over_epochs_with_the_last_completed_checkpoints_offset():
+    rows, checkpoints = kafka_log()
+    [source] = split_history(rows, checkpoints, {"a": None, "b": 1})
+    assert source.source == KAFKA and source.note == "Every epoch that reported its splits, newest first."
+    assert [(e.run_id, e.epoch, e.checkpoint_id, e.checkpoint_status, e.checkpointed_id) for e in source.epochs] == [
+        ("b", 3, 4, "COMPLETED", 4), ("b", 2, None, None, 1),           # restored checkpoint 1, not 2
+        ("a", 5, 3, None, 2),                   # checkpoint 3 never completed: 2 still holds the partitions
+        ("a", 4, None, None, 2), ("a", 3, 2, "COMPLETED", 2), ("a", 2, None, None, 1),
+        ("a", 1, 1, "DISCARDED", 1), ("a", 0, None, None, None)]
+    by_epoch = {(r, e, s): (o, latest, lag, c) for r, e, s, o, latest, lag, _, c in table(source)}
+    assert by_epoch[("a", 0, "events-0")] == (10, 15, 5, None)         # nothing checkpointed yet
+    assert by_epoch[("a", 1, "events-1")] == (21, 22, 1, 21)           # its own checkpoint completed
+    assert by_epoch[("a", 2, "events-1")] == (31, 33, 2, 21)           # checkpoint 1's
+    assert by_epoch[("a", 5, "events-0")] == (60, 65, 5, 40)           # checkpoint 2's: epoch 3's offset
+    assert by_epoch[("b", 2, "events-0")] == (30, 35, 5, 20)           # the restored checkpoint 1's
+    assert by_epoch[("b", 3, "events-1")] == (41, 44, 3, 41)
+    # Without the runs' restore points, a run goes on from the one before it in the log.
+    [guessed] = split_history(rows, checkpoints)
+    assert [e.checkpointed_id for e in guessed.epochs][:2] == [4, 2]
+    # The lag chart: a series per partition over every epoch that reported it, each run's start marked.
+    chart = source.lag
+    assert (chart.id, chart.title, chart.note) == ("split-lag-1", f"Lag per split of {KAFKA}", "")
+    assert [s.name for s in chart.series] == ["events-0", "events-1"]     # the highest lag now (5, 3) first
+    assert [(p.x, p.tick, p.y) for p in chart.series[1].points] == \
+        [(0, "0", 0), (1, "1", 1), (2, "2", 2), (3, "3", 3), (4, "4", 4), (5, "5", 5), (6, "2", 2), (7, "3", 3)]
+    assert chart.runs == ((0, "a"), (6, "b"))
+    svg = parsed(line_chart(chart))
+    assert [(g.get("data-series"), g.get("data-points")) for g in svg.findall(f".//{SVG}g[@class='series']")] == \
+        [("events-0", "8"), ("events-1", "8")]
+    # The summed source lag stays: both partitions' lags added.
+    [summed] = by_id(epoch_charts(rows))["source-lag"].series
+    assert [p.y for p in summed.points] == [5 + e for e in range(6)] + [7, 8]
+    json.dumps(asdict(source))      # the JSON API's shape
+
+
+def test_many_partitions_draw_the_ones_furthest_behind_and_the_table_keeps_its_size():
+    lag = lambda p, e: (p * 7) % 24 if e == 29 else 1000 if p == 3 else 0     # noqa: E731: 3 was far behind before
+    rows = [kafka_row("a", e, checkpoint_id=e + 1, partitions=24, lag=lag) for e in range(30)]
+    [source] = split_history(rows, [checkpoint(e + 1, "a") for e in range(30)])
+    chart = source.lag
+    now = {f"events-{p}": lag(p, 29) for p in range(24)}
+    expected = sorted(now, key=lambda s: (-now[s], -max(now[s], 1000 if s == "events-3" else 0), s))[:MAX_SPLIT_SERIES]
+    assert [s.name for s in chart.series] == expected and len(expected) == MAX_SPLIT_SERIES
+    assert "The 8 of 24 splits with the highest lag at the latest epoch (the table lists them all)." == chart.note
+    shown = SPLIT_ROWS // 24
+    assert shown < SPLIT_EPOCHS and [e.epoch for e in source.epochs] == list(range(29, 29 - shown, -1))
+    assert all(len(e.splits) == 24 for e in source.epochs)
+    assert source.note == f"The last {shown} of 30 epochs that reported its splits, newest first."
+    assert all(f.checkpointed == f.offset for e in source.epochs for f in e.splits)     # every checkpoint completed
+    figure = str(line_chart(chart))
+    assert figure.count('class="series"') == MAX_SPLIT_SERIES and "(the table lists them all)" in figure
+
+
+def test_sources_without_splits_have_no_split_history():
+    assert split_history([row("a", 0, {"Source": vertex(1)})], []) == []
+
+
+def test_the_split_tables_render_each_partitions_figures_and_checkpointed_offset():
+    """templates/splits.html (the job page includes it) from the Kafka-shaped log: a row per epoch
+    and partition, newest first, the epoch's checkpoint and its status once per epoch."""
+    from html.parser import HTMLParser
+
+    import jinja2
+    import sluice_airflow.web
+    rows, checkpoints = kafka_log()
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(f"{sluice_airflow.web.__path__[0]}/templates"),
+                             autoescape=True)
+    env.globals["line_chart"] = line_chart
+    page = env.get_template("splits.html").render(charts={"splits": split_history(rows, checkpoints, {"b": 1})})
+
+    class Rows(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.rows, self.cells = [], []
+
+        def handle_starttag(self, tag, attrs):
+            attrs = dict(attrs)
+            if tag == "tr" and "data-split" in attrs:
+                self.rows.append(attrs)
+            if tag == "td" and "data-status" in attrs:
+                self.cells.append((attrs["data-checkpoint-id"], attrs["data-status"]))
+
+    parsed_rows = Rows()
+    parsed_rows.feed(page)
+    assert [(r["data-run"], r["data-epoch"], r["data-split"], r["data-offset"], r["data-lag"],
+             r["data-checkpointed-offset"]) for r in parsed_rows.rows][:6] == [
+        ("b", "3", "events-0", "40", "5", "40"), ("b", "3", "events-1", "41", "3", "41"),
+        ("b", "2", "events-0", "30", "5", "20"), ("b", "2", "events-1", "31", "2", "21"),
+        ("a", "5", "events-0", "60", "5", "40"), ("a", "5", "events-1", "61", "5", "41")]
+    assert len(parsed_rows.rows) == 16 and parsed_rows.cells[:3] == [("4", "COMPLETED"), ("", ""), ("3", "")]
+    assert "3 <span class=\"muted\">no record: completing, or lost</span>" in page
+    assert "no checkpoint yet" in page and 'data-chart="split-lag-1"' in page

@@ -13,10 +13,13 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from runtime.checkpoint.storage import CHECKPOINT, FAILED, CheckpointRecord
+from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, DISCARDED, FAILED, CheckpointRecord
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 
 MAX_POINTS = 200        # per series: a chart 600-odd pixels wide has no room for more
+MAX_SPLIT_SERIES = 8    # lines per split-lag chart: more are not told apart (the table has every split)
+SPLIT_EPOCHS = 20       # the recent epochs in a source's per-split table ...
+SPLIT_ROWS = 200        # ... fewer when it has many splits (a row per epoch and split)
 RECORDS, MS, BYTES = "records", "ms", "bytes"
 
 
@@ -63,12 +66,17 @@ class BarChart:
     empty: str = ""
 
 
-def epoch_charts(rows: list[dict]) -> list[Chart]:
-    """The charts over epochs of the epoch log's metrics ``rows`` (``epoch_metrics(every_run=True)``)."""
+def _epoch_axis(rows: list[dict]) -> tuple:
+    """What every chart over epochs shares: the bucket size, its note, where runs start, the ticks."""
     k = max(1, math.ceil(len(rows) / MAX_POINTS))
     note = f"Each point is the highest of {k} consecutive epochs." if k > 1 else ""
     runs = tuple((i, r["run_id"]) for i, r in enumerate(rows) if i == 0 or r["run_id"] != rows[i - 1]["run_id"])
-    ticks = [str(r["epoch"]) for r in rows]
+    return k, note, runs, [str(r["epoch"]) for r in rows]
+
+
+def epoch_charts(rows: list[dict]) -> list[Chart]:
+    """The charts over epochs of the epoch log's metrics ``rows`` (``epoch_metrics(every_run=True)``)."""
+    k, note, runs, ticks = _epoch_axis(rows)
 
     def chart(id: str, title: str, unit: str, values: dict, empty: str) -> Chart:
         series = tuple(Series(name, _bucketed(points, k, ticks)) for name, points in values.items())
@@ -129,13 +137,85 @@ def written_bytes(record: CheckpointRecord) -> int:
     return sum(f["size"] for op in record.operators for f in op.get("files", ()) if f["path"].startswith(own))
 
 
-def latest_splits(rows: list[dict]) -> dict:
-    """Source vertex -> {split: figures} as the latest epoch that had any reported them."""
-    for row in reversed(rows):
+@dataclass(frozen=True)
+class SplitFigures:
+    split: str
+    offset: Optional[int]           # the position after the epoch
+    latest: Optional[int]           # the newest position there was when the epoch was planned
+    lag: Optional[int]
+    checkpointed: Optional[int]     # its offset in checkpoint SplitEpoch.checkpointed_id (None: not in it)
+
+
+@dataclass(frozen=True)
+class SplitEpoch:
+    run_id: str
+    epoch: int
+    checkpoint_id: Optional[int]        # the checkpoint the epoch ends in, if any
+    checkpoint_status: Optional[str]    # its status; None: no record (still completing, or lost with its run)
+    checkpointed_id: Optional[int]      # the last completed checkpoint at or before the epoch: where a restore resumes
+    splits: tuple                       # SplitFigures, by split id
+
+
+@dataclass(frozen=True)
+class SourceSplits:
+    """One source vertex's splits over epochs: its lag chart (a series per split) and the recent
+    epochs' figures per split, newest first."""
+    source: str
+    lag: Chart
+    epochs: tuple
+    note: str               # which epochs the table shows
+
+
+def split_history(rows: list[dict], checkpoints: list[CheckpointRecord],
+                  restored_from: Optional[dict] = None) -> list[SourceSplits]:
+    """Each source's per-split figures (its enumerator's ``split_metrics``) over the epoch log's
+    ``rows``, with the checkpointed offset: an epoch's offset is its position after the epoch, which
+    a restore resumes from only if the epoch's checkpoint completed; otherwise the last completed
+    one before it holds the split. ``restored_from`` (run id -> the checkpoint it restored, None
+    for a fresh start) says where each run began; a run it does not name follows the one before."""
+    status = {r.checkpoint_id: r.status for r in checkpoints if r.kind == CHECKPOINT}
+    offsets: dict = {}          # completed checkpoint id -> {source: {split: offset}}
+    current: Optional[int] = None
+    reported: dict = {}         # source -> [(position in the log, SplitEpoch)]
+    for i, row in enumerate(rows):
+        if (i == 0 or row["run_id"] != rows[i - 1]["run_id"]) and row["run_id"] in (restored_from or {}):
+            current = restored_from[row["run_id"]]
         splits = {name: v["splits"] for name, v in (row.get("vertices") or {}).items() if v.get("splits")}
-        if splits:
-            return splits
-    return {}
+        checkpoint_id = row.get("checkpoint_id")
+        # DISCARDED: completed, then subsumed by a later one (INVALID ones a restore skips).
+        if checkpoint_id is not None and status.get(checkpoint_id) in (COMPLETED, DISCARDED):
+            current = checkpoint_id
+            offsets[checkpoint_id] = {name: {sid: f.get("offset") for sid, f in s.items()} for name, s in splits.items()}
+        for name, figures in splits.items():
+            held = offsets.get(current, {}).get(name, {})
+            reported.setdefault(name, []).append((i, SplitEpoch(
+                row["run_id"], row["epoch"], checkpoint_id, status.get(checkpoint_id), current,
+                tuple(SplitFigures(sid, f.get("offset"), f.get("latest"), f.get("lag"), held.get(sid))
+                      for sid, f in sorted(figures.items())))))
+    k, note, runs, ticks = _epoch_axis(rows)
+    out = []
+    for n, (name, epochs) in enumerate(reported.items(), 1):
+        lags: dict = {}
+        for i, e in epochs:
+            for f in e.splits:
+                if f.lag is not None:
+                    lags.setdefault(f.split, []).append((i, f.lag))
+        # The splits furthest behind now (then at their worst) are the lines worth drawing.
+        now = {f.split: f.lag or 0 for f in epochs[-1][1].splits}
+        drawn = sorted(lags, key=lambda sid: (-now.get(sid, 0), -max(y for _, y in lags[sid]), sid))[:MAX_SPLIT_SERIES]
+        notes = [note] if note else []
+        if len(drawn) < len(lags):
+            notes.append(f"The {len(drawn)} of {len(lags)} splits with the highest lag at the latest epoch "
+                         "(the table lists them all).")
+        chart = Chart(f"split-lag-{n}", f"Lag per split of {name}", RECORDS, "epoch",
+                      tuple(Series(sid, _bucketed(lags[sid], k, ticks)) for sid in drawn), runs, " ".join(notes),
+                      "Its splits report no lag.")
+        shown = max(1, min(SPLIT_EPOCHS, SPLIT_ROWS // max(1, len(epochs[-1][1].splits))))
+        recent = tuple(e for _, e in reversed(epochs[-shown:]))
+        out.append(SourceSplits(name, chart, recent, f"The last {len(recent)} of {len(epochs)} epochs that "
+                                f"reported its splits, newest first." if len(recent) < len(epochs) else
+                                "Every epoch that reported its splits, newest first."))
+    return out
 
 
 def checkpoint_breakdown(record: Optional[CheckpointRecord], rows: list[dict]) -> list[BarChart]:

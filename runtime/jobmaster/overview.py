@@ -196,7 +196,8 @@ def job_charts(job: JobOverview, checkpoint_id: Optional[int] = None) -> dict:
         chosen = next((r for r in taken if r.checkpoint_id == checkpoint_id), None)
     return {"epochs": metrics_history.epoch_charts(job.epoch_history),
             "checkpoints": metrics_history.checkpoint_charts(job.checkpoints),
-            "splits": metrics_history.latest_splits(job.epoch_history),
+            "splits": metrics_history.split_history(job.epoch_history, job.checkpoints,
+                                                    {e.run_id: e.restored_from for e in job.executions}),
             "breakdown_of": chosen.checkpoint_id if chosen else None,
             "breakdown": metrics_history.checkpoint_breakdown(chosen, job.epoch_history),
             "runs": len({r["run_id"] for r in job.epoch_history}), "epochs_logged": len(job.epoch_history)}
