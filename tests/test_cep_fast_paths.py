@@ -246,3 +246,11 @@ def test_the_operator_matches_as_the_per_event_path(tmp_path, name, event_time):
     assert any(r[0] == "match" for r in got)
     assert any(r[0] == "timed out" for r in got) or name == "until, or" or not event_time
     assert (("late", 1000) in got) == event_time
+
+
+def test_event_time_without_timestamps_names_the_record_and_the_fix(tmp_path):
+    stream = job_env(tmp_path).from_collection([("k", "a", 1, 0)], EVENT).key_by(lambda e: e[0])
+    with pytest.raises(AssertionError, match=r"CepOperator \(1/1\) failed: ValueError: CEP in event time needs "
+                                             r"record timestamps.*call assign_timestamps_and_watermarks.*"
+                                             r"\(on record \('k', 'a', 1, 0\)\)"):
+        collect_in_tasks(CEP.pattern(stream, PATTERNS["next within"](simple)).process(Matches()))
