@@ -243,6 +243,10 @@ def test_many_partitions_draw_the_ones_furthest_behind_and_the_table_keeps_its_s
     expected = sorted(now, key=lambda s: (-now[s], -max(now[s], 1000 if s == "events-3" else 0), s))[:MAX_SPLIT_SERIES]
     assert [s.name for s in chart.series] == expected and len(expected) == MAX_SPLIT_SERIES
     assert "The 8 of 24 splits with the highest lag at the latest epoch (the table lists them all)." == chart.note
+    # A vertex renamed between runs (its chain changed) is another source: each marks only its own runs.
+    renamed = [{**r, "vertices": {"Source: Kafka Source": r["vertices"][KAFKA]}, "run_id": "b"} for r in rows[20:]]
+    old_name, new_name = split_history(rows[:20] + renamed, [])
+    assert (old_name.lag.runs, new_name.lag.runs) == (((0, "a"),), ((20, "b"),))
     shown = SPLIT_ROWS // 24
     assert shown < SPLIT_EPOCHS and [e.epoch for e in source.epochs] == list(range(29, 29 - shown, -1))
     assert all(len(e.splits) == 24 for e in source.epochs)

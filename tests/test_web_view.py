@@ -5,7 +5,9 @@ chromedriver, driven by Selenium) logging in through Airflow's own login page.
 
 The warehouse's history: a first run (Airflow's DAG run DAG_RUN_ID) that fails in its third
 epoch with a traceback, a savepoint of its last checkpoint, and a run that restores the
-savepoint and reads to the end of the input.
+savepoint and reads to the end of the input. Their file source reports its splits' figures
+(bytes read, file size, lag) through the enumerator's ``split_metrics`` hook, as a Kafka
+source reports its partitions', so the page draws per-split history without a broker.
 
 One api-server and one browser for the module; the first test sees the browser before it
 logs in, so the tests run in file order.
@@ -36,6 +38,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from checkpoint_harness import JOB, LINES_PER_EPOCH, job_args, write_input
 from runtime.client import run_job
+from runtime.connectors.files import FileEnumerator
 from runtime.execution.job_execution_result import JobExecutionException
 from runtime.jobmaster import overview
 from runtime.jobmaster.deployment import JOBS_FOLDER_ENV
@@ -155,6 +158,14 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
+def file_split_metrics(enumerator: FileEnumerator) -> dict:
+    """Each file's figures after the epoch as a source that knows its input's size reports them:
+    the byte offset reached, the file's size when the epoch was planned, the bytes left."""
+    return {path: {"offset": enumerator.positions[path]["offset"], "latest": size,
+                   "lag": size - enumerator.positions[path]["offset"]}
+            for path, size in enumerator.sizes.items() if path in enumerator.positions}
+
+
 @pytest.fixture(scope="module")
 def site(spark, airflow_db, tmp_path_factory):
     root = tmp_path_factory.mktemp("web-view")
@@ -172,12 +183,14 @@ def site(spark, airflow_db, tmp_path_factory):
         common = dict(warehouse=str(warehouse), master="local[2]", quiet=True, max_records_per_split=LINES_PER_EPOCH)
         failing = root / "failing_counts.py"
         failing.write_text(FAILING_JOB.format(jobs=os.path.dirname(JOB), input=args[1], windows=args[3], running=args[5]))
-        with pytest.raises(JobExecutionException, match="injected failure"):
-            run_job(str(failing), dag_run_id=DAG_RUN_ID, **common)
-        from runtime.checkpoint.savepoint import take_savepoint
-        from runtime.checkpoint.storage import CheckpointStorage
-        take_savepoint(CheckpointStorage(str(warehouse / "checkpointed-counts")), str(root / "savepoints" / "sp-1"))
-        run_job(JOB, args, restore_from=str(root / "savepoints" / "sp-1"), **common)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(FileEnumerator, "split_metrics", file_split_metrics)
+            with pytest.raises(JobExecutionException, match="injected failure"):
+                run_job(str(failing), dag_run_id=DAG_RUN_ID, **common)
+            from runtime.checkpoint.savepoint import take_savepoint
+            from runtime.checkpoint.storage import CheckpointStorage
+            take_savepoint(CheckpointStorage(str(warehouse / "checkpointed-counts")), str(root / "savepoints" / "sp-1"))
+            run_job(JOB, args, restore_from=str(root / "savepoints" / "sp-1"), **common)
         job = overview.find_job(JOB_NAME, str(warehouse), str(jobs))
         _wait_until_up(proc, url, log)
         yield Site(url, root, warehouse, job)
@@ -362,7 +375,13 @@ def test_charts_draw_every_epoch_of_both_runs_and_every_checkpoint(site, browser
     lag = charts["watermark-lag"]
     assert {name: len(points) for name, points in lag.items()} == expected and set(vertices) <= set(expected)
     assert all(y > 1e12 for points in lag.values() for _, y in points)
-    assert "reports `lag` per split" in browser.find_element(By.ID, "chart-source-lag").text
+    # Source lag: each epoch's bytes left in the input files, summed, per source vertex.
+    summed = {}
+    for row in site.job.epoch_history:
+        for name, v in row["vertices"].items():
+            if v.get("splits"):
+                summed.setdefault(name, []).append([str(row["epoch"]), sum(f["lag"] for f in v["splits"].values())])
+    assert charts["source-lag"] == summed and set(summed) == {failing_source, source}
     # Checkpoints: every one taken, in id order; this job's state is written whole by each.
     taken = [r for r in site.job.checkpoints if r.kind == "CHECKPOINT" and r.status != "FAILED"]
     assert any(r.status == "FAILED" for r in site.job.checkpoints)
@@ -380,6 +399,44 @@ def test_charts_draw_every_epoch_of_both_runs_and_every_checkpoint(site, browser
     browser.find_element(By.ID, "metrics-section").screenshot(str(screenshot))
     browser.set_window_size(1400, 1000)
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 20_000
+
+
+def test_each_sources_splits_over_epochs_with_the_checkpointed_offset(site, browser, token):
+    """Per source vertex (the failed run's chain had another name): a lag chart with a series per
+    input file and a row per epoch and file, newest first. The failed run stopped after 2 epochs
+    of LINES_PER_EPOCH lines per file; the restored run read each file to its end. Each epoch
+    checkpoints, so its checkpointed offset is its own offset in a checkpoint that completed."""
+    browser.get(f"{site.url}/sluice/jobs/{JOB_NAME}")
+    _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "section.splits"), "the splits sections")
+    files = sorted(str(p) for p in (site.root / "in").iterdir())
+    failed, restored = site.job.executions[-1], site.job.executions[0]
+    source = next(v.name for v in site.job.compiled.job_graph.vertices if v.is_input_vertex)
+    sections = {s.get_attribute("data-source"): s for s in browser.find_elements(By.CSS_SELECTOR, "section.splits")}
+    [failing_source] = set(sections) - {source}
+    charts = _charts(browser)
+    status = {r.checkpoint_id: r.status for r in site.job.checkpoints if r.kind == "CHECKPOINT"}
+    # The restored run goes on from the epoch after the savepoint's.
+    for name, run, epochs, first in ((failing_source, failed, failed.epochs, 0),
+                                     (source, restored, restored.epochs, failed.epochs)):
+        chart = sections[name].find_element(By.CSS_SELECTOR, "figure.chart").get_attribute("data-chart")
+        assert sorted(charts[chart]) == files and all(len(p) == epochs for p in charts[chart].values())
+        assert [g.get_attribute("data-run") for g in sections[name].find_elements(By.CSS_SELECTOR, "g.run")] == [run.run_id]
+        rows = [{k: r.get_attribute(f"data-{k}") for k in ("run", "epoch", "split", "offset", "latest", "lag",
+                                                           "checkpointed-offset", "checkpointed-id")}
+                for r in sections[name].find_elements(By.CSS_SELECTOR, "tbody tr")]
+        assert {r["run"] for r in rows} == {run.run_id} and len(rows) == epochs * len(files)
+        assert [int(r["epoch"]) for r in rows[::len(files)]] == list(range(first + epochs - 1, first - 1, -1))
+        for r in rows:
+            assert int(r["offset"]) + int(r["lag"]) == int(r["latest"]) == os.path.getsize(r["split"])
+            assert r["checkpointed-offset"] == r["offset"] and status[int(r["checkpointed-id"])] in ("COMPLETED", "DISCARDED")
+        newest = {r["split"]: int(r["offset"]) for r in rows[:len(files)]}
+        if run is failed:       # 2 epochs of LINES_PER_EPOCH lines per file read
+            assert newest == {f: len(b"".join(open(f, "rb").readlines()[:2 * LINES_PER_EPOCH])) for f in files}
+        else:                   # every file read to its end
+            assert newest == {f: os.path.getsize(f) for f in files}
+    epoch_cells = browser.find_elements(By.CSS_SELECTOR, f'section.splits[data-source="{source}"] td[data-status]')
+    assert {c.get_attribute("data-status") for c in epoch_cells} <= {"COMPLETED", "DISCARDED"}
+    assert "COMPLETED" in {c.get_attribute("data-status") for c in epoch_cells}
 
 
 def test_a_checkpoint_per_operator_and_subtask(site, browser, token):

@@ -192,9 +192,11 @@ def split_history(rows: list[dict], checkpoints: list[CheckpointRecord],
                 row["run_id"], row["epoch"], checkpoint_id, status.get(checkpoint_id), current,
                 tuple(SplitFigures(sid, f.get("offset"), f.get("latest"), f.get("lag"), held.get(sid))
                       for sid, f in sorted(figures.items())))))
-    k, note, runs, ticks = _epoch_axis(rows)
+    k, note, _, ticks = _epoch_axis(rows)
     out = []
     for n, (name, epochs) in enumerate(reported.items(), 1):
+        # Only the runs in which this vertex reported (a chain renamed between runs is another vertex).
+        runs = tuple((i, e.run_id) for j, (i, e) in enumerate(epochs) if j == 0 or e.run_id != epochs[j - 1][1].run_id)
         lags: dict = {}
         for i, e in epochs:
             for f in e.splits:
