@@ -15,6 +15,8 @@ the same event time, each partition in event-time order. Then, each in its own s
     sluice     KafkaSource (bounded at the latest offsets) -> flat_map -> key_by -> window -> sum
                -> map -> KafkaSink, DeliveryGuarantee.EXACTLY_ONCE (Kafka transactions committed
                with each checkpoint)
+    sluice_arrow  the same with the lines split by map_batches (Sluice's Arrow-batch extension,
+               pyarrow's kernels) instead of a per-record flat_map
     sss        readStream.format("kafka") -> split/explode -> withWatermark(0 s) -> groupBy(window,
                word).count() -> writeStream.format("kafka"), Trigger.AvailableNow, RocksDB state;
                spark-sql-kafka-0-10_2.13 4.2.0 from .jars/spark-kafka (include/maven/spark-kafka);
@@ -67,6 +69,21 @@ def words_of(line):
     return [(word, 1, t) for word in rest.split()]
 
 
+def words_of_batch(batch):
+    """words_of for a whole Arrow batch (DataStream.map_batches, Sluice's extension): the lines
+    split, their words flattened, each with its line's timestamp, in pyarrow's kernels."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    parts = pc.split_pattern(batch["f0"], " ")
+    ts = pc.cast(pc.list_element(parts, 0), pa.int64())
+    words = pc.list_slice(parts, 1)
+    line = pc.list_parent_indices(words)
+    flat = pc.list_flatten(words)
+    return pa.record_batch({"f0": flat, "f1": np.ones(len(flat), dtype=np.int64),
+                            "f2": pc.take(ts, line), "__timestamp": pc.take(batch["__timestamp"], line)})
+
+
 def result_line(count):
     """(word, count, ts of the window's first record) -> 'window_start,word,count'."""
     word, n, ts = count
@@ -95,7 +112,9 @@ def role_sluice(spec):
     for key, value in spec.get("conf", {}).items():
         conf.set_string(key, str(value))
     t = time.perf_counter()
-    get_spark_session(master, "sluice: bench kafka")         # start-up, reported apart (as wordcount.py)
+    # start-up, reported apart (as wordcount.py); --profile: cProfile in the Python workers
+    spark = get_spark_session(master, "sluice: bench kafka",
+                              {"spark.python.profile": "true"} if spec.get("profile") else None)
     metrics["startup_s"] = time.perf_counter() - t
 
     env = StreamExecutionEnvironment.get_execution_environment(conf)
@@ -110,8 +129,11 @@ def role_sluice(spec):
                                    .set_value_serialization_schema(SimpleStringSchema()).build())
             .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
             .set_transactional_id_prefix(spec["group"]).build())
-    (env.from_source(builder.build(), WatermarkStrategy.for_monotonous_timestamps(), "words")  # Kafka timestamps
-        .flat_map(words_of, output_type=Types.TUPLE([Types.STRING(), Types.LONG(), Types.LONG()]))
+    lines = env.from_source(builder.build(), WatermarkStrategy.for_monotonous_timestamps(), "words")  # Kafka ts
+    word_type = Types.TUPLE([Types.STRING(), Types.LONG(), Types.LONG()])
+    words = lines.map_batches(words_of_batch, output_type=word_type) if spec.get("arrow") else \
+        lines.flat_map(words_of, output_type=word_type)
+    (words
         .key_by(0)
         .window(TumblingEventTimeWindows.of(Time.seconds(5)))
         .sum(1)                      # keeps the window's first record's ts in field 2
@@ -128,6 +150,8 @@ def role_sluice(spec):
     else:
         result = env.execute("bench kafka")
     metrics["job_s"] = time.perf_counter() - t
+    if spec.get("profile"):
+        metrics["profile"] = _worker_profile(spark, spec["profile"])
     epochs = result.epochs
     metrics["epochs"] = result.epoch_count
     metrics["records_in"] = result.records_in_total
@@ -137,6 +161,26 @@ def role_sluice(spec):
     metrics["epoch_duration_median_s"] = sorted(e.duration_ms for e in epochs)[len(epochs) // 2] / 1000 \
         if epochs else None
     return metrics
+
+
+def _worker_profile(spark, folder, top=30):
+    """The Python workers' profiles (spark.python.profile), merged: the functions with the most
+    own time, as text, and the raw stats in ``folder``."""
+    import io
+    import pstats
+    spark.sparkContext.dump_profiles(folder)
+    files = glob.glob(os.path.join(folder, "*.pstats"))
+    if not files:
+        return "no worker profiles were written"
+    stats = pstats.Stats(files[0], stream=io.StringIO())
+    for path in files[1:]:
+        stats.add(path)
+    out = io.StringIO()
+    stats.stream = out
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    print(out.getvalue(), flush=True)
+    return out.getvalue()
 
 
 def role_sss(spec):
@@ -202,6 +246,7 @@ def _sss_query(spark, spec, topic, out_topic, checkpoint, trigger_ms):
 
 
 ROLES = {"sluice": role_sluice, "sss": role_sss}
+SLUICE_VARIANTS = (("sluice", False), ("sluice_arrow", True))
 
 
 # =========================================================================================
@@ -437,7 +482,9 @@ def main(argv=None):
     parser.add_argument("--epoch-ms", type=int, default=1000, help="the latency phase's epoch / trigger interval")
     parser.add_argument("--latency-rate", type=int, default=10_000, help="records/s in the latency phase")
     parser.add_argument("--latency-seconds", type=int, default=40, help="how long the latency phase produces")
-    parser.add_argument("--skip", default="", help="comma-separated: sluice,sss,latency,sss_latency")
+    parser.add_argument("--profile", action="store_true",
+                        help="cProfile Sluice's Python workers in the throughput run (slower; printed to its log)")
+    parser.add_argument("--skip", default="", help="comma-separated: sluice,sluice_arrow,sss,latency,sss_latency")
     parser.add_argument("--timeout", type=int, default=3600)
     parser.add_argument("--workdir")
     parser.add_argument("--role", help=argparse.SUPPRESS)
@@ -465,7 +512,7 @@ def main(argv=None):
             args.records, args.vocabulary, args.partitions, args.event_seconds, args.zipf, args.seed,
             args.min_words, args.max_words)
         print(f"generated {len(values):,} records ({n_words:,} words) in {time.perf_counter() - t:.1f} s", flush=True)
-        create_topics(bootstrap, ["words", "sluice-counts", "sss-counts", "warm", "warm-counts"], args.partitions)
+        create_topics(bootstrap, ["words", "sss-counts", "warm", "warm-counts"], args.partitions)
         t = time.perf_counter()
         produce(bootstrap, "words", values, partitions, timestamps)
         produce_s = time.perf_counter() - t
@@ -475,16 +522,20 @@ def main(argv=None):
         del values, partitions, timestamps
 
         common = {"bootstrap": bootstrap, "parallelism": par, "topic": "words"}
-        if "sluice" not in skip:
-            results["sluice"] = run_competitor("sluice", "sluice", dict(
-                common, out_topic="sluice-counts", group="bench-sluice", bounded=True,
-                warehouse=os.path.join(workdir, "sluice-warehouse"),
-                conf={"sluice.epoch.max-records-per-split": -(-args.batch_records // args.partitions)}),
+        for name, arrow in SLUICE_VARIANTS:
+            if name in skip:
+                continue
+            create_topics(bootstrap, [f"{name}-counts"], args.partitions)
+            results[name] = run_competitor(name, "sluice", dict(
+                common, out_topic=f"{name}-counts", group=f"bench-{name}", bounded=True, arrow=arrow,
+                warehouse=os.path.join(workdir, f"{name}-warehouse"),
+                conf={"sluice.epoch.max-records-per-split": -(-args.batch_records // args.partitions)},
+                profile=os.path.join(workdir, f"{name}-profile") if args.profile else None),
                 workdir, args.timeout)
-            if results["sluice"].get("ok"):
-                got = read_results(bootstrap, "sluice-counts")
-                ok, msg = _check(truth, got, workdir, "sluice", "Sluice (read_committed) vs generator")
-                results["sluice"]["check"] = "OK" if ok else "MISMATCH"
+            if results[name].get("ok"):
+                got = read_results(bootstrap, f"{name}-counts")
+                ok, msg = _check(truth, got, workdir, name, f"{name} (read_committed) vs generator")
+                results[name]["check"] = "OK" if ok else "MISMATCH"
                 checks.append(msg)
         if "sss" not in skip:
             results["sss"] = run_competitor("sss", "sss", dict(
@@ -561,7 +612,8 @@ def report(results, latency, args, n_words, produce_s):
 
     md = ["| competitor | records/s (job) | words/s (job) | job s | wall s (incl. start-up) | CPU s (tree) "
           "| peak RSS MiB (tree) | load before | counts |", "|" + "---|" * 9]
-    for name, label in (("sluice", "Sluice, KafkaSource -> KafkaSink EXACTLY_ONCE"),
+    for name, label in (("sluice", "Sluice, KafkaSource -> KafkaSink EXACTLY_ONCE, flat_map per record"),
+                        ("sluice_arrow", "Sluice, the same with the split in map_batches (Arrow)"),
                         ("sss", f"Structured Streaming, {SPARK_KAFKA} (sink at least once)")):
         m = results.get(name)
         if m is None:
@@ -573,10 +625,11 @@ def report(results, latency, args, n_words, produce_s):
         md.append(f"| {label} | {f(r, ',.0f')} | {f(n_words / m['job_s'], ',.0f')} | {m['job_s']:.1f} "
                   f"| {m['wall_s']:.1f} | {f(m.get('cpu_s'), '.1f')} | {m['peak_rss'] / 2**20:,.0f} "
                   f"| {m['load_before']:.2f} | {m.get('check', '-')} |")
-    a, b = rate("sluice"), rate("sss")
     md.append("")
-    md.append(f"Sluice / Structured Streaming throughput: **{a / b:.2f}x** (target >= 2x)" if a and b else
-              "Sluice / Structured Streaming throughput: n/a")
+    for name in ("sluice", "sluice_arrow"):
+        a, b = rate(name), rate("sss")
+        md.append(f"{name} / Structured Streaming throughput: **{a / b:.2f}x** (target >= 2x)" if a and b else
+                  f"{name} / Structured Streaming throughput: n/a")
     md.append(f"Producing the topic (confluent-kafka, lz4): {produce_s:.1f} s")
     if latency:
         md.append("")
