@@ -38,6 +38,7 @@ also its own subprocess entry point (``--role NAME --spec FILE``).
 from __future__ import annotations
 
 import argparse
+import datetime
 import glob
 import json
 import os
@@ -212,13 +213,10 @@ def role_sss(spec):
         query.awaitTermination()
     metrics["job_s"] = time.perf_counter() - t
     metrics["micro_batches"] = len(query.recentProgress)
-    watermarks = []
-    import datetime as _dt
-    for p in query.recentProgress:
-        wm = (p.get("eventTime") or {}).get("watermark")
-        if wm:
-            watermarks.append(int(_dt.datetime.fromisoformat(wm.replace("Z", "+00:00")).timestamp() * 1000))
-    metrics["final_watermark"] = max(watermarks) if watermarks else None
+    # the last batch's watermark is the final one (a watermark never goes back)
+    wm = ((query.lastProgress or {}).get("eventTime") or {}).get("watermark")
+    metrics["final_watermark"] = int(datetime.datetime.fromisoformat(wm.replace("Z", "+00:00")).timestamp() * 1000) \
+        if wm else None
     spark.stop()
     return metrics
 
