@@ -5,9 +5,9 @@ chromedriver, driven by Selenium) logging in through Airflow's own login page.
 
 The warehouse's history: a first run (Airflow's DAG run DAG_RUN_ID) that fails in its third
 epoch with a traceback, a savepoint of its last checkpoint, and a run that restores the
-savepoint and reads to the end of the input. Their file source reports its splits' figures
-(bytes read, file size, lag) through the enumerator's ``split_metrics`` hook, as a Kafka
-source reports its partitions', so the page draws per-split history without a broker.
+savepoint and reads to the end of the input. Their file source reports the files it read
+(bytes read, file size, lag) through its enumerator's ``split_metrics``, as a Kafka source
+reports its partitions', so the page draws per-split history without a broker.
 
 One api-server and one browser for the module; the first test sees the browser before it
 logs in, so the tests run in file order.
@@ -38,7 +38,6 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from checkpoint_harness import JOB, LINES_PER_EPOCH, job_args, write_input
 from runtime.client import run_job
-from runtime.connectors.files import FileEnumerator
 from runtime.execution.job_execution_result import JobExecutionException
 from runtime.jobmaster import overview
 from runtime.jobmaster.deployment import JOBS_FOLDER_ENV
@@ -158,14 +157,6 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
-def file_split_metrics(enumerator: FileEnumerator) -> dict:
-    """Each file's figures after the epoch as a source that knows its input's size reports them:
-    the byte offset reached, the file's size when the epoch was planned, the bytes left."""
-    return {path: {"offset": enumerator.positions[path]["offset"], "latest": size,
-                   "lag": size - enumerator.positions[path]["offset"]}
-            for path, size in enumerator.sizes.items() if path in enumerator.positions}
-
-
 @pytest.fixture(scope="module")
 def site(spark, airflow_db, tmp_path_factory):
     root = tmp_path_factory.mktemp("web-view")
@@ -183,14 +174,12 @@ def site(spark, airflow_db, tmp_path_factory):
         common = dict(warehouse=str(warehouse), master="local[2]", quiet=True, max_records_per_split=LINES_PER_EPOCH)
         failing = root / "failing_counts.py"
         failing.write_text(FAILING_JOB.format(jobs=os.path.dirname(JOB), input=args[1], windows=args[3], running=args[5]))
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(FileEnumerator, "split_metrics", file_split_metrics)
-            with pytest.raises(JobExecutionException, match="injected failure"):
-                run_job(str(failing), dag_run_id=DAG_RUN_ID, **common)
-            from runtime.checkpoint.savepoint import take_savepoint
-            from runtime.checkpoint.storage import CheckpointStorage
-            take_savepoint(CheckpointStorage(str(warehouse / "checkpointed-counts")), str(root / "savepoints" / "sp-1"))
-            run_job(JOB, args, restore_from=str(root / "savepoints" / "sp-1"), **common)
+        with pytest.raises(JobExecutionException, match="injected failure"):
+            run_job(str(failing), dag_run_id=DAG_RUN_ID, **common)
+        from runtime.checkpoint.savepoint import take_savepoint
+        from runtime.checkpoint.storage import CheckpointStorage
+        take_savepoint(CheckpointStorage(str(warehouse / "checkpointed-counts")), str(root / "savepoints" / "sp-1"))
+        run_job(JOB, args, restore_from=str(root / "savepoints" / "sp-1"), **common)
         job = overview.find_job(JOB_NAME, str(warehouse), str(jobs))
         _wait_until_up(proc, url, log)
         yield Site(url, root, warehouse, job)

@@ -29,6 +29,9 @@ def discover(paths) -> list[str]:
     return found
 
 
+METRICS_FILES = 100     # files whose figures an epoch's metrics row carries
+
+
 class FileEnumerator(SplitEnumerator):
     def __init__(self, source, context):
         super().__init__(source, context)
@@ -62,6 +65,13 @@ class FileEnumerator(SplitEnumerator):
         # With a line limit the input ends with the first epoch that finds nothing left.
         self.input_ends_with_plan = self.source.monitor_interval_ms is None and (limit is None or not planned)
         return {s: tuple(reads) for s, reads in plan.items()}
+
+    def split_metrics(self) -> dict[str, dict]:
+        """Each file in bytes: the offset reached, its size when the epoch was planned, the bytes
+        left; the newest METRICS_FILES files only (a monitored folder may hold thousands)."""
+        return {path: {"offset": self.positions.get(path, {}).get("offset", 0), "latest": self.sizes[path],
+                       "lag": self.sizes[path] - self.positions.get(path, {}).get("offset", 0)}
+                for path in self.files[-METRICS_FILES:] if path in self.sizes}
 
     @property
     def finished(self):
