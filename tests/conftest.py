@@ -23,7 +23,7 @@ SLOW_TIERS = {
     "airflow": ("test_airflow_control_plane.py", "test_airflow_settings.py", "test_airflow_spark_submit.py",
                 "test_geo_alerts_dag.py", "test_web_view.py", "test_airflow_ui_runs.py", "test_dev_airflow.py",
                 "test_quickstart.py"),
-    "faults": ("test_checkpoint_faults.py", "test_exactly_once_restarts.py"),
+    "faults": ("test_checkpoint_faults.py", "test_exactly_once_restarts.py", "test_restart_attempts.py"),
     "object_store": ("test_object_store.py",),
     "kafka": ("test_kafka_source.py", "test_kafka_sink.py", "test_kafka_modes.py", "test_kafka_windows_dag.py", "test_kafka_faults.py",
               "test_pyflink_kafka_examples.py"),

@@ -55,7 +55,9 @@ log = logging.getLogger(__name__)
 
 
 class JobRunner:
-    def __init__(self, stream_graph: StreamGraph, options: ExecutionOptions, spark=None):
+    def __init__(self, stream_graph: StreamGraph, options: ExecutionOptions, spark=None,
+                 restart_attempt: bool = False):
+        """``restart_attempt``: a restart attempt of a run (``restarts``), whose preflight runs in ``run``."""
         settings = stream_graph.settings
         configuration = dict(settings.configuration)
         self.stream_graph = stream_graph
@@ -84,11 +86,11 @@ class JobRunner:
         self.coordinator = CheckpointCoordinator(self.storage, job_graph,
                                                  {} if self.batch else dict(settings.checkpoint_config), self.run_id)
         self.sources = SourceCoordinator(job_graph, options, self.job_dir, self.batch)
-        try:
-            self.restore_point = preflight(job_graph, self.sources, self.storage, options, self.batch)
-        except BaseException:
-            self.sources.close()
-            raise
+        # A first attempt's misuse fails here, before Spark starts; a restart attempt's preflight
+        # (a broker still down) is a failed attempt, recorded and decided on in run(), as Flink
+        # restarts a job whose tasks failed to deploy.
+        self.restart_attempt = restart_attempt
+        self.restore_point = None if restart_attempt else self._preflight()
         self.recovery = Recovery(job_graph, options, self.storage, self.coordinator, self.sources, self.states,
                                  self.batch, self._say)
         self.planner = EpochPlanner(job_graph, options, self.storage, self.coordinator, self.sources, self.states,
@@ -107,6 +109,13 @@ class JobRunner:
         self.metrics = RunMetrics()         # user metrics: not checkpointed, they start with the run
         self.decision = None                # the restart strategy's decision on this run's failure
         self.stopping: Optional[StopRequest] = None     # a stop with savepoint, seen at an epoch boundary
+
+    def _preflight(self):
+        try:
+            return preflight(self.job_graph, self.sources, self.storage, self.options, self.batch)
+        except BaseException:
+            self.sources.close()
+            raise
 
     @property
     def restored_from(self) -> Optional[int]:
@@ -149,15 +158,18 @@ class JobRunner:
         started = time.time()
         result = JobExecutionResult(self.job_graph.job_id, self.job_graph.job_name, self.run_id, 0.0, [],
                                     self.execution_graph, self.slot_plan)
+        if self.restart_attempt:
+            try:
+                self.restore_point = self._preflight()
+            except Exception as e:
+                self._transition_all(ExecutionState.FAILED, str(e))
+                self._failed(self._recorder(started), result, e)
+                raise
         self.coordinator.open_sinks(result)
         self.storage.claim(self.run_id, self.options.lease_timeout_s)
         status = "FAILED"
         broadcast = None
-        recorder = RunRecorder(self.job_dir, ExecutionRecord(
-            self.run_id, self.job_graph.job_name, RUNNING, started, self.options.dag_run_id or "",
-            self.options.attempt, parallelism={v.name: v.parallelism for v in self.job_graph.vertices},
-            application_id=self.spark.sparkContext.applicationId),
-            self.options.compact_after_files, self.options.log_retention_s, self.restore_point)
+        recorder = self._recorder(started)
         try:
             try:
                 self._begin(self.recovery.start(self.restore_point, self.run_id))
@@ -206,6 +218,14 @@ class JobRunner:
             if status != "FAILED":
                 recorder.ended(status, result, self.restored_from)
         return result
+
+    def _recorder(self, started: float) -> RunRecorder:
+        """The run's rows in the execution history, from its RUNNING row on."""
+        return RunRecorder(self.job_dir, ExecutionRecord(
+            self.run_id, self.job_graph.job_name, RUNNING, started, self.options.dag_run_id or "",
+            self.options.attempt, parallelism={v.name: v.parallelism for v in self.job_graph.vertices},
+            application_id=self.spark.sparkContext.applicationId),
+            self.options.compact_after_files, self.options.log_retention_s, self.restore_point)
 
     def _run_epochs(self, broadcast, result: JobExecutionResult) -> bool:
         """Epoch after epoch until the input ends (True), max_epochs or a cancel (False); a failed

@@ -7,7 +7,9 @@ delay and the restore, not a cold Spark start.
 Each attempt is a JobRunner of its own with a row of its own in the execution history (attempt
 number, failure, the strategy's decision, the Spark application); the strategy decides from
 those rows (``RunRecorder.failed``), so a control plane that restarts a whole driver (an Airflow
-retry after the driver's JVM died under spark-submit) continues the same count.
+retry after the driver's JVM died under spark-submit) continues the same count. A restart
+attempt whose preflight fails (its Kafka broker still down) is a failed attempt like any other, as
+Flink restarts a job whose tasks failed to deploy; only a driver's first attempt fails fast on it.
 
 A failure that left the session unusable (its JVM died, or it was stopped) restarts in a fresh
 session when this process started the JVM; under spark-submit the JVM is the process's parent, so
@@ -59,14 +61,15 @@ def attempt_overrides(graph: ExecutionGraph, configuration: dict, warehouse: str
 
 
 def run_attempts(job_runner, stream_graph, options: ExecutionOptions, stop: Optional[threading.Event] = None):
-    """Run the job (each attempt a ``job_runner(stream_graph, options, spark)``: the JobRunner), and
-    while the restart strategy says so, run it again in the same session after its delay. Only for
-    a run under a control plane (``options.dag_run_id``): ``sluice run`` alone does not restart (the
-    JobRunner's failure is raised, with its decision in the history)."""
+    """Run the job (each attempt a ``job_runner(stream_graph, options, spark, restart_attempt)``: the
+    JobRunner), and while the restart strategy says so, run it again in the same session after its
+    delay. Only for a run under a control plane (``options.dag_run_id``): ``sluice run`` alone does
+    not restart (the JobRunner's failure is raised, with its decision in the history)."""
     stop = stop or threading.Event()
     spark = None
+    restart_attempt = False
     while True:
-        runner = job_runner(stream_graph, options, spark)
+        runner = job_runner(stream_graph, options, spark, restart_attempt)
         runner.stop = stop
         try:
             return runner.run()
@@ -91,3 +94,4 @@ def run_attempts(job_runner, stream_graph, options: ExecutionOptions, stop: Opti
             deadline = time.time() + backoff
             if stop.wait(max(0.0, deadline - time.time())):      # stopped or canceled while waiting
                 raise
+            restart_attempt = True      # its preflight's failure is a failed attempt, restarted as any
