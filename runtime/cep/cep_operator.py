@@ -7,10 +7,11 @@ Flink keeps them; checkpoints, restores and rescaling by key groups need nothing
 What it spares per event: the events of a batch wait in memory (timestamp -> key -> events)
 until a watermark passes them, so an event released within its epoch never touches the MapState
 or a timer; only those still waiting when the epoch ends (``close``, before the snapshot) are
-written to the MapState with their timers. A watermark releases each key's due events at once:
-its NFA state is read and written once for all of them (the keys announced to the backend first,
-so RocksDB reads them in one ``multi_get``), and not written at all when the events left it
-as it was. The timers that fire first (the restored waiting events, timeouts) take the key's
+written to the MapState with their timers. A watermark releases each key's due events at once.
+The NFA states the epoch touches are kept here and written back at ``close``: a key's state is
+read from the backend once per epoch (the keys of a watermark announced to the backend first, so
+RocksDB reads them in one ``multi_get``) and written once, or not at all when its events left
+it as it was. The timers that fire first (the restored waiting events, timeouts) take the key's
 in-memory events with them, in timestamp order, so a key's events are matched in order however
 they were kept. In processing time a batch's records are matched key by key, in arrival order.
 """

@@ -1,9 +1,10 @@
 """Conditions of a pattern (Flink's ``SimpleCondition``, ``IterativeCondition`` and the rich
 and/or/not combinators the NFACompiler builds).
 
-Internally every condition is called as ``condition(value, ctx)``; a ``SimpleCondition`` or a
-one-argument function ignores the context. Conditions are shipped to Spark executors inside
-the job (cloudpickle); they never live in state, only the NFA's state names do.
+Every condition can be called as ``condition(value, ctx)``; a ``SimpleCondition`` or a
+one-argument function ignores the context, and the NFA calls those (and their and/or/not) on the
+value alone (``event_test``). Conditions are shipped to Spark executors inside the job
+(cloudpickle); they never live in state, only the NFA's state names do.
 """
 from __future__ import annotations
 
