@@ -76,7 +76,56 @@ def _row_type(type_info, schema: str) -> RowTypeInfo:
 # Writing
 # =============================================================================================
 
-class CsvRowSerializationSchema(SerializationSchema):
+class _CsvBuilder:
+    """The options both CSV schemas' builders share (PyFlink's setters); ``_schema`` is the class
+    a builder builds."""
+
+    _schema: type
+
+    def __init__(self, type_info: TypeInformation):
+        if type_info is None:
+            raise TypeError("Type information must not be None")
+        row_type_info(type_info, self._schema.__name__)
+        self._type_info = type_info
+        self._options: dict = {}
+
+    def _set(self, **option):
+        self._options.update(option)
+        return self
+
+    def set_field_delimiter(self, delimiter: str):
+        return self._set(field_delimiter=delimiter)
+
+    def set_array_element_delimiter(self, delimiter: str):
+        return self._set(array_element_delimiter=delimiter)
+
+    def set_quote_character(self, c: str):
+        return self._set(quote_character=c)
+
+    def set_escape_character(self, c: str):
+        return self._set(escape_character=c)
+
+    def build(self):
+        return self._schema(self._type_info, **self._options)
+
+
+class _ValueSchema:
+    """Equality, hashing and pickling by the schema's options (``_key``), as Flink's schemas compare."""
+
+    def _key(self) -> tuple:
+        raise NotImplementedError
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other._key() == self._key()
+
+    def __hash__(self):
+        return hash((type(self),) + self._key())
+
+    def __reduce__(self):
+        return type(self), self._key()
+
+
+class CsvRowSerializationSchema(_ValueSchema, SerializationSchema):
     """A Row of the declared ROW type as one CSV line (Flink's CsvRowSerializationSchema).
 
         CsvRowSerializationSchema.Builder(Types.ROW([Types.INT(), Types.STRING()])).build()
@@ -100,44 +149,15 @@ class CsvRowSerializationSchema(SerializationSchema):
         self._min_safe = max(ord(c) for c in self.field_delimiter + (self.quote_character or "") + line_delimiter) + 1
         self._fields = [self._cell_writer(ft) for ft in self.type_info.get_field_types()]
 
-    class Builder:
-        def __init__(self, type_info: TypeInformation):
-            if type_info is None:
-                raise TypeError("Type information must not be None")
-            row_type_info(type_info, "CsvRowSerializationSchema")
-            self._type_info = type_info
-            self._options: dict = {}
-
-        def set_field_delimiter(self, c: str):
-            self._options["field_delimiter"] = c
-            return self
-
+    class Builder(_CsvBuilder):
         def set_line_delimiter(self, delimiter: str):
-            self._options["line_delimiter"] = delimiter
-            return self
-
-        def set_array_element_delimiter(self, delimiter: str):
-            self._options["array_element_delimiter"] = delimiter
-            return self
+            return self._set(line_delimiter=delimiter)
 
         def disable_quote_character(self):
-            self._options["quote_character"] = None
-            return self
-
-        def set_quote_character(self, c: str):
-            self._options["quote_character"] = c
-            return self
-
-        def set_escape_character(self, c: str):
-            self._options["escape_character"] = c
-            return self
+            return self._set(quote_character=None)
 
         def set_null_literal(self, s: str):
-            self._options["null_literal"] = s
-            return self
-
-        def build(self) -> "CsvRowSerializationSchema":
-            return CsvRowSerializationSchema(self._type_info, **self._options)
+            return self._set(null_literal=s)
 
     # -- cells ----------------------------------------------------------------------------------
 
@@ -208,14 +228,6 @@ class CsvRowSerializationSchema(SerializationSchema):
         return (self.type_info, self.field_delimiter, self.line_delimiter, self.array_element_delimiter,
                 self.quote_character, self.escape_character, self.null_literal)
 
-    def __eq__(self, other):
-        return type(other) is type(self) and other._key() == self._key()
-
-    def __hash__(self):
-        return hash((type(self),) + self._key())
-
-    def __reduce__(self):
-        return CsvRowSerializationSchema, self._key()
 
 
 # =============================================================================================
@@ -269,7 +281,7 @@ def _value_reader(t: TypeInformation) -> Callable[[str], Any]:
     return parse_base64
 
 
-class CsvRowDeserializationSchema(DeserializationSchema):
+class CsvRowDeserializationSchema(_ValueSchema, DeserializationSchema):
     """One CSV record per message -> a Row of the declared ROW type (Flink's CsvRowDeserializationSchema).
 
         CsvRowDeserializationSchema.Builder(Types.ROW([Types.INT(), Types.STRING()])).build()
@@ -295,46 +307,17 @@ class CsvRowDeserializationSchema(DeserializationSchema):
         self._names = self.type_info.get_field_names()
         self._fields = [self._field_reader(ft) for ft in self.type_info.get_field_types()]
 
-    class Builder:
-        def __init__(self, type_info: TypeInformation):
-            if type_info is None:
-                raise TypeError("Type information must not be None")
-            row_type_info(type_info, "CsvRowDeserializationSchema")
-            self._type_info = type_info
-            self._options: dict = {}
-
-        def set_field_delimiter(self, delimiter: str):
-            self._options["field_delimiter"] = delimiter
-            return self
-
+    class Builder(_CsvBuilder):
         def set_allow_comments(self, allow_comments: bool):
-            self._options["allow_comments"] = allow_comments
-            return self
-
-        def set_array_element_delimiter(self, delimiter: str):
-            self._options["array_element_delimiter"] = delimiter
-            return self
-
-        def set_quote_character(self, c: str):
-            self._options["quote_character"] = c
-            return self
-
-        def set_escape_character(self, c: str):
-            self._options["escape_character"] = c
-            return self
+            return self._set(allow_comments=allow_comments)
 
         def set_null_literal(self, null_literal: str):
             if null_literal is None:
                 raise TypeError("Null literal must not be null.")
-            self._options["null_literal"] = null_literal
-            return self
+            return self._set(null_literal=null_literal)
 
         def set_ignore_parse_errors(self, ignore_parse_errors: bool):
-            self._options["ignore_parse_errors"] = ignore_parse_errors
-            return self
-
-        def build(self) -> "CsvRowDeserializationSchema":
-            return CsvRowDeserializationSchema(self._type_info, **self._options)
+            return self._set(ignore_parse_errors=ignore_parse_errors)
 
     def _field_reader(self, t: TypeInformation) -> Callable[[str], Any]:
         null = self.null_literal
@@ -424,14 +407,6 @@ class CsvRowDeserializationSchema(DeserializationSchema):
         return (self.type_info, self.field_delimiter, self.allow_comments, self.array_element_delimiter,
                 self.quote_character, self.escape_character, self.null_literal, self.ignore_parse_errors)
 
-    def __eq__(self, other):
-        return type(other) is type(self) and other._key() == self._key()
-
-    def __hash__(self):
-        return hash((type(self),) + self._key())
-
-    def __reduce__(self):
-        return CsvRowDeserializationSchema, self._key()
 
     def get_produced_type(self) -> RowTypeInfo:
         return self.type_info
@@ -439,3 +414,8 @@ class CsvRowDeserializationSchema(DeserializationSchema):
 
 def _shown(text: str, limit: int = 200) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+# What each builder builds (the classes exist only once their builders are defined).
+CsvRowSerializationSchema.Builder._schema = CsvRowSerializationSchema
+CsvRowDeserializationSchema.Builder._schema = CsvRowDeserializationSchema
