@@ -108,6 +108,8 @@ def test_dagbag_imports_a_dag_per_job_and_the_control_dags(control_plane):
     dag = bag.dags["counts_a"]
     assert [t.task_id for t in dag.topological_sort()] == [
         "compile", "execution_graph", "allocate_slots", "deploy", "run", "finish", "sink_assets"]
+    # The docs say the strategy and the time a run that keeps failing takes to give up.
+    assert "gives up after" in dag.doc_md and "in the run task's own Spark session" in dag.doc_md
     run = dag.get_task("run")
     # The source chain (the default parallelism: PyFlink's, the machine's cores) and the keyed
     # operators (2) share the default group: the larger of the two.

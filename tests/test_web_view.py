@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -277,6 +278,9 @@ def test_job_page_draws_the_graph_and_lists_checkpoints_and_executions(site, bro
         [(v.name, v.parallelism) for v in graph.vertices]
     assert {r.get_attribute("data-parallelism-from") for r in vertex_rows} <= {"operator", "run"}
     assert "At most 3 restart attempts" in browser.find_element(By.ID, "restart-strategy").text
+    # How long a run that keeps failing takes to give up, with the failed run's attempt measured.
+    assert re.search(r"gives up after 4 attempt\(s\) with [\d.]+ s of delays and about [\d.]+ s per attempt "
+                     r"as measured", browser.find_element(By.ID, "give-up-time").text)
     buttons = browser.find_elements(By.CSS_SELECTOR, "#checkpoints form.restore")
     assert len(buttons) == sum(overview.is_restorable(r) for r in site.job.checkpoints)
 

@@ -43,9 +43,9 @@ def run_params(spec: JobSpec) -> dict:
 def job_dag(spec: JobSpec) -> DAG:
     d, warehouse = spec.deployment, warehouse_root()
     profile = dag_profile(spec, warehouse)
-    doc = (f"{spec.doc}\n\n**Restarts** (the `run` task's tries are the job's attempts): "
-           f"{profile['restart_strategy']} Set another with `env.set_restart_strategy(...)` or the "
-           f"`restart-strategy.*` configuration keys.")
+    doc = (f"{spec.doc}\n\n**Restarts:** {profile['restart_strategy']} {profile['give_up_time']} Restarts run in "
+           f"the run task's own Spark session: every attempt is in its one Airflow try and log. Set another "
+           f"strategy with `env.set_restart_strategy(...)` or the `restart-strategy.*` configuration keys.")
     with DAG(dag_id=spec.name, schedule=dag_schedule(spec, warehouse), start_date=START, catchup=False,
              max_active_runs=1, description=d.description or (spec.doc.splitlines() or [""])[0], doc_md=doc,
              tags=["sluice", *d.tags], params=run_params(spec), default_args={"owner": d.owner}) as dag:

@@ -23,7 +23,7 @@ from runtime.execution.history import ExecutionHistory, ExecutionRecord
 from runtime.jobmaster import metrics_history
 from runtime.jobmaster.deployment import CONTROL_PLANE_CONFIGURATION, JobSpec, discover_jobs, resolve_args
 from runtime.jobmaster.plans import latest_plan, load_plan, script_sha256
-from runtime.jobmaster.steps import parallelism_from, restart_strategy_of
+from runtime.jobmaster.steps import GiveUpTime, attempt_seconds, give_up_of, parallelism_from, restart_strategy_of
 from runtime.storage.filesystems import isfile, join
 from runtime.storage.layout import job_dir
 
@@ -181,6 +181,9 @@ def job_summary(job: JobOverview) -> dict:
         "job_dir": job.job_dir,
         "error": job.error,
         "restart_strategy": restart_strategy_of(job.compiled) if job.compiled else None,
+        # how long a run that keeps failing takes to give up, with the attempts' time as measured
+        "give_up_time": GiveUpTime(**give_up_of(job.compiled), attempt_s=attempt_seconds(job.executions)).describe()
+        if job.compiled else None,
         "latest_checkpoint": checkpoint_json(latest_checkpoint) if latest_checkpoint else None,
         "latest_execution": execution_json(job.executions[0]) if job.executions else None,
     }

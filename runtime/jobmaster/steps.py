@@ -204,11 +204,15 @@ def give_up_time(strategy, attempt_s: Optional[float] = None, limit: int = 1000)
 
 
 def measured_attempt_s(warehouse: str, job_name: str, last: int = 20) -> Optional[float]:
-    """An attempt's duration as the job's history measured it: the median, over its last ``last``
-    failed attempts, of the time from the attempt's start (or, for a restart, from the failure
-    before it, less the strategy's delay: the restart's own cost) to its failure. None: no failed
-    attempt yet."""
-    records = sorted(ExecutionHistory(job_dir(warehouse, job_name)).executions(), key=lambda r: r.started_at or 0)
+    """An attempt's duration as the job's history measured it (``attempt_seconds``)."""
+    return attempt_seconds(ExecutionHistory(job_dir(warehouse, job_name)).executions(), last)
+
+
+def attempt_seconds(records: list[ExecutionRecord], last: int = 20) -> Optional[float]:
+    """The median, over the last ``last`` failed attempts in ``records``, of the time from the
+    attempt's start (or, for a restart, from the failure before it, less the strategy's delay:
+    the restart's own cost) to its failure. None: no failed attempt yet."""
+    records = sorted(records, key=lambda r: r.started_at or 0)
     previous: dict = {}
     spans = []
     for r in records:
