@@ -321,10 +321,19 @@ def cancel_all_jobs() -> None:
         logging.root.addFilter(_not_cancel_teardown)
     sc = SparkContext._active_spark_context
     if sc is not None:
+        # pyspark's accumulator server prints a traceback on stderr (socketserver's handle_error)
+        # when the JVM's connection to it ends mid-update, as it does when a cancel stops the JVM.
+        server = getattr(sc, "_accumulatorServer", None)
+        if server is not None:
+            server.handle_error = _accumulator_update_lost
         try:
             sc.cancelAllJobs()
         except Exception:       # the JVM went first: nothing left to cancel
             pass
+
+
+def _accumulator_update_lost(request, client_address) -> None:
+    logging.getLogger(__name__).debug("an accumulator update from the JVM was cut off by the cancel")
 
 
 def cancel_requested() -> bool:
