@@ -1,5 +1,6 @@
 """The Kafka source against the test run's real broker (tests/kafka_env.py): the enumerator's
 plans and the reader's ranges without Spark, then whole jobs on the shared Spark session."""
+import pyarrow as pa
 import pytest
 
 import kafka_env
@@ -10,6 +11,7 @@ from runtime.connectors.kafka_clients import KafkaConnectorError, split_owner
 from runtime.connectors.kafka_source import KafkaSourceEnumerator, KafkaSourceReader
 from runtime.datastream.connectors.kafka import (KafkaOffsetResetStrategy, KafkaOffsetsInitializer, KafkaSource,
                                                  KafkaTopicPartition)
+from runtime.task.arrow_batch import ArrowBatch
 from runtime.task.task_context import TaskContext
 from runtime_env import job_env
 
@@ -28,10 +30,15 @@ def run_epoch(enumerator, reader, epoch=0):
     got, states = {}, {}
     for subtask, reads in plan.items():
         for split in reads:
-            got.setdefault(subtask, []).extend(v for values, _ in reader.read(split, 7) for v in values)
+            got.setdefault(subtask, []).extend(v for batch in reader.read(split, 7) for v in records(batch))
             states[split.split_id] = reader.end_state(split)
     enumerator.complete_epoch(states)
     return got, plan
+
+
+def records(batch) -> list:
+    """A read batch's records: (values, timestamps), or an ArrowBatch (strings)."""
+    return batch.rows()[0] if isinstance(batch, ArrowBatch) else batch[0]
 
 
 def reader_for(src):
@@ -160,3 +167,40 @@ def test_bad_connections_fail_before_the_job_naming_what_to_fix(kafka_broker, ca
     with pytest.raises(KafkaConnectorError, match=expected):
         enumerator.check()
     enumerator.close()
+
+
+def test_in_a_chain_strings_reach_map_batches_as_arrow_and_skipped_records_keep_offsets(kafka_broker):
+    """Through the task harness (no Spark): the reader's Arrow batch into map_batches and into a
+    per-record map; a JSON source whose null and unparsable messages are skipped, and a map that
+    fails on the record after them named by its own offset."""
+    import pyarrow.compute as pc
+    from runtime.datastream import StreamExecutionEnvironment
+    from runtime.datastream.formats.json import JsonRowDeserializationSchema
+    from task_harness import collect_in_tasks
+    bootstrap = kafka_broker.bootstrap
+    topic = kafka_env.create_topic(bootstrap, "chain", 1)
+    kafka_env.produce(bootstrap, topic, ["a", "bb", "ccc"], timestamps=[1000, 2000, 3000])
+    def from_kafka(name, built, strategy):      # a new job each time (collect_in_tasks adds a sink)
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.set_parallelism(1)
+        return env.from_source(built, strategy, name)
+
+    lines = source(bootstrap, topic).set_bounded(KafkaOffsetsInitializer.latest()).build()
+    upper = from_kafka("lines", lines, WatermarkStrategy.for_monotonous_timestamps()).map_batches(
+        lambda b: pa.record_batch({"f0": pc.utf8_upper(b["f0"]), "f1": pc.add(b["__timestamp"], 1)}),
+        output_type=Types.TUPLE([Types.STRING(), Types.LONG()]))
+    assert collect_in_tasks(upper) == [("A", 1001), ("BB", 2001), ("CCC", 3001)]
+    lengths = from_kafka("lines", lines, WatermarkStrategy.for_monotonous_timestamps()).map(len, Types.INT())
+    assert collect_in_tasks(lengths) == [1, 2, 3]
+
+    json_topic = kafka_env.create_topic(bootstrap, "chain-json", 1)
+    kafka_env.produce(bootstrap, json_topic, ['{"id": 1}', "null", "{oops", '{"id": 0}', '{"id": 2}'])
+    schema = (JsonRowDeserializationSchema.builder().type_info(Types.ROW_NAMED(["id"], [Types.INT()]))
+              .ignore_parse_errors().build())
+    rows = (KafkaSource.builder().set_bootstrap_servers(bootstrap).set_topics(json_topic)
+            .set_value_only_deserializer(schema).set_bounded(KafkaOffsetsInitializer.latest()).build())
+    assert collect_in_tasks(from_kafka("rows", rows, WatermarkStrategy.no_watermarks())) == [
+        Row(id=1), Row(id=0), Row(id=2)]
+    with pytest.raises(AssertionError, match=rf"ZeroDivisionError.*topic '{json_topic}', partition 0, offset 3"):
+        collect_in_tasks(from_kafka("rows", rows, WatermarkStrategy.no_watermarks())
+                         .map(lambda r: 1 // r.id, output_type=Types.INT()))

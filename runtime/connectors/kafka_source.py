@@ -25,13 +25,23 @@ planning, naming the partition and the lost range, unless ``auto.offset.reset`` 
 """
 from __future__ import annotations
 
+import codecs
 import time
+from bisect import bisect_left, bisect_right
+from functools import partial
+from operator import is_not, itemgetter
 from typing import Optional
 
+import pyarrow as pa
+
+from runtime.common.arrow import arrow_schema
+from runtime.common.serialization import SimpleStringSchema
+from runtime.common.typeinfo import Types
 from runtime.connectors.base import SourceReader, SplitEnumerator
 from runtime.connectors.kafka_clients import (DEFAULT_API_TIMEOUT_MS, DEFAULT_ISOLATION, ClientErrors,
                                               KafkaConnectorError, client_config, log, split_owner, with_errors)
 from runtime.datastream.connectors.kafka import KafkaOffsetResetStrategy
+from runtime.task.arrow_batch import ArrowBatch
 from runtime.task.deployment import SplitRead
 
 CHECK_TIMEOUT_S = 10.0
@@ -305,9 +315,21 @@ class KafkaSourceEnumerator(SplitEnumerator):
 
 
 class KafkaSourceReader(SourceReader):
+    """Reads a split's planned range a ``consume()`` batch at a time. A batch's records are made
+    from its messages in one go: with ``SimpleStringSchema`` in UTF-8 they are an ``ArrowBatch``
+    (the values as one binary array cast to strings, the timestamps one int64 array), which an
+    Arrow-batch function downstream takes as it is and a per-record operator gets decoded once;
+    any other deserializer runs per record, and a record it turns into None (a JSON ``null``, a
+    message skipped with ``ignore_parse_errors``) is left out, as Flink's KafkaSource does."""
+
     def __init__(self, source, ctx):
         super().__init__(source, ctx)
-        self.offsets: dict[str, list] = {}      # the offsets read of each split: origin()
+        # Where each split's records came from, for origin(): per batch (the index of its first
+        # record this epoch, its first offset, its offsets when they are not consecutive).
+        self.spans: dict[str, list] = {}
+        deserializer = source.deserializer
+        self.utf8_strings = (type(deserializer) is SimpleStringSchema
+                             and codecs.lookup(deserializer.charset).name == "utf-8")
 
     def _consumer(self, errors: ClientErrors):
         from confluent_kafka import Consumer
@@ -320,16 +342,16 @@ class KafkaSourceReader(SourceReader):
             "isolation.level": _isolation(self.source)}))
 
     def read(self, split: SplitRead, batch_size: int):
-        offsets = self.offsets.setdefault(split.split_id, [])
+        spans = self.spans.setdefault(split.split_id, [])
         if split.start >= split.end:
             return
-        from confluent_kafka import KafkaError, TopicPartition
+        from confluent_kafka import Message, TopicPartition
         topic, partition = split.state["topic"], split.state["partition"]
         errors = _errors(self.source)
         consumer = self._consumer(errors)
-        deserializer = self.source.deserializer
         timeout = _api_timeout_s(self.source)
         where = f"partition {split.split_id}, offsets [{split.start}, {split.end})"
+        read = 0
         try:
             tp = TopicPartition(topic, partition, split.start)
             consumer.assign([tp])
@@ -337,33 +359,25 @@ class KafkaSourceReader(SourceReader):
             while position < split.end:
                 messages = consumer.consume(num_messages=min(batch_size, split.end - position), timeout=0.5)
                 errors.raise_if_failed(f"reading {where}")
-                values, timestamps = [], []
-                for m in messages:
-                    error = m.error()
-                    if error is not None:
-                        if error.code() == KafkaError._PARTITION_EOF:
-                            if m.offset() >= split.end:
-                                position = split.end
-                            continue
-                        raise self._failed(error, where, split)
-                    offset = m.offset()
-                    if offset >= split.end:
+                if messages and list(map(Message.error, messages)).count(None) != len(messages):
+                    messages, at_end = self._without_events(messages, where, split)
+                    if at_end:
                         position = split.end
-                        break
-                    try:
-                        value = deserializer.deserialize(m.value())
-                    except Exception as e:
-                        raise ValueError(f"Kafka source: the record at topic '{topic}', partition {partition}, "
-                                         f"offset {offset} cannot be deserialized by "
-                                         f"{type(deserializer).__name__}: {type(e).__name__}: {e}") from e
-                    kind, ts = m.timestamp()
-                    values.append(value)
-                    timestamps.append(ts if kind != 0 else None)     # TIMESTAMP_NOT_AVAILABLE
-                    offsets.append(offset)
-                    position = offset + 1
-                if values:
+                if messages:
+                    last = messages[-1].offset()
+                    if last >= split.end:       # past the range: the log went on after control records
+                        messages = messages[:bisect_left(list(map(Message.offset, messages)), split.end)]
+                        position = split.end
+                    else:
+                        position = last + 1
+                if messages:
+                    batch, first, offsets = self.decode(messages)
+                    n = len(batch) if type(batch) is ArrowBatch else len(batch[0])
+                    if n:
+                        spans.append((read, first, offsets))
+                        read += n
+                        yield batch
                     waited_since = time.monotonic()
-                    yield values, timestamps
                 elif position < split.end:
                     # Control records (transaction markers) and aborted records advance the position only.
                     now = consumer.position([TopicPartition(topic, partition)])[0].offset
@@ -379,6 +393,61 @@ class KafkaSourceReader(SourceReader):
         finally:
             consumer.close()
 
+    def _without_events(self, messages: list, where: str, split: SplitRead) -> tuple[list, bool]:
+        """The messages that are records, and whether an end-of-partition event was at or past
+        the range's end; any other error fails the read."""
+        from confluent_kafka import KafkaError
+        records, at_end = [], False
+        for m in messages:
+            error = m.error()
+            if error is None:
+                records.append(m)
+            elif error.code() == KafkaError._PARTITION_EOF:
+                at_end = at_end or m.offset() >= split.end
+            else:
+                raise self._failed(error, where, split)
+        return records, at_end
+
+    def decode(self, messages: list) -> tuple:
+        """A batch of records of ``messages`` (records, in one partition, in offset order): an
+        ArrowBatch, or (values, timestamps) without the records the deserializer turned into
+        None; its first record's offset, and every record's offset when they are not consecutive."""
+        from confluent_kafka import Message
+        values = list(map(Message.value, messages))
+        stamps = list(map(Message.timestamp, messages))
+        timestamps = list(map(itemgetter(1), stamps))
+        if timestamps and min(timestamps) < 0:        # TIMESTAMP_NOT_AVAILABLE: (0, -1)
+            timestamps = [None if kind == 0 else t for kind, t in stamps]
+        first, last = messages[0].offset(), messages[-1].offset()
+        offsets = None if last - first + 1 == len(messages) else list(map(Message.offset, messages))
+        if self.utf8_strings:
+            column = _utf8_column(values)
+            if column is not None:
+                return (ArrowBatch(pa.RecordBatch.from_arrays([column], schema=_STRING_SCHEMA),
+                                   pa.array(timestamps, pa.int64()), _STRING), first, offsets)
+            # a null value (tombstone) or bad UTF-8: per record, which names the record
+        deserialize = self.source.deserializer.deserialize
+        records = []
+        for i, value in enumerate(values):
+            try:
+                records.append(deserialize(value))
+            except Exception as e:
+                m = messages[i]
+                raise ValueError(f"Kafka source: the record at topic '{m.topic()}', partition {m.partition()}, "
+                                 f"offset {m.offset()} cannot be deserialized by "
+                                 f"{type(self.source.deserializer).__name__}: {type(e).__name__}: {e}") from e
+        if not all(map(_is_not_none, records)):
+            kept = [i for i, r in enumerate(records) if r is not None]
+            records = [records[i] for i in kept]
+            timestamps = [timestamps[i] for i in kept]
+            if not kept:
+                return (records, timestamps), first, None
+            offsets = [messages[i].offset() for i in kept]
+            first = offsets[0]
+            if offsets[-1] - first + 1 == len(offsets):
+                offsets = None
+        return (records, timestamps), first, offsets
+
     def _failed(self, error, where: str, split: SplitRead) -> KafkaConnectorError:
         from confluent_kafka import KafkaError
         if error.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
@@ -390,6 +459,30 @@ class KafkaSourceReader(SourceReader):
                                    f"{error.name()}: {error.str()}")
 
     def origin(self, split: SplitRead, index: int) -> str:
-        read = self.offsets.get(split.split_id, ())
-        offset = read[index] if 0 <= index < len(read) else f"{split.start}+{index}"
+        spans = self.spans.get(split.split_id, ())
+        k = bisect_right([s[0] for s in spans], index) - 1
+        offset = f"{split.start}+{index}"
+        if k >= 0:
+            first_index, first, offsets = spans[k]
+            if offsets is None:
+                offset = first + index - first_index
+            elif index - first_index < len(offsets):
+                offset = offsets[index - first_index]
         return f"topic '{split.state.get('topic')}', partition {split.state.get('partition')}, offset {offset}"
+
+
+_STRING = Types.STRING()
+_is_not_none = partial(is_not, None)
+_STRING_SCHEMA = arrow_schema(_STRING)
+
+
+def _utf8_column(values: list) -> Optional[pa.Array]:
+    """Message values as one string array (one copy, one UTF-8 check), or None when one is null
+    or not UTF-8."""
+    raw = pa.array(values, pa.binary())
+    if raw.null_count:
+        return None
+    try:
+        return raw.cast(pa.string())
+    except pa.ArrowInvalid:
+        return None

@@ -3,12 +3,18 @@ the epoch's splits round-robin, a batch of each at a time, assigns timestamps, r
 generator per split and emits the minimum over the splits that are not idle, and returns each
 split's state (reader position, generator, idleness clock) for the next epoch. Its own module:
 the task loop only asks it to run.
+
+A reader yields each batch as (values, timestamps) lists, or as an ``ArrowBatch`` of the source's
+produced type (a reader that makes columns in one go, as the Kafka reader's strings): it goes down
+the chain as it is, so an Arrow-batch function takes it without a record object per value, and
+a per-record operator gets it decoded once (``Output``).
 """
 from __future__ import annotations
 
 from typing import Callable
 
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
+from runtime.task.arrow_batch import ArrowBatch
 from runtime.task.deployment import TaskDeploymentDescriptor
 from runtime.task.operators import UserCodeException
 from runtime.task.record_helpers import extreme
@@ -43,6 +49,7 @@ class SourceInput:
         has_watermarks = strategy is not None and strategy.has_watermarks and not self.batch
         emitted = MIN_WATERMARK
         records = 0
+        declared = self.head.node.output_type
         if has_watermarks:
             # Re-emit the watermark the splits had reached, before any record of this epoch.
             emitted = self._emit_split_watermark(generators, states, set(), emitted)
@@ -56,8 +63,13 @@ class SourceInput:
                 if batch is None:
                     continue
                 still.append((split, it))
-                values, timestamps = batch
-                if not values:
+                if type(batch) is not ArrowBatch:
+                    values, timestamps = batch
+                elif assigner is not None or batch.type_info != declared:
+                    values, timestamps = batch.rows()       # records for the assigner, or of another type
+                else:
+                    values, timestamps = batch, batch.timestamps
+                if not len(values):
                     continue
                 active_this_epoch.add(split.split_id)
                 records += len(values)
@@ -65,7 +77,12 @@ class SourceInput:
                     if assigner is not None:
                         timestamps = assign_timestamps(self.head, assigner, values, timestamps)
                     gen = generators[split.split_id]
-                    latest = extreme(max, timestamps) if gen is not None else None
+                    if gen is None:
+                        latest = None
+                    elif type(values) is ArrowBatch:
+                        latest = values.max_timestamp()
+                    else:
+                        latest = extreme(max, timestamps)
                     if latest is not None:
                         gen.on_event(latest)
                     out.collect(values, timestamps)
@@ -118,10 +135,13 @@ class SourceInput:
         return emitted
 
 
-def _with_origin(error: UserCodeException, batch: list, origin: Callable[[int], str]) -> UserCodeException:
+def _with_origin(error: UserCodeException, batch, origin: Callable[[int], str]) -> UserCodeException:
     """The failure with its record's origin when the failed operator's input was the very batch
     the source read (chained to the source, or after a timestamp assigner that passes it on):
     the record's index there is its index in the read. Past a filter, a map or a shuffle the
     position is lost: nothing is said rather than something wrong (records are not compared,
-    equal or interned values would name the wrong line)."""
+    equal or interned values would name the wrong line). An ArrowBatch's records are the list a
+    per-record operator got from it."""
+    if type(batch) is ArrowBatch:
+        batch = batch.rows()[0]
     return error.at(origin(error.index)) if error.batch is batch and error.index is not None else error
