@@ -15,11 +15,13 @@ task runs in a process of its own, as in production.
     run is FINISHED, its DAG run succeeds; the savepoint's Restore button starts a run from it,
     and Cancel in the web view stops that run: CANCELED, nothing retries, one quiet line in the
     task log instead of the teardown's errors;
+  * a run refused before it deploys (parallelism 200) changes neither the job's plan nor the view;
   * bin/dev airflow binds 127.0.0.1, prints no auth-manager or deprecation warnings, and stops
     its whole process tree on SIGTERM.
 """
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import urllib.parse
@@ -117,6 +119,18 @@ def test_a_triggered_run_with_conf_then_a_rescale_of_the_shipped_wordcount(real_
     progress = [e for e in run_log if "epoch 0:" in e.get("event", "") or "restored checkpoint" in e.get("event", "")]
     assert progress and {e.get("level") for e in progress} == {"info"}
     assert not [e for e in run_log if e.get("level") == "error"]
+
+    # A run refused before it deploys (a parallelism above the restored state's max parallelism,
+    # refused in execution_graph) changes neither the job's plan nor what the view draws.
+    refused = real_airflow.trigger("wordcount", {"parallelism": 200})
+    assert real_airflow.wait_for_run("wordcount", refused) == "failed"
+    tis = real_airflow.api("GET", f"/dags/wordcount/dagRuns/{urllib.parse.quote(refused)}/taskInstances")
+    assert {t["task_id"]: t["state"] for t in tis["task_instances"]}["execution_graph"] == "failed"
+    status, text = real_airflow.request("GET", "/sluice/api/jobs/wordcount", cookie=True)
+    assert status == 200, text
+    shown = {v["name"]: v["parallelism"] for v in json.loads(text)["graph"]["vertices"]}
+    assert shown[window] == 3
+    assert real_airflow.executions("Socket Window WordCount")[0].dag_run_id == rescale
 
 
 def test_a_failing_job_is_retried_as_its_strategy_says_and_each_attempt_logs_why(real_airflow):
