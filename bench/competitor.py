@@ -167,3 +167,22 @@ def tail(path, n):
     except OSError:
         return ""
     return "   | " + "   | ".join(lines[-n:])
+
+
+ROCKSDB_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def structured_streaming_session(name: str, parallelism: int, jars=()):
+    """The Structured Streaming competitor's session: local[parallelism], as many shuffle
+    partitions, the RocksDB state store, no UI; ``jars`` on its class path (a connector)."""
+    from pyspark.sql import SparkSession
+    builder = (SparkSession.builder.master(f"local[{parallelism}]").appName(name)
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", str(parallelism))
+               .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_STATE_STORE))
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

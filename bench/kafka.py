@@ -54,7 +54,6 @@ from wordcount import T0_MS, WINDOW_MS, compare, make_vocabulary
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 SPARK_KAFKA_JARS = os.path.join(REPO, ".jars", "spark-kafka")
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 SPARK_KAFKA = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
 WARM_UP_S = 10
 
@@ -185,19 +184,10 @@ def _worker_profile(spark, folder, top=30):
 
 
 def role_sss(spec):
-    from pyspark.sql import SparkSession
     metrics = {}
     jars = sorted(glob.glob(os.path.join(SPARK_KAFKA_JARS, "*.jar")))
     t = time.perf_counter()
-    spark = (SparkSession.builder.master(f"local[{spec['parallelism']}]")
-             .appName("structured streaming bench kafka")
-             .config("spark.jars", ",".join(jars))
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", str(spec["parallelism"]))
-             .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = competitor.structured_streaming_session("structured streaming bench kafka", spec["parallelism"], jars)
     if spec.get("warm_topic"):        # the JVM's first-query costs are start-up, as wordcount.py's
         _sss_query(spark, spec, spec["warm_topic"], spec["warm_out"], spec["checkpoint"] + "-warm-up",
                    None).awaitTermination()

@@ -83,7 +83,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
 MULT = 2654435761                 # a prime: i -> (i * MULT) % N permutes 0..N-1 for N = 2^a 5^b
-ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 DEFAULT_SIZES = "1k,1m"
 TARGET_VS_SSS = 0.5               # issue 15: at most half of Structured Streaming's micro-batch
 TARGET_VS_1K = 1.5                # ... and at most 1.5x the same epoch over 1,000 keys
@@ -317,15 +316,8 @@ def folder_files(folder):
 
 
 def _sss_session(p):
-    from pyspark.sql import SparkSession
-    spark = (SparkSession.builder.master(f"local[{p}]").appName("structured streaming bench keyed state")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", str(p))
-             .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
-             .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = competitor.structured_streaming_session("structured streaming bench keyed state", p)
+    spark.conf.set("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
     return spark
 
 

@@ -47,7 +47,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 WINDOW_MS = 5000
 T0_MS = 1_700_000_000_000          # a multiple of 5 s: the corpus covers whole windows
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
 # =========================================================================================
@@ -195,17 +194,9 @@ def _run_sluice(spec, build):
 
 
 def role_sss(spec):
-    from pyspark.sql import SparkSession
     metrics = {}
     t = time.perf_counter()
-    spark = (SparkSession.builder.master(f"local[{spec['parallelism']}]")
-             .appName("structured streaming bench wordcount")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", str(spec["parallelism"]))
-             .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = competitor.structured_streaming_session("structured streaming bench wordcount", spec["parallelism"])
     # Warm up as Sluice's session start does (its Python workers, its first shuffle): the same
     # query once on two lines, so the JVM's first-query costs (code generation, class loading,
     # RocksDB) are start-up here too, not job time.
