@@ -91,6 +91,13 @@ class CheckpointRecord:
     started_at: Optional[float] = None
     completed_at: Optional[float] = None
 
+    def sink_versions(self, job_dir: str) -> dict:
+        """The Delta versions its commit left in the job's sink tables: the paths and URIs
+        outside the job's own folder ``job_dir`` (its state tables)."""
+        own = join(job_dir, "")
+        return {t: v for t, v in self.table_versions.items()
+                if (os.path.isabs(t) or "://" in t) and not t.startswith(own)}
+
     @staticmethod
     def from_row(row: dict) -> "CheckpointRecord":
         loads = lambda v, d: json.loads(v) if v else d  # noqa: E731

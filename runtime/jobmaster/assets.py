@@ -21,7 +21,7 @@ from typing import Iterable, Optional
 
 from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, DISCARDED, CheckpointRecord, CheckpointStorage
 from runtime.execution.history import ExecutionHistory
-from runtime.storage.filesystems import absolute, is_uri, join
+from runtime.storage.filesystems import absolute, is_uri
 
 ON_INPUTS = "on-inputs"     # JobDeployment.schedule: run when a Delta table the job reads changes
 
@@ -47,13 +47,6 @@ def table_uri(table: str) -> str:
     return location if is_uri(location) else "file://" + os.path.abspath(location)
 
 
-def sink_versions(record: CheckpointRecord, job_dir: str) -> dict:
-    """The sink tables of a checkpoint record and their versions (its own state tables left out)."""
-    own = join(job_dir, "")
-    return {t: v for t, v in record.table_versions.items()
-            if v is not None and (os.path.isabs(t) or is_uri(t) or t.startswith("file://")) and not t.startswith(own)}
-
-
 def committed_tables(checkpoints: Iterable[CheckpointRecord], run_ids: set, job_dir: str) -> tuple:
     """The TableCommits of the runs ``run_ids`` (an Airflow run's attempts): each sink table whose
     version in their completed checkpoints is above every version other runs' checkpoints recorded."""
@@ -64,8 +57,8 @@ def committed_tables(checkpoints: Iterable[CheckpointRecord], run_ids: set, job_
         if record.kind != CHECKPOINT or record.status not in (COMPLETED, DISCARDED):
             continue
         seen = during if record.run_id in run_ids else before
-        for table, version in sink_versions(record, job_dir).items():
-            if version > seen.get(table, (-1, None))[0]:
+        for table, version in record.sink_versions(job_dir).items():
+            if version is not None and version > seen.get(table, (-1, None))[0]:
                 seen[table] = (version, record.checkpoint_id)
     return tuple(TableCommit(table, version, checkpoint_id) for table, (version, checkpoint_id) in sorted(during.items())
                  if version > before.get(table, (-1, None))[0])

@@ -20,7 +20,7 @@ from runtime.client import CompiledJob, compile_job
 from runtime.checkpoint.coordinator import checkpointing_enabled
 from runtime.checkpoint.sink_committers import committed_sinks
 from runtime.execution.executor import execute_stream_graph
-from runtime.execution.restarts import attempt_overrides, subtask_attempts  # noqa: F401  (subtask_attempts: the steps' API)
+from runtime.execution.restarts import attempt_overrides
 from runtime.execution.history import FAILED, ExecutionHistory, ExecutionRecord
 from runtime.execution.options import ExecutionOptions
 from runtime.jobmaster.deployment import CONTROL_PLANE_CONFIGURATION, JobSpec, resolve_args
@@ -439,8 +439,7 @@ def finish_step(warehouse: str, run: dict) -> dict:
             "records_in": run["records_in"], "restored_from": run["restored_from"],
             "checkpoint_id": latest.checkpoint_id if latest else None,
             "checkpoints": join(directory, "checkpoints"),
-            "sinks": sorted(t for t in (latest.table_versions if latest else {})
-                            if (os.path.isabs(t) or is_uri(t)) and not t.startswith(join(directory, "")))}
+            "sinks": sorted(latest.sink_versions(directory) if latest else ())}
 
 
 def request_json(request: RunRequest) -> dict:
