@@ -305,7 +305,6 @@ def _not_cancel_teardown(record: logging.LogRecord) -> bool:
     return not (_cancel_requested.is_set() and f"{os.sep}py4j{os.sep}" in record.pathname)
 
 
-
 def cancel_all_jobs() -> None:
     """Cancel every running Spark job of this process's SparkContext, if it has one (Flink's
     Cancel). Remembered: whatever the run meets next (a canceled job, a JVM already stopped by
