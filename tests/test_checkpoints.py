@@ -12,6 +12,7 @@ from deltalake import DeltaTable
 
 from checkpoint_harness import (
     JOB, LINES_PER_EPOCH, expected_running, expected_windows, first_lines, job_args, table_rows, write_input)
+from runtime.checkpoint.incremental import INCREMENTAL
 from runtime.checkpoint.savepoint import read_state, take_savepoint
 from runtime.checkpoint.storage import (
     COMPLETED, DISCARDED, CheckpointException, CheckpointStorage, JobAlreadyRunningException)
@@ -22,6 +23,11 @@ def run(tmp_path, *extra, **options):
     options.setdefault("max_records_per_split", LINES_PER_EPOCH)
     return run_job(JOB, job_args(tmp_path, *extra), warehouse=str(tmp_path / "warehouse"),
                    master="local[2]", quiet=True, **options)
+
+
+# Full snapshots: each checkpoint's partition of a state table holds the whole state (the default
+# writes increments; tests/test_local_state.py reads their chains).
+FULL_SNAPSHOTS = {INCREMENTAL: "false"}
 
 
 def storage(tmp_path) -> CheckpointStorage:
@@ -55,7 +61,7 @@ def test_a_stopped_job_restores_its_latest_checkpoint_at_another_parallelism(spa
 
 def test_state_tables_are_plain_delta_tables_with_typed_values(spark, tmp_path):
     events = write_input(tmp_path / "in", seed=7)
-    run(tmp_path, max_epochs=2)
+    run(tmp_path, max_epochs=2, configuration=FULL_SNAPSHOTS)  # a partition is then the whole state
     state = tmp_path / "warehouse" / "checkpointed-counts" / "state"
     running = DeltaTable(str(state / "running-count")).to_pyarrow_table()
     assert running.schema.field("value_count").type == "int64"       # ValueStateDescriptor(..., LONG)
@@ -112,7 +118,7 @@ def test_a_failed_retention_is_logged_and_the_next_one_finishes_it(spark, tmp_pa
         return discard(self, table, ids)
 
     monkeypatch.setattr(CheckpointStorage, "discard_state", failing_once)
-    run(tmp_path)
+    run(tmp_path, configuration=FULL_SNAPSHOTS)     # each checkpoint's partitions alone: one retention each
     assert "discarding subsumed checkpoints failed (the next retention finishes it): OSError: the disk hiccuped" \
         in caplog.text
     history = storage(tmp_path).history()

@@ -51,9 +51,11 @@ def test_by_default_the_ratio_decides_and_the_count_only_bounds_the_files():
 
 
 def test_the_policy_reads_flinks_switch_and_refuses_nonsense():
-    assert not IncrementalPolicy.from_config({}).enabled                            # the heap's default
-    assert IncrementalPolicy.from_config({"state.backend.type": "rocksdb"}).enabled   # with local stores
-    assert IncrementalPolicy.from_config({INCREMENTAL: "true"}).enabled
+    assert IncrementalPolicy.from_config({}).enabled            # both backends keep their state
+    assert IncrementalPolicy.from_config({"state.backend.type": "rocksdb"}).enabled
+    assert not IncrementalPolicy.from_config({INCREMENTAL: "false"}).enabled
+    with pytest.raises(ValueError, match="state.backend.type"):
+        IncrementalPolicy.from_config({"state.backend.type": "rocks"})
     assert not IncrementalPolicy.from_config({"state.backend.type": "rocksdb", INCREMENTAL: "false"}).enabled
     assert IncrementalPolicy.from_config({INCREMENTAL: "true", FULL_EVERY: "4", FULL_RATIO: "0.25"}) == \
         IncrementalPolicy(True, 4, 0.25)

@@ -1,6 +1,6 @@
-"""State that stays with its task (issue 15): with ``state.backend.type: rocksdb`` a subtask's
-store stays on the executor's disk between epochs and is used as it is when it is at the
-version the epoch expects; checkpoints write only what changed (incremental), list the whole
+"""State that stays with its task (issues 15 and 35): a subtask's RocksDB store stays on the
+executor's disk between epochs, its heap in its worker's memory, and either is used as it is
+when it is at the version the epoch expects; checkpoints write only what changed (incremental), list the whole
 chain, and restore, rescale and ``sluice state`` see the full state. Answers are counted here
 from the input, not taken from the engine."""
 import logging
@@ -9,7 +9,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from runtime.checkpoint.incremental import INCREMENTAL
 from runtime.checkpoint.savepoint import read_state
 from runtime.checkpoint.storage import CheckpointStorage
 from runtime.common import Types
@@ -37,7 +36,6 @@ def test_state_stays_with_its_task_and_checkpoints_hold_only_changes(spark, tmp_
     env = job_env(tmp_path, 2, epoch__max_records_per_split=10)
     conf = env.get_configuration()
     conf.set_string(STATE_BACKEND, backend)
-    conf.set_string(INCREMENTAL, "true")        # the heap's default is off
     env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
     counted = (env.from_collection(WORDS, type_info=Types.STRING()).key_by(lambda w: w)
                .process(RunningCount(), Types.TUPLE([Types.STRING(), Types.LONG()])).uid("counts"))
@@ -70,9 +68,12 @@ def test_state_stays_with_its_task_and_checkpoints_hold_only_changes(spark, tmp_
         assert state == {w: n % 5 for w, n in Counter(upto).items() if n % 5}
 
 
-def test_a_rocksdb_store_is_used_again_in_the_next_epoch(spark, tmp_path):
+@pytest.mark.parametrize("backend", ["rocksdb", "hashmap", None])
+def test_a_subtasks_state_is_used_again_in_the_next_epoch(spark, tmp_path, backend):
+    # A RocksDB store stays open, a heap (the default) stays in its worker's memory.
     env = job_env(tmp_path, 2, epoch__max_records_per_split=10)
-    env.get_configuration().set_string(STATE_BACKEND, "rocksdb")
+    if backend:
+        env.get_configuration().set_string(STATE_BACKEND, backend)
     env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
     (env.from_collection(WORDS[:40], type_info=Types.STRING()).key_by(lambda w: w)
      .process(RunningCount(), Types.TUPLE([Types.STRING(), Types.LONG()])).uid("counts").print())

@@ -12,6 +12,7 @@ from runtime.datastream import StreamExecutionEnvironment
 from runtime.datastream.state import ValueStateDescriptor
 from runtime.common.typeinfo import Types
 from runtime.graph.job_graph import create_job_graph
+from runtime.state.key_groups import KeyGroupRange
 from runtime.task.stream_task import Acknowledgement, RestoredState, StreamTask, TaskDeploymentDescriptor
 from seed import ROOT
 
@@ -135,3 +136,52 @@ def test_a_local_store_at_the_expected_version_is_used_as_it_is_else_rebuilt(tmp
             assert _count(task.head, "a") == 3     # kept, or rebuilt from the file
         finally:
             task.chain.dispose()
+
+
+def test_a_heap_stays_in_its_worker_only_when_its_task_left_it_at_a_new_version(tmp_path, monkeypatch):
+    """The default backend's heap is kept in the (reused) worker between epochs, as a RocksDB
+    store is kept open: used as it is at the expected version; a task that failed halfway leaves
+    nothing behind; a rescaled subtask (other key groups) never takes it."""
+    from runtime.state import kept_stores
+    monkeypatch.setattr(kept_stores, "keeps_stores", lambda: True)     # as in a reused PySpark worker
+    job_graph = _counts_job("hashmap")
+    local = dict(state_dir=str(tmp_path / "local"))
+    snapshots = str(tmp_path / "snapshots" / "{table}")
+    first = _task(job_graph, snapshot_dir=snapshots, next_state_version="v1", **local)
+    heap = first.head.backend
+    _count(first.head, "a", 3)
+    ack = Acknowledgement(first.vertex.id, 0)
+    first.state.snapshot([first.head], ack)
+    first.chain.dispose()
+    files = {f.operator_id: (f.path,) for f in ack.state_files}
+    restored = RestoredState(files, {next(iter(files)): 1})
+
+    def next_task(version, fail_after=None):
+        task = _task(job_graph, state_version=version, restored_state=restored, snapshot_dir=snapshots,
+                     next_state_version="v2", **local)
+        ack = Acknowledgement(task.vertex.id, 0)
+        task.state.restore([task.head], ack)
+        if fail_after is not None:
+            _count(task.head, "a", fail_after)      # then the task fails: no snapshot, no version
+        return task, ack
+
+    task, ack = next_task("v1", fail_after=99)
+    assert task.head.backend is heap and (ack.store_hits, ack.store_misses) == (1, 0)
+    task.chain.dispose()
+    task, ack = next_task("v1")                     # the failed task's heap was dropped: rebuilt
+    assert task.head.backend is not heap and (ack.store_hits, ack.store_misses) == (0, 1)
+    assert _count(task.head, "a") == 3
+    task.chain.dispose()                            # no version set: not kept either
+    task, ack = next_task("v0")                     # another version expected: rebuilt
+    assert (ack.store_hits, ack.store_misses) == (0, 1) and _count(task.head, "a") == 3
+    ack = Acknowledgement(task.vertex.id, 0)
+    task.state.snapshot([task.head], ack)           # left at v2: kept
+    kept = task.head.backend
+    task.chain.dispose()
+    assert kept.path.startswith(local["state_dir"]) and kept.path.endswith(task.head.node.operator_id)
+    assert kept_stores.take(kept.path) is kept and kept.version == "v2"
+    kept_stores.keep(kept)
+    assert not kept.resume("counts", KeyGroupRange(0, 63), 128)      # rescaled: other key groups
+    assert kept.resume("counts", kept.key_group_range, 128)
+    kept.clear()
+    assert kept.version is None and all(not t for by_ns in kept.tables.values() for t in by_ns.values())

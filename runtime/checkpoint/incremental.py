@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Iterable, Optional
 
-from runtime.state.backend import ROCKSDB, state_backend_type
+from runtime.state.backend import state_backend_type
 
 INCREMENTAL = "execution.checkpointing.incremental"                 # Flink's switch
 FULL_EVERY = "sluice.checkpointing.incremental.full-every"
@@ -37,10 +37,11 @@ class IncrementalPolicy:
 
     @staticmethod
     def from_config(config: dict) -> "IncrementalPolicy":
-        # Default: on with local stores (RocksDB), where a snapshot of the changes is what the
-        # epoch touched; off on the heap, which restores its whole state every epoch anyway and
-        # whose checkpoint partitions then read as the whole state in Spark or DuckDB.
-        enabled = str(config.get(INCREMENTAL, state_backend_type(config) == ROCKSDB)).lower()
+        # Default: on, for both backends: each keeps its subtask's state between epochs (a heap
+        # in its worker, a RocksDB store on its disk), so a snapshot of the changes is what the
+        # epoch touched, as Flink's changelog backend writes. ``false`` snapshots whole.
+        state_backend_type(config)      # checked: a misspelt backend fails here, named
+        enabled = str(config.get(INCREMENTAL, True)).lower()
         if enabled not in ("true", "false"):
             raise ValueError(f"'{INCREMENTAL}' must be true or false, got {config[INCREMENTAL]!r}")
         policy = IncrementalPolicy(

@@ -16,7 +16,6 @@ from pyspark import accumulators
 from runtime.execution.locality import StateLocality
 from runtime.execution.python_rdds import PythonRDDs
 from runtime.graph.job_graph import JobGraph
-from runtime.state.backend import ROCKSDB, state_backend_type
 from runtime.task.stream_task import ACK
 
 
@@ -96,17 +95,18 @@ class _OnEdge:
 class EpochJob:
     """Builds and runs each epoch's Spark job for one job run."""
 
-    def __init__(self, sc, job_graph: JobGraph, run_id: str, configuration: dict, job_parameters: dict):
+    def __init__(self, sc, job_graph: JobGraph, run_id: str, job_parameters: dict):
         self.sc = sc
         self.job_graph = job_graph
         self.run_id = run_id
         self.job_parameters = job_parameters
-        # Subtasks with keyed state in local stores (rocksdb) each run in a Python worker of their
-        # own, which keeps the store open, on the executor where their stores are; in local mode
-        # every task runs on the one executor, and the anchors would only cost py4j calls.
-        rocksdb = state_backend_type(configuration) == ROCKSDB
-        self.local_stores = frozenset(v.id for v in job_graph.vertices
-                                      if rocksdb and not v.is_input_vertex and v.is_keyed)
+        # Subtasks with keyed state each run in a Python worker of their own, which keeps their
+        # state (a heap in memory, a RocksDB store open), on the executor where it is; in local
+        # mode every task runs on the one executor, and the anchors would only cost py4j calls.
+        self.local_stores = frozenset(v.id for v in job_graph.vertices if not v.is_input_vertex and v.is_keyed)
+        # Two keyed vertices' stages may run at once: each vertex has pools of its own (by its
+        # place among the job's keyed vertices, so the next job of the session uses them again).
+        self.pool_groups = {v: g for g, v in enumerate(v.id for v in job_graph.vertices if v.id in self.local_stores)}
         self.rdds = PythonRDDs(sc)
         self.locality = StateLocality(self.rdds, () if sc.master.startswith("local") else self.local_stores)
 
@@ -127,7 +127,8 @@ class EpochJob:
             else:
                 parts = [stages[je.source_vertex].then(_OnEdge(je.data_set)) for je in job_graph.inputs_of(v.id)]
                 shuffled = self.locality.anchored(v.id, v.parallelism, py.partition_by(parts, v.parallelism))
-                stage = py.rows(shuffled, pinned=v.parallelism if v.id in self.local_stores else 0)
+                stage = py.rows(shuffled, pinned=v.parallelism if v.id in self.local_stores else 0,
+                                pool_group=self.pool_groups.get(v.id, 0))
             stage = stage.then(task)
             if len(outputs) > 1:
                 # Several consumers: without caching each shuffle would run the vertex again.

@@ -102,7 +102,7 @@ class JobRunner:
         # Fails with Flink's NoResourceAvailableException when the cluster has too few slots.
         required = sum(slots_required_per_group(self.execution_graph).values())
         self.slot_plan = compute_slot_plan(self.execution_graph, task_managers(self.spark, required))
-        self.epoch_job = EpochJob(self.spark.sparkContext, job_graph, self.run_id, configuration,
+        self.epoch_job = EpochJob(self.spark.sparkContext, job_graph, self.run_id,
                                   dict(settings.job_parameters))
         self.start = StartingPoint()
         self.watermark = MIN_WATERMARK      # the job's: the minimum over its sinks' subtasks

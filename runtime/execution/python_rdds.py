@@ -17,8 +17,9 @@ A ``Stage`` is a Python function over a JVM RDD's rows not built yet, so that fu
 one Python worker pass (as PySpark pipelines them); ``materialize`` makes it a JVM RDD.
 
 A *pinned* stage runs each of its partitions in a Python worker pool of its own: Spark keeps a
-pool of workers per environment, so partition i's function carries ``SLUICE_SLOT=i`` in its
-environment, over partition i of the input alone (a ``PartitionPruningRDD``), and the stage is
+pool of workers per environment, so partition i's function carries ``SLUICE_SLOT=g-i`` in its
+environment (g: the stage's pool group, one per keyed vertex of a job, so that two such stages
+running at once never share a pool and each pool needs one worker), over partition i of the input alone (a ``PartitionPruningRDD``), and the stage is
 their union. A reused worker then sees the same subtask every epoch, and keeps its local state
 store open between tasks (runtime.state.kept_stores); PySpark otherwise gives a task the first
 idle worker.
@@ -37,7 +38,7 @@ from pyspark.serializers import (AutoBatchedSerializer, BatchedSerializer, Cloud
 _ROWS_OUT = AutoBatchedSerializer(CPickleSerializer())
 _ROWS_IN = BatchedSerializer(CPickleSerializer())
 SHUFFLE_BATCH = 1024        # rows per pickled batch a shuffle writes (PySpark's default batch)
-SLOT = "SLUICE_SLOT"        # a pinned stage's partition index, in its Python workers' environment
+SLOT = "SLUICE_SLOT"        # a pinned stage's pool ("group-partition"), in its Python workers' environment
 
 
 def channel(c):
@@ -60,13 +61,13 @@ class _Chain:
 
 class _Pinned:
     """``func`` of a pinned stage: partition i runs over an RDD of that partition alone (index
-    0), in the worker pool whose environment says ``SLUICE_SLOT=i``."""
+    0), in the worker pool whose environment says ``SLUICE_SLOT=g-i``."""
 
     def __init__(self, func: Callable) -> None:
         self.func = func
 
     def __call__(self, index: int, rows: Iterator):
-        return self.func(int(os.environ[SLOT]), rows)
+        return self.func(int(os.environ[SLOT].rsplit("-", 1)[1]), rows)
 
 
 def _no_input(index: int, rows: Iterator) -> Iterator:
@@ -109,9 +110,10 @@ class Stage:
     func: Callable
     deserializer: object = _ROWS_IN
     pinned: int = 0         # > 0: the parent's partitions, each run in a worker pool of its own
+    pool_group: int = 0     # which pools (a pinned stage's partition i runs in pool (group, i))
 
     def then(self, func: Callable) -> "Stage":
-        return Stage(self.parent, _Chain(self.func, func), self.deserializer, self.pinned)
+        return Stage(self.parent, _Chain(self.func, func), self.deserializer, self.pinned, self.pool_group)
 
 
 class PythonRDDs:
@@ -137,7 +139,7 @@ class PythonRDDs:
         self._broadcast_lists: dict = {}
         self._partitioners: dict = {}
         self._empty: dict = {}
-        self._slots: dict = {}          # partition index -> (its environment, the set of it alone)
+        self._slots: dict = {}          # (pool group, partition index) -> (its environment, the set of it alone)
         self._pickler = CloudPickleSerializer()
         # spark.python.profile: the per-RDD profiles PySpark's show_profiles() prints.
         self._profiling = (sc.profiler_collector is not None
@@ -150,10 +152,10 @@ class PythonRDDs:
             empty = self._empty[parallelism] = self.sc.parallelize([], parallelism)._jrdd.rdd()
         return Stage(empty, _no_input)
 
-    def rows(self, rdd, pinned: int = 0) -> Stage:
+    def rows(self, rdd, pinned: int = 0, pool_group: int = 0) -> Stage:
         """A stage over the rows of a JVM RDD made here (pickled batches); ``pinned``: its
-        number of partitions, each to run in a Python worker pool of its own."""
-        return Stage(rdd, _pass, pinned=pinned)
+        number of partitions, each to run in a Python worker pool of its own (of ``pool_group``)."""
+        return Stage(rdd, _pass, pinned=pinned, pool_group=pool_group)
 
     def materialize(self, stage: Stage, serializer=_ROWS_OUT):
         """The stage as a JVM RDD (a PythonRDD, or for a pinned stage the union of one per
@@ -162,7 +164,8 @@ class PythonRDDs:
         func = _Pinned(stage.func) if stage.pinned else stage.func
         command = self._command((func, profiler, stage.deserializer, serializer))
         if stage.pinned:
-            rdd = self.union([self._slot_rdd(stage.parent, command, i) for i in range(stage.pinned)])
+            rdd = self.union([self._slot_rdd(stage.parent, command, stage.pool_group, i)
+                              for i in range(stage.pinned)])
         else:
             rdd = self._python_rdd(stage.parent, self._function(command, self._env), False, False)
         if profiler is not None:
@@ -200,21 +203,21 @@ class PythonRDDs:
         rdds = [self.materialize(s) for s in stages]
         return RDD(self.union(rdds).toJavaRDD(), self.sc, _ROWS_OUT).collect()
 
-    def _slot(self, index: int) -> tuple:
-        slot = self._slots.get(index)
+    def _slot(self, group: int, index: int) -> tuple:
+        slot = self._slots.get((group, index))
         if slot is None:
             env = self._jvm.java.util.HashMap(self._env)
-            env.put(SLOT, str(index))
+            env.put(SLOT, f"{group}-{index}")
             only = self._jvm.java.util.HashSet()
             only.add(index)
             # A Scala Set is an Int => Boolean: the partition filter of a PartitionPruningRDD.
-            slot = self._slots[index] = (env, self._jvm.scala.jdk.javaapi.CollectionConverters.asScala(only))
+            slot = self._slots[(group, index)] = (env, self._jvm.scala.jdk.javaapi.CollectionConverters.asScala(only))
         return slot
 
-    def _slot_rdd(self, parent, command: tuple, index: int):
+    def _slot_rdd(self, parent, command: tuple, group: int, index: int):
         """The command over partition ``index`` of ``parent`` alone (a PartitionPruningRDD, which
-        keeps the partition's preferred locations), in slot ``index``'s pool of workers."""
-        env, only = self._slot(index)
+        keeps the partition's preferred locations), in pool (``group``, ``index``)'s workers."""
+        env, only = self._slot(group, index)
         return self._python_rdd(self._partition_pruning.create(parent, only), self._function(command, env),
                                 False, False)
 

@@ -165,8 +165,8 @@ class KeyedStateBackend(ABC):
     states: dict               # state name -> its state object (``.descriptor``)
     current_key: Any = None
     now: Callable[[], int]     # processing time, which state TTL is measured in
-    # Whether the state outlives the task on the executor's disk (a RocksDB store at a kept
-    # path): such a backend has a ``version`` and ``clear()``.
+    # Whether the state outlives the task on the executor (a RocksDB store at a kept path, a heap
+    # kept in its worker): such a backend has a ``version`` and ``clear()``.
     local: bool = False
 
     def set_current_key(self, key) -> None:

@@ -1,11 +1,11 @@
 """Heap keyed state (Flink's HeapKeyedStateBackend), scoped to a key and a namespace.
 
-A table per state name maps (key, namespace) to the value. The current key is set by the
+Per state name, a dict per namespace maps a key to its value. The current key is set by the
 operator before each record or timer; windows set the namespace. Snapshots are rows
 carrying their key group, so a restore at another parallelism takes only its range.
 
-Changes since the last checkpoint are tracked per table as {slot: present at the last
-checkpoint}: a slot created and removed between two checkpoints is no change at all.
+Changes since the last checkpoint are tracked per state as {(key, namespace): present at the
+last checkpoint}: an entry created and removed between two checkpoints is no change at all.
 """
 from __future__ import annotations
 
@@ -23,101 +23,113 @@ from runtime.state.key_groups import KeyGroupRange, assign_key_groups, assign_to
 __all__ = ["HeapKeyedStateBackend", "HeapTimerQueue", "TTL_PREFIX", "VOID_NAMESPACE"]
 
 _RETURN_EXPIRED = api.StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp
+SNAPSHOT_CHUNK = 100_000    # entries a snapshot turns into rows at a time
 
 
 class _HeapState(StateBase):
+    """A state's entries live in one dict per namespace (``tables``: namespace -> {key: value}),
+    so an entry costs no (key, namespace) tuple (a third of a large state's memory) and a window's
+    entries are one dict. ``table`` is the current namespace's dict, always the one in ``tables``
+    (the backend re-points it after removing empty namespaces). Changes are tracked per
+    (key, namespace)."""
+
     def __init__(self, backend: "HeapKeyedStateBackend", descriptor: api.StateDescriptor):
         self.backend = backend
         self.descriptor = descriptor
-        self.table: dict = backend.table(descriptor.name)
+        self.tables: dict = backend.table(descriptor.name)
         self.changed: dict = backend.changed_of(descriptor.name)
-        self.namespace = VOID_NAMESPACE
         ttl = descriptor.ttl_config
         self.ttl: Optional[api.StateTtlConfig] = ttl if ttl is not None and ttl.is_enabled() else None
         # Last-write (or access) times of a TTL state's entries: a state of their own, so they
         # are checkpointed and restored with the values.
-        self.stamps: dict = backend.table(TTL_PREFIX + descriptor.name) if self.ttl else {}
+        self.stamp_tables: dict = backend.table(TTL_PREFIX + descriptor.name) if self.ttl else {}
         self.stamps_changed: dict = backend.changed_of(TTL_PREFIX + descriptor.name) if self.ttl else {}
+        self.set_current_namespace(VOID_NAMESPACE)
 
     def set_current_namespace(self, namespace) -> None:
         self.namespace = namespace
+        self.table = self.tables.setdefault(namespace, {})
+        self.stamps = self.stamp_tables.setdefault(namespace, {}) if self.ttl else {}
 
-    def _slot(self):
-        return (self.backend.current_key, self.namespace)
-
-    def _touch(self, slot) -> None:
-        """Record that ``slot`` changes (before the change): its presence at the last checkpoint."""
+    def _touch(self, key) -> None:
+        """Record that the current namespace's ``key`` changes (before the change): its presence
+        at the last checkpoint."""
+        slot = (key, self.namespace)
         if slot not in self.changed:
-            self.changed[slot] = slot in self.table
+            self.changed[slot] = key in self.table
 
-    def _touch_stamps(self, slot) -> None:
+    def _touch_stamps(self, key) -> None:
+        slot = (key, self.namespace)
         if slot not in self.stamps_changed:
-            self.stamps_changed[slot] = slot in self.stamps
+            self.stamps_changed[slot] = key in self.stamps
 
-    def _stamp(self, slot) -> None:
-        self._touch_stamps(slot)
-        self.stamps[slot] = self.backend.now()
+    def _stamp(self, key) -> None:
+        self._touch_stamps(key)
+        self.stamps[key] = self.backend.now()
 
     def _get(self):
         """The current value; with a TTL, Flink's check on read: an expired value is removed and
         returned only under ReturnExpiredIfNotCleanedUp; a live one is touched on OnReadAndWrite."""
-        slot = self._slot()
-        value = self.table.get(slot)
+        key = self.backend.current_key
+        value = self.table.get(key)
         if self.ttl is None or value is None:
             return value
-        if self.backend.expired(self.stamps.get(slot), self.ttl):
+        if self.backend.expired(self.stamps.get(key), self.ttl):
             self.clear()
             return value if self.ttl.get_state_visibility() is _RETURN_EXPIRED else None
-        if slot not in self.stamps or self.ttl.get_update_type() is api.StateTtlConfig.UpdateType.OnReadAndWrite:
-            self._stamp(slot)
+        if key not in self.stamps or self.ttl.get_update_type() is api.StateTtlConfig.UpdateType.OnReadAndWrite:
+            self._stamp(key)
         return value
 
     def _live(self):
         """The current value for a write that builds on it (reduce, aggregate): expired is absent."""
-        slot = self._slot()
-        if self.ttl is not None and slot in self.table and self.backend.expired(self.stamps.get(slot), self.ttl):
+        key = self.backend.current_key
+        if self.ttl is not None and key in self.table and self.backend.expired(self.stamps.get(key), self.ttl):
             self.clear()
-        return self.table.get(slot)
+        return self.table.get(key)
 
     def _put(self, value) -> None:
-        slot = self._slot()
-        if slot not in self.changed:
-            self.changed[slot] = slot in self.table
-        self.table[slot] = value
+        key = self.backend.current_key
+        self._touch(key)
+        self.table[key] = value
         if self.ttl is not None:
-            self._stamp(slot)
+            self._stamp(key)
 
     def clear(self) -> None:
-        self._remove_at(self._slot())
+        self._remove_at((self.backend.current_key, self.namespace))
 
-    def _remove_at(self, slot) -> None:
-        if slot in self.table:
-            self._touch(slot)
-            del self.table[slot]
-        if slot in self.stamps:
-            self._touch_stamps(slot)
-            del self.stamps[slot]
+    def _remove_at(self, where) -> None:
+        """Remove the entry (and its time) of ``where``, a (key, namespace)."""
+        key, ns = where
+        table = self.tables.get(ns)
+        if table is not None and key in table:
+            if where not in self.changed:
+                self.changed[where] = True
+            del table[key]
+        stamps = self.stamp_tables.get(ns)
+        if stamps is not None and key in stamps:
+            if where not in self.stamps_changed:
+                self.stamps_changed[where] = True
+            del stamps[key]
 
     def merge_namespaces(self, target, sources: Iterable) -> None:
         """Fold the sources' values into ``target`` (merging windows), removing the sources."""
-        key = self.backend.current_key
-        merged = self.table.get((key, target))
+        key, current = self.backend.current_key, self.namespace
+        merged = self.tables.get(target, {}).get(key)
         for ns in sources:
-            slot = (key, ns)
-            if slot in self.table:
-                self._touch(slot)
-                value = self.table.pop(slot)
-                if self.ttl is not None and slot in self.stamps:
-                    self._touch_stamps(slot)
-                    del self.stamps[slot]
+            table = self.tables.get(ns)
+            if table is not None and key in table:
+                value = table[key]
+                self._remove_at((key, ns))
                 if value is not None:
                     merged = value if merged is None else self._merge(merged, value)
         if merged is not None:
-            slot = (key, target)
-            self._touch(slot)
-            self.table[slot] = merged
+            self.set_current_namespace(target)
+            self._touch(key)
+            self.table[key] = merged
             if self.ttl is not None:
-                self._stamp(slot)
+                self._stamp(key)
+            self.set_current_namespace(current)
 
 
 class HeapValueState(ValueStateOps, _HeapState, api.ValueState):
@@ -131,10 +143,9 @@ class HeapListState(_HeapState, api.ListState):
     def add(self, value) -> None:
         if value is None:
             raise ValueError(f"ListState '{self.descriptor.name}': cannot add None")
-        slot = self._slot()
-        if slot not in self.changed:
-            self.changed[slot] = slot in self.table
-        self.table.setdefault(slot, []).append(value)
+        key = self.backend.current_key
+        self._touch(key)
+        self.table.setdefault(key, []).append(value)
 
     def add_all(self, values) -> None:
         for v in values:
@@ -150,12 +161,12 @@ class HeapListState(_HeapState, api.ListState):
 
 class HeapMapState(MapStateReads, _HeapState, api.MapState):
     def _map(self, create: bool = False) -> dict:
-        slot = self._slot()
-        m = self.table.get(slot)
+        key = self.backend.current_key
+        m = self.table.get(key)
         if create:
-            self._touch(slot)
+            self._touch(key)
             if m is None:
-                m = self.table[slot] = {}
+                m = self.table[key] = {}
         return m if m is not None else {}
 
     def put(self, key, value) -> None:
@@ -167,7 +178,7 @@ class HeapMapState(MapStateReads, _HeapState, api.MapState):
     def remove(self, key) -> None:
         m = self._map()
         if key in m:
-            self._touch(self._slot())
+            self._touch(self.backend.current_key)
             del m[key]
         if not m:
             self.clear()
@@ -175,37 +186,40 @@ class HeapMapState(MapStateReads, _HeapState, api.MapState):
 
 class _HeapTtlEntries:
     """The primitives of per-entry TTL (runtime.state.backend.TtlEntriesOps) on the heap: the
-    times in the TTL table under the same slot as the values, both mutated in place."""
+    times in the TTL table under the same key and namespace as the values, both mutated in place."""
 
     def _where(self):
-        return self._slot()
+        return self.backend.current_key, self.namespace
 
     def _current_entries(self) -> tuple:
-        slot = self._slot()
-        return self.table.get(slot), self.stamps.get(slot)
+        key = self.backend.current_key
+        return self.table.get(key), self.stamps.get(key)
 
-    def _store_at(self, slot, values, times) -> None:
+    def _store_at(self, where, values, times) -> None:
         if not values:
-            self._remove_at(slot)
+            self._remove_at(where)
             return
-        self._touch(slot)
-        self.table[slot] = values
-        self._touch_stamps(slot)
-        self.stamps[slot] = times
+        key, ns = where
+        for tables, changed, value in ((self.tables, self.changed, values),
+                                       (self.stamp_tables, self.stamps_changed, times)):
+            table = tables.setdefault(ns, {})
+            if where not in changed:
+                changed[where] = key in table
+            table[key] = value
 
     def _append_entries(self, values: list) -> None:
-        slot = self._slot()
+        key = self.backend.current_key
         now = self.backend.now()
-        current = self.table.get(slot)
+        current = self.table.get(key)
         if current is None:
-            self._store_at(slot, values, [now] * len(values))
+            self._store_at(self._where(), values, [now] * len(values))
             return
-        times = self._aligned(current, self.stamps.get(slot), now)
-        self._touch(slot)
+        times = self._aligned(current, self.stamps.get(key), now)
+        self._touch(key)
         current.extend(values)
-        self._touch_stamps(slot)
+        self._touch_stamps(key)
         times.extend([now] * len(values))
-        self.stamps[slot] = times
+        self.stamps[key] = times
 
 
 class HeapTtlListState(TtlListStateOps, _HeapTtlEntries, HeapListState):
@@ -243,6 +257,11 @@ class HeapTimerQueue(TimerQueue):
         self.live: set = set()
         self.seq = itertools.count()
         self.changed: dict = {}     # timer -> live at the last checkpoint
+
+    def clear(self) -> None:
+        self.heap.clear()
+        self.live.clear()
+        self.changed.clear()
 
     def _push(self, timer) -> None:
         self.live.add(timer)
@@ -303,13 +322,24 @@ class HeapTimerQueue(TimerQueue):
 
 
 class HeapKeyedStateBackend(KeyedStateBackend):
+    """With a ``path`` (the subtask's local state path, a name only: nothing is written there),
+    a *kept* heap: it stays in its pinned Python worker between epochs (runtime.state.kept_stores),
+    as Flink's heap backend lives with its task for the job's life, and the next epoch's task of
+    the subtask takes it as it is when its ``version`` is the one the driver expects."""
+
+    on_disk = False
+
     def __init__(self, operator_name: str, key_group_range: KeyGroupRange, max_parallelism: int,
-                 clock: Optional[Callable[[], int]] = None):
+                 clock: Optional[Callable[[], int]] = None, path: Optional[str] = None):
+        self.path = path
+        self.local = path is not None
+        self._version = None
+        self._versioned = False     # whether this task set the version (only then is it kept)
         self.operator_name = operator_name
         self.key_group_range = key_group_range
         self.max_parallelism = max_parallelism
-        self.tables: dict[str, dict] = {}
-        self.changed: dict[str, dict] = {}      # state name -> {slot: present at the last checkpoint}
+        self.tables: dict[str, dict] = {}       # state name -> {namespace: {key: value}}
+        self.changed: dict[str, dict] = {}      # state name -> {(key, namespace): present at the last checkpoint}
         self.states: dict[str, _HeapState] = {}
         self.timer_queues: dict[str, HeapTimerQueue] = {}
         self.current_key: Any = None
@@ -352,40 +382,43 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         return state
 
     def keys(self, state_name: str, namespace=VOID_NAMESPACE) -> list:
-        return [k for (k, ns) in self.tables.get(state_name, {}) if ns == namespace]
+        return list(self.tables.get(state_name, {}).get(namespace, ()))
+
+    def _rows(self, name: str, entries: list) -> Iterator[tuple]:
+        """Rows of ``entries`` (key, namespace, value) of state ``name``. Hashing every key to its
+        group is the bulk of a snapshot: vectorised, per chunk."""
+        key_groups = assign_key_groups([key for key, _, _ in entries], self.max_parallelism, self.key_type).tolist()
+        for key_group, (key, ns, value) in zip(key_groups, entries):
+            yield key_group, name, ns, key, value
 
     def snapshot(self) -> Iterator[tuple]:
-        """Rows (key_group, state_name, namespace, key, value) of every entry."""
+        """Rows (key_group, state_name, namespace, key, value) of every entry, made a chunk at a
+        time (the writer takes them in chunks: a whole state is never copied at once)."""
         self._drop_expired()
-        for name, table in self.tables.items():
-            if not table:
-                continue
-            entries = list(table.items())
-            # Hashing every key to its group is the bulk of a snapshot: vectorised, once per state.
-            key_groups = assign_key_groups([key for (key, _), _ in entries], self.max_parallelism,
-                                           self.key_type).tolist()
-            for key_group, ((key, ns), value) in zip(key_groups, entries):
-                yield key_group, name, ns, key, value
+        self._drop_empty_namespaces()
+        for name, tables in self.tables.items():
+            for ns, table in tables.items():
+                entries = iter(table.items())
+                while chunk := [(key, ns, value) for key, value in itertools.islice(entries, SNAPSHOT_CHUNK)]:
+                    yield from self._rows(name, chunk)
 
     def changes(self) -> Iterator[tuple]:
         """Rows of the entries changed since the last checkpoint; a removed one with TOMBSTONE."""
         self._drop_expired()
+        self._drop_empty_namespaces()
         for name, changed in self.changed.items():
             if not changed:
                 continue
-            table = self.tables.get(name, {})
+            tables = self.tables.get(name, {})
             entries = []
-            for slot, was_present in changed.items():
-                if slot in table:
-                    entries.append((slot, table[slot]))
+            for (key, ns), was_present in changed.items():
+                table = tables.get(ns)
+                if table is not None and key in table:
+                    entries.append((key, ns, table[key]))
                 elif was_present:
-                    entries.append((slot, TOMBSTONE))
-            if not entries:
-                continue
-            key_groups = assign_key_groups([key for (key, _), _ in entries], self.max_parallelism,
-                                           self.key_type).tolist()
-            for key_group, ((key, ns), value) in zip(key_groups, entries):
-                yield key_group, name, ns, key, value
+                    entries.append((key, ns, TOMBSTONE))
+            if entries:
+                yield from self._rows(name, entries)
 
     def change_count(self) -> int:
         return sum(len(c) for c in self.changed.values())
@@ -399,12 +432,25 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     def _drop_expired(self) -> None:
         """Flink's cleanup in full snapshot: expired entries are not checkpointed."""
         for state in self.states.values():
-            if isinstance(state, TtlEntriesOps):
-                for slot, times in list(state.stamps.items()):
-                    state.cleanup_at(slot, state.table.get(slot), times)
-            elif state.ttl is not None:
-                for slot in [slot for slot, stamp in state.stamps.items() if self.expired(stamp, state.ttl)]:
-                    state._remove_at(slot)
+            if state.ttl is None:
+                continue
+            for ns, stamps in list(state.stamp_tables.items()):
+                if isinstance(state, TtlEntriesOps):
+                    values = state.tables.get(ns, {})
+                    for key, times in list(stamps.items()):
+                        state.cleanup_at((key, ns), values.get(key), times)
+                else:
+                    for key in [key for key, stamp in stamps.items() if self.expired(stamp, state.ttl)]:
+                        state._remove_at((key, ns))
+
+    def _drop_empty_namespaces(self) -> None:
+        """A window's namespace goes when its last entry does; each state's current namespace is
+        registered again (its ``table`` stays the one in its tables)."""
+        for tables in self.tables.values():
+            for ns in [ns for ns, table in tables.items() if not table and ns is not VOID_NAMESPACE]:
+                del tables[ns]
+        for state in self.states.values():
+            state.set_current_namespace(state.namespace)
 
     def restore(self, rows: Iterable[tuple]) -> None:
         """Take the rows of this backend's key-group range (others belong to other subtasks)."""
@@ -412,12 +458,17 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         if chunks is not None:
             # Restored from state files, which were read for this range only: load column-wise.
             for name, _, nss, keys, values in chunks:
-                self.table(name).update(zip(zip(keys, nss), values))
+                tables = self.table(name)
+                if isinstance(nss, list) and nss.count(VOID_NAMESPACE) == len(nss):
+                    tables.setdefault(VOID_NAMESPACE, {}).update(zip(keys, values))
+                else:
+                    for ns, key, value in zip(nss, keys, values):
+                        tables.setdefault(ns, {})[key] = value
             return
         kgr = self.key_group_range
         for key_group, name, ns, key, value in rows:
             if kgr.contains(key_group):
-                self.table(name)[(key, ns)] = value
+                self.table(name).setdefault(ns, {})[key] = value
 
     def apply(self, rows: Iterable[tuple]) -> None:
         """Full or incremental rows, in order: a TOMBSTONE value removes the entry."""
@@ -426,14 +477,66 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             if kgr is not None and not kgr.contains(key_group):
                 continue
             if value is TOMBSTONE:
-                self.tables.get(name, {}).pop((key, ns), None)
+                self.tables.get(name, {}).get(ns, {}).pop(key, None)
             else:
-                self.table(name)[(key, ns)] = value
+                self.table(name).setdefault(ns, {})[key] = value
 
     def create_timer_queue(self, name: str) -> HeapTimerQueue:
-        queue = self.timer_queues[name] = HeapTimerQueue()
+        queue = self.timer_queues.get(name)     # a kept heap's timers are its queues'
+        if queue is None:
+            queue = self.timer_queues[name] = HeapTimerQueue()
         queue.changed = {} if self.tracking else Untracked()
         return queue
+
+    # ---- a kept heap's life between tasks (as a RocksDB local store's) -------------------
+
+    @property
+    def version(self):
+        """The version (run, restore, epoch) of the state held: set by the task that leaves it."""
+        return self._version
+
+    @version.setter
+    def version(self, value) -> None:
+        self._version = value
+        self._versioned = True
+
+    @property
+    def keepable(self) -> bool:
+        """A local heap whose task set its version: a task that failed halfway never set one, and
+        what it changed is dropped with it."""
+        return self.local and self._versioned
+
+    def resume(self, operator_name: str, key_group_range: KeyGroupRange, max_parallelism: int,
+               clock: Optional[Callable[[], int]] = None) -> bool:
+        """Ready a heap kept since this process's last task on it for the next task; False when it
+        holds other key groups (a rescale): the caller makes a new one."""
+        if key_group_range != self.key_group_range or max_parallelism != self.max_parallelism:
+            return False
+        self.operator_name = operator_name
+        self.now = clock or wall_clock_ms
+        self._versioned = False
+        return True
+
+    def suspend(self) -> None:
+        """The task is done with the heap its process keeps: the task's state objects go (they
+        reference its functions), the entries and timers stay."""
+        self.states = {}
+        self.current_key = None
+
+    def clear(self) -> None:
+        """Remove every entry and timer, in place (a rebuild from a checkpoint follows; states
+        the operator registered already keep their tables)."""
+        for tables in self.tables.values():
+            for table in tables.values():
+                table.clear()
+        for changed in self.changed.values():
+            changed.clear()
+        for queue in self.timer_queues.values():
+            queue.clear()
+        self._version = None
+
+    def close(self) -> None:
+        self.dispose()
 
     def dispose(self) -> None:
         self.tables, self.changed, self.states, self.timer_queues = {}, {}, {}, {}

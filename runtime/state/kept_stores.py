@@ -1,4 +1,4 @@
-"""Local stores a Python worker keeps open between its tasks.
+"""Local stores a Python worker keeps open between its tasks (and heaps it keeps in memory).
 
 Structured Streaming keeps its state stores loaded on the executor between micro-batches, and
 Flink keeps a subtask's RocksDB open for the life of the task. A PySpark worker process runs
@@ -37,6 +37,7 @@ MAX_KEPT = 8                            # stores a process keeps open (least rec
 
 class KeptStore(Protocol):
     path: str
+    on_disk: bool       # False: a heap kept in memory (no file to advertise, no lock to release)
 
     def close(self) -> None: ...
 
@@ -68,7 +69,7 @@ def keep(store: KeptStore) -> None:
     _kept.pop(store.path, None)
     _kept[store.path] = store
     pid = os.getpid()
-    if _advertised.get(store.path) != pid:
+    if store.on_disk and _advertised.get(store.path) != pid:
         with open(os.path.join(store.path, KEPT_BY), "w") as f:
             f.write(str(pid))
         _advertised[store.path] = pid

@@ -86,6 +86,8 @@ class RocksDBStore:
     """The store of RocksDBKeyedStateBackend: ``db`` at ``path``, its metadata (``_meta``) and
     version."""
 
+    on_disk = True
+
     def resume(self, operator_name: str, key_group_range: KeyGroupRange, max_parallelism: int,
                clock: Optional[Callable[[], int]] = None) -> bool:
         """Ready a store this process kept open since its last task on it for the next task

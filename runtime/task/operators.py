@@ -66,7 +66,8 @@ class TaskOperator:
         self.timers: Optional[InternalTimerService] = None
         self.key_selectors = node.state_key_selectors
         if node.is_keyed:
-            self.backend = create_keyed_state_backend(node, ctx, clock=lambda: self.ctx.processing_time)
+            self.backend = create_keyed_state_backend(node, ctx, clock=lambda: self.ctx.processing_time,
+                                                      kept=self.state_in_backend)
             self.backend.key_type = key_type_of(node.state_key_selectors[0])    # as key_by hashes keys
             self.timers = InternalTimerService(self.backend)
         self.records_in = 0
@@ -143,7 +144,8 @@ class TaskOperator:
     state_in_backend = True
 
     def keeps_local_state(self) -> bool:
-        """Whether the operator's state stays on the executor's disk between epochs."""
+        """Whether the operator's state stays on the executor between epochs (a kept heap in its
+        worker's memory, a RocksDB store on its disk)."""
         return self.state_in_backend and getattr(self.backend, "local", False)
 
     def snapshot(self, incremental: bool = False) -> dict:

@@ -1,7 +1,7 @@
 """Flink's TaskStateManager and StreamTaskStateInitializer: a subtask's keyed state.
 
-The one place that creates the operators' keyed state backends (heap, or a RocksDB store: a
-subtask's local store, or a temporary one), restores them from the state files the deployment
+The one place that creates the operators' keyed state backends (a heap, kept in the subtask's
+worker between epochs, or a RocksDB store: a subtask's local store, or a temporary one), restores them from the state files the deployment
 names (or uses a local store as it is, when it is at the version the previous epoch of the run
 left it at), snapshots them into this epoch's state files (whole, or only what changed) and moves
 a local store to the next version; when the task ends, it keeps a local store open for this
@@ -28,8 +28,10 @@ from runtime.task.deployment import Acknowledgement, TaskDeploymentDescriptor
 log = logging.getLogger(__name__)
 
 
-def create_keyed_state_backend(node, ctx, clock) -> KeyedStateBackend:
-    """The keyed state backend of an operator, as the task's ``state.backend.type`` says."""
+def create_keyed_state_backend(node, ctx, clock, kept: bool = True) -> KeyedStateBackend:
+    """The keyed state backend of an operator, as the task's ``state.backend.type`` says. A heap
+    outlives its task (kept in its worker) only for an operator whose state is all in it
+    (``kept``): another operator's state is restored from the files every epoch."""
     if ctx.state_backend == ROCKSDB:
         from runtime.state.rocksdb import (
             CorruptStateStoreException, RocksDBKeyedStateBackend, StateStoreInUseException)
@@ -61,7 +63,17 @@ def create_keyed_state_backend(node, ctx, clock) -> KeyedStateBackend:
             # rebuilds into a store of its own, removed when it ends.
             log.warning("%s %s: %s; using a temporary store", node.operator_name, ctx.subtask_label, e)
             return temporary()
-    return HeapKeyedStateBackend(node.operator_name, ctx.key_group_range, ctx.max_parallelism, clock=clock)
+    if not (ctx.state_dir and kept):
+        return HeapKeyedStateBackend(node.operator_name, ctx.key_group_range, ctx.max_parallelism, clock=clock)
+    path = os.path.abspath(os.path.join(ctx.state_dir, node.operator_id))
+    heap = kept_stores.take(path)       # kept in memory since this process's last task on it
+    if isinstance(heap, HeapKeyedStateBackend) and heap.resume(node.operator_name, ctx.key_group_range,
+                                                               ctx.max_parallelism, clock):
+        return heap
+    if heap is not None:
+        heap.close()
+    return HeapKeyedStateBackend(node.operator_name, ctx.key_group_range, ctx.max_parallelism, clock=clock,
+                                 path=path)
 
 
 def release_keyed_state_backend(backend: KeyedStateBackend) -> None:
