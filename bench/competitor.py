@@ -51,7 +51,7 @@ def run(python, script, role, spec, spec_path, log_path, timeout, *, env=None, c
         measured_phases=(), announce=None):
     """Write ``spec`` (its "metrics": where the role writes them) to spec_path, run ``python script
     --role role --spec spec_path`` with its output in log_path and watch its tree; returns the role's
-    metrics with the watcher's figures (peak_rss, peak_rss_jvm, peak_procs, cpu_s, peak_by_phase),
+    metrics with the watcher's figures (peak_rss, peak_rss_jvm, peak_procs, peak_pss, cpu_s, peak_by_phase),
     wall_s, load_before, returncode and log. announce(load) prints the start with the load average
     that goes into load_before."""
     with open(spec_path, "w") as f:
@@ -88,7 +88,8 @@ def watch(proc, timeout, phase_path=None, measured_phases=None):
         import psutil
     except ImportError:
         psutil = None
-    peak = peak_jvm = peak_procs = 0
+    peak = peak_jvm = peak_procs = peak_pss = 0
+    peak_processes: list = []                 # (process, RSS, PSS) of the sample at the peak
     by_phase: dict = {}
     cpu = {}                                  # (pid, create time) -> last seen user + system seconds
     deadline = time.time() + timeout
@@ -101,7 +102,8 @@ def watch(proc, timeout, phase_path=None, measured_phases=None):
             timed_out = True
             break
         if root is not None:
-            total = jvm = 0
+            total = jvm = pss = 0
+            sample = []
             try:
                 procs = [root] + root.children(recursive=True)
             except psutil.Error:
@@ -110,8 +112,11 @@ def watch(proc, timeout, phase_path=None, measured_phases=None):
                 try:
                     with p.oneshot():
                         rss = p.memory_info().rss
+                        own = _pss(p, rss)
+                        pss += own
                         times = p.cpu_times()
                         is_jvm = p.name().startswith("java")
+                        sample.append((_role(p, root), rss, own))
                     cpu[(p.pid, p.create_time())] = times.user + times.system
                     total += rss
                     if is_jvm:
@@ -121,16 +126,54 @@ def watch(proc, timeout, phase_path=None, measured_phases=None):
             phase = _phase(phase_path)
             by_phase[phase] = max(by_phase.get(phase, 0), total)
             if phase_path is None or phase in measured_phases:
+                if total > peak:
+                    peak_processes = sample
                 peak, peak_jvm, peak_procs = max(peak, total), max(peak_jvm, jvm), max(peak_procs, len(procs))
+                peak_pss = max(peak_pss, pss)
         time.sleep(POLL_S)
     if root is None:  # fallback: the largest single child ever waited for (not the sum)
         import resource
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    figures = {"peak_rss": peak, "peak_rss_jvm": peak_jvm, "peak_procs": peak_procs,
+    figures = {"peak_rss": peak, "peak_rss_jvm": peak_jvm, "peak_procs": peak_procs, "peak_pss": peak_pss or None,
+               "peak_processes": peak_processes,
                "cpu_s": sum(cpu.values()) if cpu else None}
     if phase_path is not None:
         figures["peak_by_phase"] = by_phase
     return figures, timed_out
+
+
+def breakdown(processes) -> str:
+    """A peak's processes (role, RSS, PSS) summed by role: "jvm 735 / 700, python worker x4 ..."."""
+    by_role: dict = {}
+    for role, rss, pss in processes:
+        n, r, q = by_role.get(role, (0, 0, 0))
+        by_role[role] = (n + 1, r + rss, q + pss)
+    return ", ".join(f"{role}{f' x{n}' if n > 1 else ''} {r / 2**20:,.0f} / {q / 2**20:,.0f}"
+                     for role, (n, r, q) in sorted(by_role.items(), key=lambda kv: -kv[1][1]))
+
+
+def _role(p, root) -> str:
+    """What a process of the tree is: the competitor's own process, a JVM, a Python daemon (a
+    ``python -m`` process) or one of the workers it forked, else its name."""
+    if p.pid == root.pid:
+        return "driver"
+    if p.name().startswith("java"):
+        return "jvm"
+    if "-m" in p.cmdline():
+        parent = p.parent()
+        return "python worker" if parent is not None and "-m" in parent.cmdline() else "python daemon"
+    return p.name()
+
+
+def _pss(p, rss: int) -> int:
+    """The process's proportional set size: its pages shared with other processes (a forked
+    Python worker's imports, shared with its daemon and siblings) counted by their share, so a
+    tree's sum counts each page once (its RSS sum counts a shared page once per process). RSS
+    where the kernel does not say (no /proc/PID/smaps_rollup)."""
+    try:
+        return p.memory_full_info().pss
+    except Exception:
+        return rss
 
 
 def _phase(path):

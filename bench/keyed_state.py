@@ -12,8 +12,11 @@ small epochs of --small-records records (default 10,000) over those keys, the sa
 competitor. Every competitor runs in its own subprocess (so its peak RSS, JVM and Python workers
 included, is its own), one after the other, on local[--parallelism]:
 
+  default              Sluice with no state configuration (issue 35): the heap (hashmap) kept in
+                       each subtask's Python worker between epochs, incremental checkpoints
   hashmap-full         Sluice, state.backend.type: hashmap, execution.checkpointing.incremental: false
-                       (each epoch restores the whole state from files and snapshots it whole)
+                       (the kept heap, snapshotted whole every epoch; before issue 35 each epoch
+                       also restored the whole state from files)
   rocksdb-incremental  Sluice, state.backend.type: rocksdb, incremental true (the local store stays
                        on the executor's disk between epochs; a checkpoint writes only the changes)
   rocksdb-full         Sluice, rocksdb, incremental false (local store, full snapshot every epoch)
@@ -50,6 +53,13 @@ Figures per size and competitor:
                        every 0.1 s as bench/wordcount.py does, over start-up, the run and the
                        restored run (not the benchmark's own checks, which hold the whole state in
                        an Arrow table; every phase's peak is in the JSON, peak_by_phase).
+  peak PSS             the same tree's proportional set size: a page shared by several processes
+                       (a forked Python worker's imports, shared with its daemon) counted once in
+                       all, as the machine spends it; the RSS sum counts it once per process.
+  restart              the whole restored run (one small epoch): Sluice from building the job to the
+                       epoch's checkpoint, the state rebuilt from Delta; Structured Streaming: the
+                       query started again on its checkpoint until one more small batch is done
+                       (its state store loaded from the checkpoint), in the same session.
   restore              the restored run's first epoch (rebuild from Delta + one small epoch), and
                        its difference to the small-epoch median (the rebuild's share); against
                        Spark reading the same rows (the checkpoint's N-key state, one Parquet file
@@ -86,9 +96,11 @@ MULT = 2654435761                 # a prime: i -> (i * MULT) % N permutes 0..N-1
 DEFAULT_SIZES = "1k,1m"
 TARGET_VS_SSS = 0.5               # issue 15: at most half of Structured Streaming's micro-batch
 TARGET_VS_1K = 1.5                # ... and at most 1.5x the same epoch over 1,000 keys
+DEFAULT = "default"               # issue 35: no state configuration at all
 
 # variant -> (state.backend.type, execution.checkpointing.incremental)
 SLUICE_VARIANTS = {
+    DEFAULT: (None, None),
     "hashmap-full": ("hashmap", "false"),
     "rocksdb-incremental": ("rocksdb", "true"),
     "rocksdb-full": ("rocksdb", "false"),
@@ -144,8 +156,9 @@ def run_sluice_job(spark, spec, keys, warehouse, epochs, build_split, small_spli
     run reads small_split from its first epoch). Returns (runner, result, driver restore ms)."""
     graph = keyed_count.build_graph(
         functools.partial(word_of, keys=keys), spec["parallelism"], f"bench keyed state {keys} {spec['variant']}",
-        configuration={"state.backend.type": spec["backend"],
-                       "execution.checkpointing.incremental": spec["incremental"]})
+        configuration={k: v for k, v in (("state.backend.type", spec["backend"]),
+                                         ("execution.checkpointing.incremental", spec["incremental"]))
+                       if v is not None})
 
     def size_epochs(runner):
         for enumerator in runner.sources.enumerators.values():
@@ -159,9 +172,10 @@ def run_sluice_job(spark, spec, keys, warehouse, epochs, build_split, small_spli
                                verbose=spec["verbose"], restore=restore, before_run=None if restore else size_epochs)
 
 
-def checkpoint_state(runner):
-    """The last completed checkpoint's word-counts state as one Arrow table (the chain of snapshot
-    files merged in order: the last row of a key wins, deleted rows removed): (record, table, files)."""
+def checkpoint_state(runner, checkpoint_id=None):
+    """A completed checkpoint's (default: the last one's) word-counts state as one Arrow table (the
+    chain of snapshot files merged in order: the last row of a key wins, deleted rows removed):
+    (record, table, files)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -169,7 +183,8 @@ def checkpoint_state(runner):
     from runtime.checkpoint.storage import CheckpointStorage
     from runtime.state.snapshot import value_column
     storage = CheckpointStorage(runner.job_dir)
-    record = storage.completed()[-1]
+    completed = storage.completed()
+    record = next(r for r in completed if r.checkpoint_id == checkpoint_id) if checkpoint_id else completed[-1]
     op_ids = {n.operator_id for v in runner.job_graph.vertices for n in v.operators if n.uid == STATE_UID}
     files = [f for f in RestorePoint(record, storage.job_dir).files() if f["operator_id"] in op_ids]
     value = value_column("count")
@@ -249,16 +264,9 @@ def role_sluice(spec):
     expected_total = build_total + epochs * small_total
     m["checks"].append((total == expected_total, f"records read {total:,} (expected {expected_total:,}): "
                                                  f"{'OK' if total == expected_total else 'MISMATCH'}"))
-    record, table, files = checkpoint_state(runner)
-    m["checkpoint_id"], m["state_rows"], m["state_bytes"] = record.checkpoint_id, record.state_rows, record.state_bytes
-    m["chain_files"] = len(files)
-    from runtime.state.snapshot import value_column
-    competitor.set_phase(spec["phase"], "check")
-    m["checks"].append(check_state(table.column("key"), table.column(value_column("count")), keys, total,
-                                   f"checkpoint {record.checkpoint_id} ({len(files)} files in its chain)"))
-    parquet = os.path.join(spec["workdir"], "parquet")
-    m["spark_parquet_bytes"], m["spark_rows"] = parquet_copy(table, parquet, p), table.num_rows
-    del runner, result, table
+    from runtime.checkpoint.storage import CheckpointStorage
+    checkpoint_id = CheckpointStorage(runner.job_dir).completed()[-1].checkpoint_id
+    del runner, result
 
     # -- the restored run: one small epoch, the state rebuilt from Delta ---------------------------
     competitor.set_phase(spec["phase"], "restore")
@@ -269,10 +277,22 @@ def role_sluice(spec):
     m["restore_driver_ms"] = driver_ms
     m["restored_from"] = restored.restored_from
     m["restored_epochs"] = [_epoch_dict(e) for e in restored.epochs]
-    ok = restored.restored_from == record.checkpoint_id
+    ok = restored.restored_from == checkpoint_id
     m["checks"].append((ok, f"restored from checkpoint {restored.restored_from} (expected "
-                            f"{record.checkpoint_id}): {'OK' if ok else 'MISMATCH'}"))
+                            f"{checkpoint_id}): {'OK' if ok else 'MISMATCH'}"))
+
+    # -- the checks, after every measured phase: they hold a whole state in this process ----------
+    # (both checkpoints are retained: a job keeps its last 3)
     competitor.set_phase(spec["phase"], "check")
+    from runtime.state.snapshot import value_column
+    record, table, files = checkpoint_state(runner, checkpoint_id)
+    m["checkpoint_id"], m["state_rows"], m["state_bytes"] = record.checkpoint_id, record.state_rows, record.state_bytes
+    m["chain_files"] = len(files)
+    m["checks"].append(check_state(table.column("key"), table.column(value_column("count")), keys, total,
+                                   f"checkpoint {record.checkpoint_id} ({len(files)} files in its chain)"))
+    parquet = os.path.join(spec["workdir"], "parquet")
+    m["spark_parquet_bytes"], m["spark_rows"] = parquet_copy(table, parquet, p), table.num_rows
+    del table
     after, table_after, files_after = checkpoint_state(runner)
     m["checks"].append(check_state(table_after.column("key"), table_after.column(value_column("count")), keys,
                                    total + sum(e.records_in for e in restored.epochs),
@@ -329,29 +349,33 @@ def _sss_start(spark, input_folder, checkpoint):
             .option("checkpointLocation", checkpoint).start())
 
 
-def _sss_batches(spark, folder, keys, sizes, m=None):
-    """Run a query over one file per micro-batch; returns (per-batch figures, checkpoint folder)."""
+def _sss_batches(spark, folder, keys, sizes, first_batch=0, start=0):
+    """Run a query over one file per micro-batch (a query started again on the folder's checkpoint
+    when ``first_batch`` > 0, from record ``start``); returns (per-batch figures, checkpoint folder)."""
     inbox, incoming, checkpoint = (os.path.join(folder, d) for d in ("input", "incoming", "checkpoint"))
     for d in (inbox, incoming):
         os.makedirs(d, exist_ok=True)
-    start, pending = 0, []
-    for b, n in enumerate(sizes):                 # written before the clock; moved in one by one
+    pending = []
+    for b, n in enumerate(sizes, first_batch):    # written before the clock; moved in one by one
         pending.append(write_words(os.path.join(incoming, f"batch-{b:05d}.txt"), start, n, keys))
         start += n
     batches, query = [], None
     seen = {}
     try:
-        for b, tmp in enumerate(pending):
+        for b, tmp in enumerate(pending, first_batch):
             os.replace(tmp, os.path.join(inbox, f"batch-{b:05d}.txt"))
+            started_ms = 0.0
             if query is None:
+                t = time.perf_counter()
                 query = _sss_start(spark, inbox, checkpoint)
+                started_ms = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
             query.processAllAvailable()
             wall = (time.perf_counter() - t) * 1000
             files = folder_files(checkpoint)
             new_bytes = sum(size for path, size in files.items() if seen.get(path) != size)
-            batches.append({"batch": b, "wall_ms": wall, "checkpoint_bytes": sum(files.values()),
-                            "new_bytes": new_bytes})
+            batches.append({"batch": b, "wall_ms": wall, "start_ms": started_ms,
+                            "checkpoint_bytes": sum(files.values()), "new_bytes": new_bytes})
             seen = files
         progress = {p["batchId"]: p for p in query.recentProgress if p.get("numInputRows")}
         for rec in batches:
@@ -389,6 +413,12 @@ def role_sss(spec):
     m["checks"].append((rows == total and len(batches) == epochs + 1,
                         f"{len(batches)} micro-batches, {rows:,} rows (expected {epochs + 1} and {total:,}): "
                         f"{'OK' if rows == total and len(batches) == epochs + 1 else 'MISMATCH'}"))
+    # The restart: the query started again on its checkpoint, one more small batch.
+    competitor.set_phase(spec["phase"], "restore")
+    restart, checkpoint = _sss_batches(spark, os.path.join(spec["workdir"], "run"), keys, [small_total],
+                                       first_batch=epochs + 1, start=total)
+    m["restart_ms"] = restart[0]["wall_ms"] + restart[0]["start_ms"]
+    total += small_total
     # The final state, as Spark's state data source reads it from the checkpoint.
     competitor.set_phase(spec["phase"], "check")
     try:
@@ -459,6 +489,7 @@ def _bytes(n):
 def summarise(name, m):
     """The figures of one competitor at one size."""
     s = {"name": name, "ok": bool(m.get("ok")), "peak_rss": m.get("peak_rss"), "peak_rss_jvm": m.get("peak_rss_jvm"),
+         "peak_pss": m.get("peak_pss"), "peak_processes": m.get("peak_processes") or [],
          "checks": m.get("checks", []), "error": m.get("error"), "load": m.get("load_before")}
     if not m.get("ok"):
         return s
@@ -471,6 +502,7 @@ def summarise(name, m):
         growth = [b["checkpoint_bytes"] - a["checkpoint_bytes"] for a, b in zip(m["batches"], m["batches"][1:])]
         s["bytes_median"], s["bytes_mean"] = _median(growth), _mean(growth)
         s["new_bytes_median"] = _median([b["new_bytes"] for b in small])
+        s["restart_ms"] = m.get("restart_ms")
     else:
         small = m["epochs"][1:]
         s["build_ms"] = m["epochs"][0]["duration_ms"]
@@ -483,6 +515,7 @@ def summarise(name, m):
         first = m["restored_epochs"][0] if m.get("restored_epochs") else None
         s["restore_epoch_ms"] = keyed_count.epoch_costs([first])[0] if first else None
         s["restore_driver_ms"] = m.get("restore_driver_ms")
+        s["restart_ms"] = m["restore_run_s"] * 1000 if m.get("restore_run_s") is not None else None
         s["restore_hits"] = f"{first['local_store_hits']}/{first['local_stores']}" if first else "-"
         s["spark_read_ms"] = m.get("spark_read_ms")
         s["spark_parquet_bytes"] = m.get("spark_parquet_bytes")
@@ -505,7 +538,8 @@ def print_size(keys, rows):
         line = (f"  {r['name']:<20} small epochs {_f(r['epoch_ms'])} ms median ({each})"
                 + (f" = {ratio:.2f}x Structured Streaming" if ratio else "")
                 + f"; build {_f(r['build_ms'])} ms; checkpoint bytes/epoch median {_bytes(r['bytes_median'])}, "
-                  f"mean {_bytes(r['bytes_mean'])}; peak RSS {_bytes(r['peak_rss'])} (JVM {_bytes(r['peak_rss_jvm'])})")
+                  f"mean {_bytes(r['bytes_mean'])}; peak RSS {_bytes(r['peak_rss'])} (JVM {_bytes(r['peak_rss_jvm'])}), "
+                  f"peak PSS {_bytes(r.get('peak_pss'))}")
         if r["name"] == SSS:
             line += (f"; wall around processAllAvailable {_f(r['wall_ms'])} ms median; new checkpoint files "
                      f"{_bytes(r['new_bytes_median'])} per batch (median)")
@@ -515,9 +549,28 @@ def print_size(keys, rows):
                      f"{_f(r['restore_epoch_ms'])} ms (driver restore {_f(r['restore_driver_ms'])} ms, local stores "
                      f"{r['restore_hits']}; minus a small epoch: {_f(r.get('rebuild_ms'))} ms) vs Spark reading "
                      f"the {r['state_rows'] or 0:,}-row state as Parquet {_f(r['spark_read_ms'])} ms")
+        line += f"; restart (one small epoch) {_f(r.get('restart_ms'))} ms"
         print(line)
+        if r["peak_processes"]:
+            print(f"      at the peak (RSS / PSS MiB): {competitor.breakdown(r['peak_processes'])}")
         for ok, msg in r["checks"]:
             print(f"      {'ok  ' if ok else 'FAIL'} {msg}")
+
+
+def _default_verdict(keys, r, sss) -> str:
+    """Issue 35's targets for the default configuration, at one size."""
+    def check(label, mine, theirs, at_most=1.0):
+        if mine is None or not theirs:
+            return f"{label}: not measured"
+        ratio = mine / theirs
+        return f"{label}: {'met' if ratio <= at_most else 'NOT met'} ({ratio:.2f}x)"
+    parts = [check(f"small epoch at most {TARGET_VS_SSS:g}x Structured Streaming's", r["epoch_ms"], sss["epoch_ms"],
+                   TARGET_VS_SSS),
+             check("building the state at most Structured Streaming's", r["build_ms"], sss["build_ms"]),
+             check("restart at most Structured Streaming's", r.get("restart_ms"), sss.get("restart_ms")),
+             check("peak RSS at most Structured Streaming's", r["peak_rss"], sss["peak_rss"]),
+             check("peak PSS at most Structured Streaming's", r.get("peak_pss"), sss.get("peak_pss"))]
+    return f"At {keys:,} keys, default configuration: " + "; ".join(parts) + "."
 
 
 def report(results, args):
@@ -527,15 +580,15 @@ def report(results, args):
             base = {r["name"]: r["epoch_ms"] for r in rows if r["ok"]}
     md = ["| keys | competitor | small epoch ms (median) | / Structured Streaming | / same at 1,000 keys "
           "| build epoch ms | ckpt bytes per small epoch (median / mean) | local-store hits "
-          "| peak RSS MiB (JVM) | restored first epoch ms (rebuild) | Spark Parquet read ms | counts |",
-          "|" + "---|" * 12]
+          "| peak RSS MiB (JVM) | peak PSS MiB | restart ms | restored first epoch ms (rebuild) | Spark Parquet read ms | counts |",
+          "|" + "---|" * 14]
     verdicts = []
     for keys, rows in results:
         sss = next((r for r in rows if r["name"] == SSS and r["ok"]), None)
         for r in rows:
             checks = "OK" if r["checks"] and all(ok for ok, _ in r["checks"]) else "FAILED"
             if not r["ok"]:
-                md.append(f"| {keys:,} | {r['name']} | FAILED: {str(r['error'])[:80]} |" + " |" * 8 + f" {checks} |")
+                md.append(f"| {keys:,} | {r['name']} | FAILED: {str(r['error'])[:80]} |" + " |" * 10 + f" {checks} |")
                 continue
             ratio = r["epoch_ms"] / sss["epoch_ms"] if sss and r["name"] != SSS and sss["epoch_ms"] else None
             vs1k = r["epoch_ms"] / base[r["name"]] if base.get(r["name"]) and keys != 1000 else None
@@ -546,8 +599,12 @@ def report(results, args):
                       f"| {_f(vs1k, '.2f')}{'x' if vs1k else ''} | {_f(r['build_ms'])} "
                       f"| {_bytes(r['bytes_median'])} / {_bytes(r['bytes_mean'])} | {hits} "
                       f"| {_f(r['peak_rss'] / 2**20 if r['peak_rss'] else None)} "
-                      f"({_f(r['peak_rss_jvm'] / 2**20 if r['peak_rss_jvm'] else None)}) | {restore} "
+                      f"({_f(r['peak_rss_jvm'] / 2**20 if r['peak_rss_jvm'] else None)}) "
+                      f"| {_f(r['peak_pss'] / 2**20 if r.get('peak_pss') else None)} | {_f(r.get('restart_ms'))} "
+                      f"| {restore} "
                       f"| {_f(r.get('spark_read_ms'))} | {checks} |")
+            if keys >= 1_000_000 and r["name"] == DEFAULT and sss:
+                verdicts.append(_default_verdict(keys, r, sss))
             if keys >= 1_000_000 and r["name"] == "rocksdb-incremental":
                 v1 = "met" if ratio is not None and ratio <= TARGET_VS_SSS else "NOT met"
                 v2 = "met" if vs1k is not None and vs1k <= TARGET_VS_1K else "NOT met"
@@ -573,7 +630,7 @@ def main(argv=None):
                         help="records per small epoch (default 10,000)")
     parser.add_argument("--parallelism", type=int, default=os.cpu_count() or 2,
                         help="Spark cores, job parallelism and shuffle partitions (default: cores)")
-    parser.add_argument("--variants", default="hashmap-full,rocksdb-incremental,rocksdb-full,sss",
+    parser.add_argument("--variants", default="default,rocksdb-incremental,sss",
                         help="competitors, comma-separated: " + ", ".join([*SLUICE_VARIANTS, SSS]))
     parser.add_argument("--hashmap-incremental", action="store_true",
                         help="add the heap backend with incremental checkpoints")
