@@ -16,6 +16,7 @@ from pyspark import accumulators
 from runtime.execution.locality import StateLocality
 from runtime.execution.python_rdds import PythonRDDs
 from runtime.graph.job_graph import JobGraph
+from runtime.task.operator_factory import snapshots_incrementally
 from runtime.task.stream_task import ACK
 
 
@@ -100,10 +101,14 @@ class EpochJob:
         self.job_graph = job_graph
         self.run_id = run_id
         self.job_parameters = job_parameters
-        # Subtasks with keyed state each run in a Python worker of their own, which keeps their
-        # state (a heap in memory, a RocksDB store open), on the executor where it is; in local
-        # mode every task runs on the one executor, and the anchors would only cost py4j calls.
-        self.local_stores = frozenset(v.id for v in job_graph.vertices if not v.is_input_vertex and v.is_keyed)
+        # Subtasks whose keyed state stays with them each run in a Python worker of their own,
+        # which keeps it (a heap in memory, a RocksDB store open), on the executor where it is; in
+        # local mode every task runs on the one executor, and the anchors would only cost py4j
+        # calls. A vertex whose state is restored every epoch (a vectorised window's panes) runs
+        # in the shared pool: its own pools would only cost workers.
+        self.local_stores = frozenset(
+            v.id for v in job_graph.vertices
+            if not v.is_input_vertex and v.is_keyed and any(snapshots_incrementally(n) for n in v.operators))
         # Two keyed vertices' stages may run at once: each vertex has pools of its own (by its
         # place among the job's keyed vertices, so the next job of the session uses them again).
         self.pool_groups = {v: g for g, v in enumerate(v.id for v in job_graph.vertices if v.id in self.local_stores)}
