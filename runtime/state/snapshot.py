@@ -490,8 +490,10 @@ def table_to_snapshot(tables: Iterable[pa.Table]) -> dict:
     for table in tables:
         types = state_types(table)
         names = table.column("state_name")
-        for name in names.unique().to_pylist():
-            part = table.filter(pc.equal(names, name))
+        states = names.unique().to_pylist()
+        for name in states:
+            # A table of one state (most are) is its own part: no copy of a whole state.
+            part = table if len(states) == 1 else table.filter(pc.equal(names, name))
             deleted = _deleted(part)
             if name.startswith(TIMER_PREFIX):
                 domain = name[len(TIMER_PREFIX):]
