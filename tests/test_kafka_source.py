@@ -211,3 +211,55 @@ def test_in_a_chain_strings_reach_map_batches_as_arrow_and_skipped_records_keep_
     with pytest.raises(AssertionError, match=rf"ZeroDivisionError.*topic '{json_topic}', partition 0, offset 3"):
         collect_in_tasks(from_kafka("rows", rows, WatermarkStrategy.no_watermarks())
                          .map(lambda r: 1 // r.id, output_type=Types.INT()))
+
+
+def test_a_kept_consumer_reads_exactly_the_next_epochs_records_across_transactions_and_after_a_replay(kafka_broker):
+    """The reader keeps its partition's consumer between epochs (kafka_consumer_pool): each epoch
+    goes on where the last ended, also when a range ends amid a transaction's control records
+    and aborted records (the consumer returned records past the range's end); a replayed epoch
+    (a restore to an earlier checkpoint) seeks it back."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from runtime.connectors.kafka_consumer_pool import CONSUMERS
+    from waiting import wait_until
+    bootstrap = kafka_broker.bootstrap
+    topic = kafka_env.create_topic(bootstrap, "kept", 1)
+    kafka_env.produce(bootstrap, topic, [f"a{i}" for i in range(5)])                 # offsets 0-4
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-tx"})
+    producer.init_transactions(30)
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-probe"})
+    for values, commit, log_end in ((["t0", "t1"], True, 8), (["x"], False, 10)):   # 5, 6, marker 7; 8, marker 9
+        producer.begin_transaction()
+        for value in values:
+            producer.produce(topic, value.encode())
+        producer.flush(30)
+        producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+        # The coordinator writes the marker after the commit returns: the next records go after it.
+        wait_until(lambda: probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)[1] == log_end, 30,
+                   f"the transaction marker at offset {log_end - 1}")
+    probe.close()
+    kafka_env.produce(bootstrap, topic, [f"b{i}" for i in range(3)])                 # offsets 10-12
+    src = source(bootstrap, topic, isolation_level="read_committed").build()
+    enumerator = KafkaSourceEnumerator(src, EnumeratorContext(parallelism=1, max_records_per_split=3))
+    before = (CONSUMERS.opened, CONSUMERS.reused, CONSUMERS.sought)
+
+    def epochs(enum, first, last):
+        out = []
+        for epoch in range(first, last):
+            got, plan = run_epoch(enum, reader_for(src), epoch)    # a new reader each epoch, as each task makes
+            out.append(((plan[0][0].start, plan[0][0].end), got.get(0, [])))
+        return out
+
+    expected = [((0, 3), ["a0", "a1", "a2"]), ((3, 6), ["a3", "a4", "t0"]),
+                ((6, 9), ["t1"]),                 # the consumer returned b0 (10) past 9: kept for the next
+                ((9, 12), ["b0", "b1"]), ((12, 13), ["b2"])]
+    assert epochs(enumerator, 0, 2) == expected[:2]
+    checkpoint = enumerator.snapshot()
+    assert epochs(enumerator, 2, 5) == expected[2:]
+    assert (CONSUMERS.opened, CONSUMERS.reused, CONSUMERS.sought) == (before[0] + 1, before[1] + 4, before[2])
+    # A replay from the checkpoint: the same ranges, the same records, the kept consumer sought back.
+    replayed = KafkaSourceEnumerator(src, EnumeratorContext(parallelism=1, max_records_per_split=3))
+    replayed.restore(checkpoint)
+    assert epochs(replayed, 2, 5) == expected[2:]
+    assert (CONSUMERS.opened, CONSUMERS.reused, CONSUMERS.sought) == (before[0] + 1, before[1] + 6, before[2] + 1)
+    enumerator.close()
+    replayed.close()

@@ -12,8 +12,9 @@ subtask's minimum as Flink's per-split watermarks do. Partitions are owned as Fl
 topics matching a pattern, are found at the first planning after ``partition.discovery.interval.ms``
 and read from their earliest offset (Flink's rule for partitions found later).
 
-The reader (in the Spark task) reads exactly [start, end) with a consumer it assigns the
-partition to (no group membership, no auto commit). "end" is an offset, not a count: with
+The reader (in the Spark task) reads exactly [start, end) with a consumer assigned the partition
+(no group membership, no auto commit), kept in the Python worker for the partition's next range
+(``kafka_consumer_pool``: it prefetches it meanwhile). "end" is an offset, not a count: with
 transactions the log has control records and aborted records a read_committed consumer never
 sees, so the read ends at the first record at or past "end", at the partition's end (EOF) at or
 past it, or when the consumer's position passes it.
@@ -40,6 +41,7 @@ from runtime.common.typeinfo import Types
 from runtime.connectors.base import SourceReader, SplitEnumerator
 from runtime.connectors.kafka_clients import (DEFAULT_API_TIMEOUT_MS, DEFAULT_ISOLATION, ClientErrors,
                                               KafkaConnectorError, client_config, log, split_owner, with_errors)
+from runtime.connectors.kafka_consumer_pool import CONSUMERS, PREFETCH
 from runtime.datastream.connectors.kafka import KafkaOffsetResetStrategy
 from runtime.task.arrow_batch import ArrowBatch
 from runtime.task.deployment import SplitRead
@@ -331,15 +333,26 @@ class KafkaSourceReader(SourceReader):
         self.utf8_strings = (type(deserializer) is SimpleStringSchema
                              and codecs.lookup(deserializer.charset).name == "utf-8")
 
-    def _consumer(self, errors: ClientErrors):
-        from confluent_kafka import Consumer
+    def _consumer_config(self, errors: ClientErrors) -> dict:
         prefix = self.source.setting("client.id.prefix") or self.source.group_id or "sluice"
-        return Consumer(client_config(self.source.properties, "consumer", errors, **{
+        config = dict(PREFETCH)
+        config.update(client_config(self.source.properties, "consumer", errors, **{
             "group.id": self.source.group_id or f"{prefix}-reader",
             "client.id": f"{prefix}-{getattr(self.ctx, 'subtask_index', 0)}",
             "enable.auto.commit": False, "enable.auto.offset.store": False,
             "enable.partition.eof": True, "auto.offset.reset": "error",
             "isolation.level": _isolation(self.source)}))
+        return config
+
+    def _pool_key(self, topic: str, partition: int) -> tuple:
+        config = self._consumer_config(None)
+        return (tuple(sorted((k, str(v)) for k, v in config.items() if k not in ("error_cb", "logger"))),
+                topic, partition)
+
+    def _new_consumer(self) -> tuple:
+        from confluent_kafka import Consumer
+        errors = _errors(self.source)
+        return Consumer(self._consumer_config(errors)), errors
 
     def read(self, split: SplitRead, batch_size: int):
         spans = self.spans.setdefault(split.split_id, [])
@@ -347,29 +360,32 @@ class KafkaSourceReader(SourceReader):
             return
         from confluent_kafka import Message, TopicPartition
         topic, partition = split.state["topic"], split.state["partition"]
-        errors = _errors(self.source)
-        consumer = self._consumer(errors)
+        key = self._pool_key(topic, partition)
+        pooled = CONSUMERS.acquire(key, topic, partition, split.start, self._new_consumer)
+        consumer, errors = pooled.consumer, pooled.errors
         timeout = _api_timeout_s(self.source)
         where = f"partition {split.split_id}, offsets [{split.start}, {split.end})"
         read = 0
         try:
-            tp = TopicPartition(topic, partition, split.start)
-            consumer.assign([tp])
             position, waited_since = split.start, time.monotonic()
+            # Records a kept consumer returned past the last range's end: this range's first.
+            messages, pooled.pending = pooled.pending, []
             while position < split.end:
-                messages = consumer.consume(num_messages=min(batch_size, split.end - position), timeout=0.5)
-                errors.raise_if_failed(f"reading {where}")
-                if messages and list(map(Message.error, messages)).count(None) != len(messages):
+                if not messages:
+                    messages = consumer.consume(num_messages=min(batch_size, split.end - position), timeout=0.5)
+                    errors.raise_if_failed(f"reading {where}")
+                if any(map(Message.error, messages)):     # (a KafkaError fails == None: no count(None))
                     messages, at_end = self._without_events(messages, where, split)
                     if at_end:
                         position = split.end
                 if messages:
                     last = messages[-1].offset()
                     if last >= split.end:       # past the range: the log went on after control records
-                        messages = messages[:bisect_left(list(map(Message.offset, messages)), split.end)]
+                        cut = bisect_left(list(map(Message.offset, messages)), split.end)
+                        messages, pooled.pending = messages[:cut], messages[cut:]
                         position = split.end
                     else:
-                        position = last + 1
+                        position = max(position, last + 1)
                 if messages:
                     batch, first, offsets = self.decode(messages)
                     n = len(batch) if type(batch) is ArrowBatch else len(batch[0])
@@ -390,8 +406,12 @@ class KafkaSourceReader(SourceReader):
                             f"Kafka source: no record of {where} arrived from {self.source.bootstrap_servers} "
                             f"within {timeout:.0f} s (at offset {position}; {errors.describe()}). "
                             f"The wait is the property 'default.api.timeout.ms'")
-        finally:
-            consumer.close()
+                messages = None
+        except BaseException:
+            pooled.close()      # where it stands is not known: the next read makes a new one
+            raise
+        pooled.position = split.end
+        CONSUMERS.release(key, pooled)
 
     def _without_events(self, messages: list, where: str, split: SplitRead) -> tuple[list, bool]:
         """The messages that are records, and whether an end-of-partition event was at or past

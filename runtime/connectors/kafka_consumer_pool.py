@@ -1,0 +1,98 @@
+"""The Kafka source's consumers kept in the Python worker between epochs, as Structured
+Streaming's Kafka source keeps its ``KafkaDataConsumer``s: one per client configuration and
+topic-partition, least recently used closed past a bound, all closed at the process's exit.
+
+A new consumer starts fetching from nothing; a kept one has fetched on (within librdkafka's
+bounded prefetch) while the rest of the epoch, the checkpoint and the next planning ran, so the
+next epoch's range of its partition is mostly waiting in its queue. A kept consumer is used only
+where it stands: ``position`` is the offset up to which it handed out every record (the end of
+the last range read; messages it returned past that wait in ``pending``), and a range that starts
+elsewhere (a replayed epoch) seeks it first. A read that did not finish closes its consumer, so a
+kept one's position is always exact. The consumers are in no group (partitions assigned, nothing
+committed): one left in a worker that no longer gets its partition's tasks holds nothing.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+from collections import OrderedDict
+from typing import Callable, Optional
+
+# Consumers a worker keeps (its partitions across the jobs of its session); the oldest closes.
+CAPACITY = 16
+# Each kept consumer's prefetch (librdkafka fetches a partition until its queue holds this much):
+# a few MiB, about one epoch of small records, not librdkafka's 64 MiB, so that idle consumers
+# do not hold much. A job's own settings win.
+PREFETCH = {"queued.max.messages.kbytes": "8192", "queued.min.messages": "100000"}
+
+
+class PooledConsumer:
+    """A consumer assigned one partition, its ``ClientErrors`` (its error callback), the offset
+    it has handed out every record up to, and the messages it returned past that."""
+
+    __slots__ = ("consumer", "errors", "position", "pending")
+
+    def __init__(self, consumer, errors, position: int):
+        self.consumer, self.errors, self.position = consumer, errors, position
+        self.pending: list = []
+
+    def close(self) -> None:
+        try:
+            self.consumer.close()
+        except RuntimeError:        # closed already
+            pass
+
+
+class ConsumerPool:
+    def __init__(self, capacity: int = CAPACITY):
+        self.capacity = capacity
+        self._kept: OrderedDict = OrderedDict()
+        self._pid = os.getpid()
+        # Reads by how they got their consumer: kept where the range starts, kept and sought, new.
+        self.reused = self.sought = self.opened = 0
+
+    def acquire(self, key: tuple, topic: str, partition: int, start: int,
+                make: Callable[[], tuple]) -> PooledConsumer:
+        """The consumer of ``key`` (the client configuration and the partition) at ``start``:
+        the kept one, sought there if it stands elsewhere, or a new one ``make()`` returns as
+        (consumer, its ClientErrors). Taken out of the pool until ``release``."""
+        from confluent_kafka import KafkaException, TopicPartition
+        if self._pid != os.getpid():        # a forked child: the parent's consumers are not its own
+            self._kept, self._pid = OrderedDict(), os.getpid()
+        kept: Optional[PooledConsumer] = self._kept.pop(key, None)
+        if kept is not None and kept.errors.failing():      # e.g. every broker was down while it waited
+            kept.close()
+            kept = None
+        if kept is not None and kept.position == start:
+            self.reused += 1
+        elif kept is not None:
+            try:
+                kept.consumer.seek(TopicPartition(topic, partition, start))
+                kept.position, kept.pending = start, []
+                self.sought += 1
+            except KafkaException:
+                kept.close()
+                kept = None
+        if kept is None:
+            consumer, errors = make()
+            consumer.assign([TopicPartition(topic, partition, start)])
+            kept = PooledConsumer(consumer, errors, start)
+            self.opened += 1
+        kept.errors.errors.clear()      # transient errors while it waited are not this read's
+        return kept
+
+    def release(self, key: tuple, pooled: PooledConsumer) -> None:
+        """Keep ``pooled`` (its ``position`` and ``pending`` exact) for the next read of its partition."""
+        self._kept[key] = pooled
+        while len(self._kept) > self.capacity:
+            self._kept.popitem(last=False)[1].close()
+
+    def close(self) -> None:
+        kept, self._kept = self._kept, OrderedDict()
+        if self._pid == os.getpid():
+            for pooled in kept.values():
+                pooled.close()
+
+
+CONSUMERS = ConsumerPool()
+atexit.register(CONSUMERS.close)
