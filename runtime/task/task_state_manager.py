@@ -132,7 +132,8 @@ class TaskStateManager:
                         entries, self.tdd.subtask_index if same_parallelism else None)
             op.restore(snapshot)    # the other operator state (broadcast state) as the operator lists it
             del snapshot
-            release_arrow_memory()
+            if op.keeps_local_state():
+                release_arrow_memory()      # a rebuild: its columns are not needed again
 
     def incremental(self, op) -> bool:
         """Whether the operator's snapshot of this epoch holds only what changed since the last."""
@@ -152,7 +153,8 @@ class TaskStateManager:
                 ack.state_files.append(write_state_file(table, directory, op.node.operator_id,
                                                         self.tdd.subtask_index, increment=incremental))
             del table
-            release_arrow_memory()
+            if op.keeps_local_state() and not incremental:
+                release_arrow_memory()      # a whole kept state's columns: not needed again soon
             if op.backend is not None:
                 op.backend.mark_checkpointed()
             if op.keeps_local_state() and self.tdd.next_state_version is not None:
@@ -161,9 +163,10 @@ class TaskStateManager:
 
 
 def release_arrow_memory() -> None:
-    """Give the memory Arrow freed back to the system (its allocator keeps it otherwise: a
-    restored or snapshotted state's columns, a third of the heap's size again, would stay in the
-    worker's RSS beside the state for the worker's life). Costs under a millisecond."""
+    """Give the memory Arrow freed back to the system. Its allocator keeps it otherwise: the
+    columns of a kept state's rebuild or full snapshot (a third of a heap's size again) would stay
+    in the worker beside the state for the worker's life. Only then: a bulk epoch that allocates
+    again at once would pay the pages' faults again."""
     pa.default_memory_pool().release_unused()
 
 
