@@ -165,9 +165,6 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
                    # not loopback TCP: a stage's round trips to its workers cost about 50 ms less
                    # (a 2-stage PySpark job 81 ms instead of 168-191 ms on the 2-core machine).
                    .config("spark.python.unix.domain.socket.enabled", "true")
-                   # Each pool's daemon imports the task side once, before it forks its workers,
-                   # which then share those pages (runtime/task/worker_daemon.py).
-                   .config("spark.python.daemon.module", "runtime.task.worker_daemon")
                    # Acknowledgements carry printed and collected records: up to this size they
                    # come back with the task's status instead of through the block manager.
                    .config("spark.task.maxDirectResultSize", "64m")
