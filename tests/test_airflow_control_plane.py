@@ -102,9 +102,13 @@ def checkpoints(tmp_path, job_name):
 def test_dagbag_imports_a_dag_per_job_and_the_control_dags(control_plane):
     from airflow.dag_processing.dagbag import DagBag
     write_job(control_plane, "counts_a")
+    # A job whose script fails when its DAG compiles it is left out, logged; the others stay.
+    (control_plane / "jobs" / "broken_compile.py").write_text(
+        "def main():\n    open('/nonexistent/settings.json')\n\n\nif __name__ == '__main__':\n    main()\n")
     bag = DagBag(dag_folder=os.path.join(ROOT, "dags"))
     assert bag.import_errors == {}
     assert {"counts_a", "sluice_restart_from_checkpoint", "sluice_savepoint"} <= set(bag.dags)
+    assert "broken_compile" not in bag.dags
     dag = bag.dags["counts_a"]
     assert [t.task_id for t in dag.topological_sort()] == [
         "compile", "execution_graph", "allocate_slots", "deploy", "run", "finish", "sink_assets"]

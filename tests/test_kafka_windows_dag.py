@@ -1,6 +1,7 @@
-"""The shipped Kafka job (include/jobs/kafka_windows.py) through its Airflow DAG (dag.test())
-against the test run's broker: two scheduled-style runs (its deployment: one epoch a run, ending
-in a checkpoint) with records produced between them. The Delta table and the output topic (read
+"""The shipped Kafka job (include/jobs/kafka_windows.py) through its Airflow DAG against the test
+run's broker: two scheduled-style runs through dag.test() (its deployment: one epoch a run, ending
+in a checkpoint) with records produced between them, and a run a user triggers from the trigger
+form of the real Airflow (scheduler and API server). The Delta table and the output topic (read
 as a read_committed consumer) hold exactly the windows the watermark has passed, each once."""
 import collections
 import json
@@ -27,6 +28,31 @@ DEPLOYMENT = dataclasses.replace(DEPLOYMENT, args={args!r})
 if __name__ == "__main__":
     main()
 '''
+# The shipped job for the real Airflow: its topics and table are the test's, read when the job
+# runs (the broker's port is the test run's, chosen after Airflow parsed its DAGs).
+UI_JOB = '''
+"""kafka_windows_ui: the shipped kafka_windows job on the topics of kafka_windows_ui.json."""
+import dataclasses
+import json
+import os
+import sys
+sys.path.insert(0, {jobs!r})
+import kafka_windows
+
+DEPLOYMENT = dataclasses.replace(kafka_windows.DEPLOYMENT, schedule=None, args=())
+
+
+def main(argv=None):
+    # Until the test writes it (its DAG is built before), the shipped arguments: compiled, not run.
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kafka_windows_ui.json")
+    kafka_windows.main(json.load(open(path)) if os.path.exists(path) else
+                       [a.replace("{{warehouse}}", "/tmp") for a in kafka_windows.DEPLOYMENT.args])
+
+
+if __name__ == "__main__":
+    main()
+'''
+AIRFLOW_JOBS = {"kafka_windows_ui.py": UI_JOB.format(jobs=JOBS)}
 # A multiple of the 10 s window, within the broker's retention (7 days: older records are deleted).
 T0 = int(time.time() * 1000) // 600_000 * 600_000 - 600_000
 
@@ -82,3 +108,23 @@ def test_two_runs_of_the_kafka_windows_dag_write_each_closed_window_once(control
     (source,) = [v for v in store.epoch_metrics()[-1]["vertices"].values() if v.get("splits")]
     assert source["splits"] == {f"{events}-0": {"offset": 5, "latest": 5, "lag": 0},
                                 f"{events}-1": {"offset": 3, "latest": 3, "lag": 0}}
+
+
+def test_the_kafka_job_triggered_from_the_trigger_form_writes_each_closed_window_once(real_airflow, kafka_broker):
+    bootstrap = kafka_broker.bootstrap
+    events = kafka_env.create_topic(bootstrap, "ui-events", 2)
+    counts = kafka_env.create_topic(bootstrap, "ui-window-counts", 1)
+    table = real_airflow.warehouse / "kafka-window-counts-ui"
+    args = ["--bootstrap-servers", bootstrap, "--input-topic", events, "--output-topic", counts,
+            "--table", str(table), "--group-id", f"{events}-group", "--transactional-id-prefix", events]
+    (real_airflow.warehouse.parent / "jobs" / "kafka_windows_ui.json").write_text(json.dumps(args))
+    for p, records in {0: [("a", 1000), ("b", 2000), ("a", 12000)], 1: [("a", 3000), ("b", 15000)]}.items():
+        kafka_env.produce(bootstrap, events, [w for w, _ in records], partition=p,
+                          timestamps=[T0 + ms for _, ms in records])
+    # What the trigger form posts: its fields as the run's conf.
+    run = real_airflow.trigger("kafka_windows_ui", {"restore_from": "none", "parallelism": 2, "max_epochs": 1})
+    assert real_airflow.wait_for_run("kafka_windows_ui", run) == "success"
+    closed = collections.Counter({("a", 0, 10000, 2): 1, ("b", 0, 10000, 1): 1})
+    assert windows(DeltaTable(str(table)).to_pyarrow_table().to_pylist()) == closed
+    assert windows(json.loads(v) for v in kafka_env.read_committed(bootstrap, counts)) == closed
+    assert kafka_env.committed_offsets(bootstrap, f"{events}-group", events, 2) == {0: 3, 1: 2}

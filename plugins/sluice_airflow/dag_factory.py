@@ -58,12 +58,19 @@ def job_dag(spec: JobSpec) -> DAG:
 
 
 def job_dags(specs=None) -> dict[str, DAG]:
-    """A DAG per job module; a module that does not import is logged and left out (the others stay)."""
+    """A DAG per job module; a module that does not import, or whose job does not compile when
+    its DAG is built, is logged and left out (the others stay)."""
     errors: list = []
     specs = discover_jobs(errors=errors) if specs is None else specs
+    dags = {}
+    for spec in specs:
+        try:
+            dags[spec.name] = job_dag(spec)
+        except Exception as e:      # the job script's own error, as it would fail its compile task
+            errors.append((spec.path, f"its job does not compile: {type(e).__name__}: {e}"))
     for path, message in errors:
         log.error("Job module %s is left out of the DAGs: %s", path, message)
-    return {spec.name: job_dag(spec) for spec in specs}
+    return dags
 
 
 def _job_param(specs) -> Param:
