@@ -19,7 +19,8 @@ one Python worker pass (as PySpark pipelines them); ``materialize`` makes it a J
 A *pinned* stage runs each of its partitions in a Python worker pool of its own: Spark keeps a
 pool of workers per environment, so partition i's function carries ``SLUICE_SLOT=g-i`` in its
 environment (g: the stage's pool group, one per keyed vertex of a job, so that two such stages
-running at once never share a pool and each pool needs one worker), over partition i of the input alone (a ``PartitionPruningRDD``), and the stage is
+running at once never share a pool and each pool needs one worker), over partition i of the
+input alone (a ``PartitionPruningRDD``), and the stage is
 their union. A reused worker then sees the same subtask every epoch, and keeps its local state
 store open between tasks (runtime.state.kept_stores); PySpark otherwise gives a task the first
 idle worker.

@@ -508,9 +508,10 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     def resume(self, operator_name: str, key_group_range: KeyGroupRange, max_parallelism: int,
                clock: Optional[Callable[[], int]] = None) -> bool:
-        """Ready a heap kept since this process's last task on it for the next task; False when it
-        holds other key groups (a rescale): the caller makes a new one."""
+        """Ready a heap kept since this process's last task on it for the next task; False, and the
+        heap dropped, when it holds other key groups (a rescale): the caller makes a new one."""
         if key_group_range != self.key_group_range or max_parallelism != self.max_parallelism:
+            self.dispose()
             return False
         self.operator_name = operator_name
         self.now = clock or wall_clock_ms

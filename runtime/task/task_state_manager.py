@@ -43,12 +43,8 @@ def create_keyed_state_backend(node, ctx, clock, kept: bool = True) -> KeyedStat
                                             tempfile.mkdtemp(prefix="sluice-state-"), clock=clock, temporary=True)
 
         def local(path: str) -> RocksDBKeyedStateBackend:
-            kept = kept_stores.take(os.path.abspath(path))      # kept open since this process's last task
-            if kept is not None and kept.resume(node.operator_name, ctx.key_group_range, ctx.max_parallelism,
-                                                clock):
-                return kept
-            return RocksDBKeyedStateBackend(node.operator_name, ctx.key_group_range, ctx.max_parallelism,
-                                            path, clock=clock)
+            return _take_kept(path, RocksDBKeyedStateBackend, node, ctx, clock) or RocksDBKeyedStateBackend(
+                node.operator_name, ctx.key_group_range, ctx.max_parallelism, path, clock=clock)
 
         if not ctx.state_dir:
             return temporary()
@@ -68,14 +64,22 @@ def create_keyed_state_backend(node, ctx, clock, kept: bool = True) -> KeyedStat
     if not (ctx.state_dir and kept):
         return HeapKeyedStateBackend(node.operator_name, ctx.key_group_range, ctx.max_parallelism, clock=clock)
     path = os.path.abspath(os.path.join(ctx.state_dir, node.operator_id))
-    heap = kept_stores.take(path)       # kept in memory since this process's last task on it
-    if isinstance(heap, HeapKeyedStateBackend) and heap.resume(node.operator_name, ctx.key_group_range,
-                                                               ctx.max_parallelism, clock):
-        return heap
-    if heap is not None:
-        heap.close()
-    return HeapKeyedStateBackend(node.operator_name, ctx.key_group_range, ctx.max_parallelism, clock=clock,
-                                 path=path)
+    return _take_kept(path, HeapKeyedStateBackend, node, ctx, clock) or HeapKeyedStateBackend(
+        node.operator_name, ctx.key_group_range, ctx.max_parallelism, clock=clock, path=path)
+
+
+def _take_kept(path: str, backend_class: type, node, ctx, clock) -> Optional[KeyedStateBackend]:
+    """The backend this process kept at ``path`` since its last task on it, ready for this task;
+    None when there is none of ``backend_class`` for this subtask's key groups (one of the other
+    backend, left by a run with another ``state.backend.type``, is closed; one that cannot resume
+    closed itself)."""
+    kept = kept_stores.take(os.path.abspath(path))
+    if kept is None:
+        return None
+    if not isinstance(kept, backend_class):
+        kept.close()
+        return None
+    return kept if kept.resume(node.operator_name, ctx.key_group_range, ctx.max_parallelism, clock) else None
 
 
 def release_keyed_state_backend(backend: KeyedStateBackend) -> None:
