@@ -7,14 +7,17 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from runtime.common import Time, WatermarkStrategy
+from runtime.common import Row, Time, Types, WatermarkStrategy
 from runtime.common.watermark_strategy import MIN_WATERMARK
 from runtime.connectors import writer_class
+from runtime.connectors.collect_sink import CollectWriter
 from runtime.connectors.collection import CollectionReader
 from runtime.datastream import StreamExecutionEnvironment, TumblingEventTimeWindows
 from runtime.datastream.operators import SinkSpec
 from runtime.graph.job_graph import create_job_graph
+from runtime.task.arrow_batch import ArrowBatch
 from runtime.task.record_helpers import with_field
+from runtime.task.sink_writer import WriterInitContext
 from runtime.task.stream_task import ACK, SplitRead, TaskDeploymentDescriptor, run_task
 from runtime.task.record_columns import RecordColumns
 
@@ -54,12 +57,12 @@ def test_with_field_of_rows_equals_with_field_per_record():
         [with_field(r, 1, v) for r, v in zip(records, [5, 6, 7])]
 
 
-def _window_job(records: list, to_record, key_by):
+def _window_job(records: list, to_record, key_by, output_type=None):
     """records (key, ts) -> to_record -> event time -> key_by -> 5 s tumbling sum(1) -> collect."""
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
     counts = (env.from_collection(records)
-              .map(to_record)
+              .map(to_record, output_type=output_type)
               .assign_timestamps_and_watermarks(
                   WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, ts: e[2]))
               .key_by(key_by)
@@ -98,6 +101,37 @@ def test_window_results_keep_the_first_records_fields_and_types(keys):
         first = expected.setdefault(k, [k, 0, ts])
         first[1] += 1
     assert sorted(map(repr, got)) == sorted(repr(tuple(v)) for v in expected.values())
+
+
+@pytest.mark.parametrize("output_type, arrow, to_record", [
+    (Types.TUPLE([Types.STRING(), Types.LONG(), Types.LONG()]), True, tuple),
+    (Types.TUPLE([Types.STRING(), Types.INT(), Types.LONG()]), False, tuple),     # int32: not the sums' int64
+    (Types.ROW_NAMED(["word", "n", "ts"], [Types.STRING(), Types.LONG(), Types.LONG()]), False,
+     lambda fields: Row(word=fields[0], n=fields[1], ts=fields[2])),
+])
+def test_results_of_plain_tuples_reach_the_collect_sink_as_arrow_columns(monkeypatch, output_type, arrow, to_record):
+    seen = []
+    write = CollectWriter.write
+    monkeypatch.setattr(CollectWriter, "write", lambda self, values: (seen.append(type(values)), write(self, values)))
+    records = [("a", 0), ("b", 1000), ("a", 2000), ("c", 7000), ("a", 8000)]
+    job_graph = _window_job(records, lambda e: to_record((e[0], 1, e[1])), 0, output_type)
+    got, _, _ = _run_source_then_window(job_graph, len(records))
+    assert set(seen) == {ArrowBatch if arrow else list}
+    expected = [("a", 2, 0), ("b", 1, 1000), ("a", 1, 8000), ("c", 1, 7000)]
+    assert sorted(map(repr, got)) == sorted(repr(to_record(e)) for e in expected)
+    if not arrow and isinstance(got[0], Row):
+        assert got[0].as_dict().keys() == {"word", "n", "ts"}
+
+
+def test_the_collect_writer_keeps_arrow_and_record_writes_in_order():
+    t = Types.TUPLE([Types.STRING(), Types.LONG()])
+    writer = CollectWriter(None, WriterInitContext("Collect Stream Sink", 0, 1, 0, 0, input_type=t))
+    writer.write([("a", 1)])
+    writer.write(ArrowBatch.of_records([("b", 2), ("c", 3)], [None, None], t))
+    writer.write([("d", 4)])
+    columns = writer.finish()
+    assert columns.records() == [("a", 1), ("b", 2), ("c", 3), ("d", 4)]
+    assert all(isinstance(c, pa.Array) for c in pickle.loads(pickle.dumps(columns)).columns)
 
 
 def test_a_finished_task_leaves_nothing_for_the_cyclic_collector():

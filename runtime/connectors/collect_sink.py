@@ -5,19 +5,39 @@ from __future__ import annotations
 
 from runtime.common.arrow import as_shipped
 from runtime.connectors.base import Committer
+from runtime.task.arrow_batch import ArrowBatch
 from runtime.task.record_columns import RecordColumns
 from runtime.task.sink_writer import BufferingSinkWriter
 
 
 class CollectWriter(BufferingSinkWriter):
-    def write(self, values: list) -> None:
+    takes_arrow = True
+
+    def __init__(self, sink, context):
+        super().__init__(sink, context)
+        self.parts: list = []       # RecordColumns, in order, before the records written since
+
+    def write(self, values) -> None:
+        if type(values) is ArrowBatch:
+            columns = RecordColumns.of_batch(values.columns, values.type_info)
+            if columns is not None:     # plain tuples: the batch's columns travel as they are
+                self._keep_records()
+                self.parts.append(columns)
+                return
+            values = values.rows()[0]
         # As PyFlink's collect gives them back from Java: the Rows of a row type named.
         super().write(as_shipped(values, self.ctx.input_type))
+
+    def _keep_records(self) -> None:
+        if self.records:
+            self.parts.append(RecordColumns.of(self.take()))
 
     def finish(self) -> RecordColumns:
         # As columns: the records cross Spark's result path and the driver's unpickling at a
         # fraction of the cost of one pickled object each.
-        return RecordColumns.of(self.take())
+        self._keep_records()
+        parts, self.parts = self.parts, []
+        return RecordColumns.concat(parts) if len(parts) > 1 else parts[0] if parts else RecordColumns.of([])
 
 
 class CollectCommitter(Committer):

@@ -4,14 +4,30 @@ The epoch plan fixes, per file, the byte range [offset, size at planning time), 
 reads the same bytes even while the file grows. A monitored (unbounded) source consumes
 complete lines only; a bounded one also takes a last line with no newline. Offsets are
 kept as (byte, line).
+
+UTF-8 lines are read as one Arrow string array (``ArrowBatch``es of it go down the chain): an
+Arrow-batch function and the vectorised operators take them without a Python string per line,
+and a per-record function gets the strings decoded once, as fast as ``str.split`` makes them.
 """
 from __future__ import annotations
 
+from typing import Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyarrow.fs import FileType
 
+from runtime.common.arrow import arrow_schema
+from runtime.common.typeinfo import Types
 from runtime.connectors.base import SourceReader, SplitEnumerator
 from runtime.storage.filesystems import check_readable, info, read_bytes, walk_files
+from runtime.task.arrow_batch import ArrowBatch
 from runtime.task.deployment import SplitRead
+
+_LINE = Types.STRING()
+_LINE_SCHEMA = arrow_schema(_LINE)
+_UTF8 = {"utf-8", "utf8"}
 
 
 def discover(paths) -> list[str]:
@@ -97,17 +113,46 @@ class FileReader(SourceReader):
                     break
             if cut >= 0:
                 end = cut + 1
-        text = data[:end].decode(self.source.stream_format.charset_name)
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        if "\r" in text:
-            lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+        charset = self.source.stream_format.charset_name
+        lines = _arrow_lines(data, end) if charset.lower() in _UTF8 else None
+        if lines is None:
+            lines = _lines(data[:end].decode(charset))
         line_no = split.state.get("line", 0)
         self.ends[split.split_id] = {"offset": split.start + end, "line": line_no + len(lines)}
         for lo in range(0, len(lines), batch_size):
             chunk = lines[lo:lo + batch_size]
-            yield chunk, [None] * len(chunk)
+            if type(chunk) is list:
+                yield chunk, [None] * len(chunk)
+            else:
+                yield ArrowBatch(pa.RecordBatch.from_arrays([chunk], schema=_LINE_SCHEMA),
+                                 pa.nulls(len(chunk), pa.int64()), _LINE)
 
     def origin(self, split, index: int) -> str:
         return f"file {split.split_id}, line {split.state.get('line', 0) + index + 1}"
+
+
+def _lines(text: str) -> list:
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if "\r" in text:
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    return lines
+
+
+def _arrow_lines(data: bytes, end: int) -> Optional[pa.Array]:
+    """The lines of ``data[:end]`` as ``_lines`` gives them, as one Arrow string array split in
+    C++ (a fifth of the time of decoding and splitting in Python, and no object per line); None
+    when the bytes are not UTF-8 (the decoding then names the error)."""
+    whole = pa.Array.from_buffers(pa.large_binary(), 1, [None, pa.py_buffer(np.array([0, end], np.int64)),
+                                                         pa.py_buffer(data)])
+    lines = pc.list_flatten(pc.split_pattern(whole, b"\n"))
+    if lines[-1].as_py() == b"":        # after the last newline
+        lines = lines.slice(0, len(lines) - 1)
+    try:
+        lines = lines.cast(pa.string())
+    except pa.ArrowInvalid:
+        return None
+    if data.find(b"\r", 0, end) >= 0:
+        lines = pc.replace_substring_regex(lines, "\r$", "")
+    return lines

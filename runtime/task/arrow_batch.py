@@ -54,7 +54,12 @@ class ArrowBatch:
         """(values, timestamps) as the lists per-record operators take, decoded once."""
         if self._rows is None:
             ts = self.timestamps
-            stamps = ts.to_numpy().tolist() if not ts.null_count else ts.to_pylist()
+            if not ts.null_count:
+                stamps = ts.to_numpy().tolist()
+            elif ts.null_count == len(ts):      # a source's records without timestamps
+                stamps = [None] * len(ts)
+            else:
+                stamps = ts.to_pylist()
             self._rows = (arrow_to_records(self.columns, self.type_info), stamps)
         return self._rows
 

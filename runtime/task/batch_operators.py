@@ -51,12 +51,10 @@ class _BatchFunctionOperator(TaskOperator):
     def fail_batch(self, error: BaseException, values, first=None) -> None:
         """Fail on the batch ``values`` (the list the operator got, or an ArrowBatch), named by its
         first record; a list the source read tells the source where that record came from."""
-        if type(values) is ArrowBatch:
-            first, batch = values.rows()[0][0], None
-        else:
-            first, batch = values[0], values
-        raise UserCodeException(f"{self.name} {self.ctx.subtask_label}", first, error, traceback.format_exc(),
-                                batch=batch, index=0 if batch is not None else None,
+        # An ArrowBatch's records (decoded once) are the list the source compares with its read.
+        batch = values.rows()[0] if type(values) is ArrowBatch else values
+        raise UserCodeException(f"{self.name} {self.ctx.subtask_label}", batch[0], error, traceback.format_exc(),
+                                batch=batch, index=0,
                                 on=f"a batch of {len(values):,} records whose first is") from error
 
 

@@ -10,7 +10,18 @@ import numpy as np
 import pyarrow as pa
 
 from runtime.common import arrow
+from runtime.common.typeinfo import BasicTypeInfo, TupleTypeInfo, arrow_type
 from runtime.task.record_helpers import with_field
+
+_PLAIN_FIELDS = (pa.types.is_string, pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean)
+
+
+def plain_tuple(type_info) -> bool:
+    """Whether the records of ``type_info`` are tuples whose fields' Arrow values are their own
+    (strings, integers, floating point numbers, booleans): their Arrow columns are their fields."""
+    return isinstance(type_info, TupleTypeInfo) and all(
+        isinstance(f, BasicTypeInfo) and any(test(arrow_type(f)) for test in _PLAIN_FIELDS)
+        for f in type_info.get_field_types())
 
 
 def take(column, idx: np.ndarray):
@@ -56,6 +67,12 @@ class RecordColumns:
             return RecordColumns(columns=[given[i] if i in given else _column(list(map(itemgetter(i), records)))
                                           for i in range(len(records[0]))])
         return RecordColumns(rows=list(records))
+
+    @staticmethod
+    def of_batch(batch: pa.RecordBatch, type_info) -> Optional["RecordColumns"]:
+        """The records of a batch of ``type_info``'s columns, kept as the columns (None unless they
+        are plain tuples, whose fields the columns are)."""
+        return RecordColumns(columns=list(batch.columns)) if plain_tuple(type_info) else None
 
     @staticmethod
     def concat(parts: list) -> "RecordColumns":

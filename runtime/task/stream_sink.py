@@ -37,6 +37,11 @@ class StreamSink(TaskOperator):
     def user_functions(self):
         return [self.spec.sink]     # opened and closed when it is a Function (a SinkFunction)
 
+    @property
+    def takes_arrow(self) -> bool:
+        # A writer that takes ArrowBatches (the collect sink) gets them as they are.
+        return getattr(self.writer, "takes_arrow", False)
+
     def process_batch(self, values, timestamps, input_index):
         self.records_in += len(values)
         self.writer.write(values)

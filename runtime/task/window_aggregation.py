@@ -19,8 +19,7 @@ from typing import Optional
 import numpy as np
 import pyarrow as pa
 
-from runtime.common.arrow import arrow_to_records
-from runtime.common.typeinfo import BasicTypeInfo, TupleTypeInfo, arrow_type
+from runtime.common.arrow import arrow_schema, arrow_to_records
 from runtime.common.watermark_strategy import MAX_WATERMARK
 from runtime.datastream import window as w
 from runtime.datastream.data_stream import FieldKeySelector
@@ -29,7 +28,7 @@ from runtime.task.arrow_batch import ArrowBatch
 from runtime.task.channel_events import PreAggregatedPanes
 from runtime.task.operators import TaskOperator
 from runtime.task.record_helpers import extreme, field_of
-from runtime.task.record_columns import RecordColumns, take, to_pylist
+from runtime.task.record_columns import RecordColumns, plain_tuple, take, to_pylist
 from runtime.task.partitioning import key_channels
 from runtime.task.timer_service import EVENT_TIME, PROCESSING_TIME
 from runtime.state.key_groups import assign_to_key_group, key_type_of
@@ -179,7 +178,7 @@ class PanePreAggregator:
         else:
             ts = np.full(len(batch), self.processing_time, dtype=np.int64)
         rows, starts = self.windows.assign(ts)
-        plain = _plain_tuple(t)
+        plain = plain_tuple(t)
         field = None if position is None else t.field_index(position)
 
         def representatives(first, keys, accs):
@@ -222,16 +221,6 @@ def _plain_column(column: pa.Array, keys: bool) -> Optional[pa.Array]:
     if pa.types.is_floating(t) and not keys:
         return column.cast(pa.float64())
     return None
-
-
-_PLAIN_FIELDS = (pa.types.is_string, pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean)
-
-
-def _plain_tuple(type_info) -> bool:
-    """Whether the records of ``type_info`` are tuples whose fields' Arrow values are their own."""
-    return isinstance(type_info, TupleTypeInfo) and all(
-        isinstance(f, BasicTypeInfo) and any(test(arrow_type(f)) for test in _PLAIN_FIELDS)
-        for f in type_info.get_field_types())
 
 
 class PreAggregatingRecordWriter:
@@ -328,6 +317,14 @@ class WindowAggregationOperator(TaskOperator):
         self.panes: dict[int, list] = {}
         self.num_late_records_dropped = 0
         self.local = PanePreAggregator(spec, self.key_selectors[0], self.ctx.processing_time, self.fail)
+        self.result_schema = None
+
+    def open(self):
+        super().open()
+        # Results of plain tuples leave as Arrow columns (an ArrowBatch): no Python record per
+        # result for a sink or operator that takes Arrow (the collect sink ships the columns).
+        if plain_tuple(self.input_type) and isinstance(self.position, int):
+            self.result_schema = arrow_schema(self.input_type)
 
     def process_batch(self, values, timestamps, input_index):
         if type(values) is ArrowBatch:
@@ -345,8 +342,9 @@ class WindowAggregationOperator(TaskOperator):
             self.panes.setdefault(start, []).append(
                 (take(keys, idx), take(accs, idx), reps.take(idx)))
 
-    def _merge(self, chunks: list) -> tuple[list, list, RecordColumns]:
-        """Distinct keys of a window with their merged aggregate and first record."""
+    def _merge(self, chunks: list) -> tuple:
+        """Distinct keys of a window with their merged aggregate (Arrow arrays, or lists when Arrow
+        cannot merge them) and first record."""
         reps = RecordColumns.concat([chunk_reps for _, _, chunk_reps in chunks])
         if all(isinstance(k, pa.Array) and isinstance(a, pa.Array) for k, a, _ in chunks):
             try:
@@ -355,8 +353,8 @@ class WindowAggregationOperator(TaskOperator):
                      pa.array(np.arange(len(reps)))], names=["k", "v", "i"])
                 grouped = table.group_by("k", use_threads=False).aggregate([("v", self.kind), ("i", "min")])
                 first = grouped.column("i_min").to_numpy()
-                return (to_pylist(grouped.column("k").combine_chunks()),
-                        to_pylist(grouped.column(f"v_{self.kind}").combine_chunks()), reps.take(first))
+                return (grouped.column("k").combine_chunks(), grouped.column(f"v_{self.kind}").combine_chunks(),
+                        reps.take(first))
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
                 pass
         combine, merged = _COMBINE[self.kind], {}
@@ -371,13 +369,33 @@ class WindowAggregationOperator(TaskOperator):
 
     def _fire_until(self, time: int) -> None:
         ready = sorted(s for s in self.panes if self.windows.max_timestamp(s) <= time)
-        values, stamps = [], []
-        pos = self.position
+        results, stamps = [], []
         for start in ready:
             _, accs, reps = self._merge(self.panes.pop(start))
-            values.extend(reps.with_field(pos, accs))
-            stamps.extend([self.windows.max_timestamp(start)] * len(accs))
-        self.output.collect(values, stamps)
+            results.append(self._results(reps, accs))
+            stamps.append(np.full(len(accs), self.windows.max_timestamp(start), dtype=np.int64))
+        if not results:
+            return
+        if all(isinstance(r, pa.RecordBatch) for r in results):
+            batch = pa.Table.from_batches(results, schema=self.result_schema).combine_chunks().to_batches()
+            out = ArrowBatch(batch[0] if batch else results[0], pa.array(np.concatenate(stamps)), self.input_type)
+            self.output.collect(out, out.timestamps)
+            return
+        values = []
+        for r in results:
+            values.extend(arrow_to_records(r, self.input_type) if isinstance(r, pa.RecordBatch) else r)
+        self.output.collect(values, np.concatenate(stamps).tolist())
+
+    def _results(self, reps: RecordColumns, accs):
+        """A window's results: its first records with the aggregated field replaced, as a batch of
+        the input type's columns when they are Arrow columns of its types, else as records."""
+        pos = self.position
+        if self.result_schema is not None and reps.columns is not None and isinstance(accs, pa.Array):
+            columns = [accs if i == pos else c for i, c in enumerate(reps.columns)]
+            if len(columns) == len(self.result_schema) and all(
+                    isinstance(c, pa.Array) and c.type == f.type for c, f in zip(columns, self.result_schema)):
+                return pa.RecordBatch.from_arrays(columns, schema=self.result_schema)
+        return reps.with_field(pos, to_pylist(accs))
 
     def dispose(self) -> None:
         super().dispose()
@@ -404,7 +422,7 @@ class WindowAggregationOperator(TaskOperator):
         for start, chunks in self.panes.items():
             window = w.TimeWindow(start, start + self.windows.size)
             keys, accs, reps = self._merge(chunks)
-            for key, value in zip(keys, reps.with_field(self.position, accs)):
+            for key, value in zip(to_pylist(keys), reps.with_field(self.position, to_pylist(accs))):
                 kg = assign_to_key_group(key, maxp, key_type)
                 keyed.append((kg, WINDOW_CONTENTS, window, key, value))
                 timers.append((kg, domain, window.max_timestamp(), key, window))
