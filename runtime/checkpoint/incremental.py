@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Iterable, Optional
 
-from runtime.state.backend import state_backend_type
+from runtime.state.backend import heap_compact_after, state_backend_type
 
 INCREMENTAL = "execution.checkpointing.incremental"                 # Flink's switch
 FULL_EVERY = "sluice.checkpointing.incremental.full-every"
@@ -41,6 +41,7 @@ class IncrementalPolicy:
         # in its worker, a RocksDB store on its disk), so a snapshot of the changes is what the
         # epoch touched, as Flink's changelog backend writes. ``false`` snapshots whole.
         state_backend_type(config)      # checked: a misspelt backend fails here, named
+        heap_compact_after(config)
         enabled = str(config.get(INCREMENTAL, True)).lower()
         if enabled not in ("true", "false"):
             raise ValueError(f"'{INCREMENTAL}' must be true or false, got {config[INCREMENTAL]!r}")

@@ -10,10 +10,11 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from runtime.checkpoint.incremental import FULL_EVERY, FULL_RATIO
+from runtime.state.backend import HEAP_COMPACT_AFTER
 from runtime.storage.maintenance import COMPACT_AFTER_FILES, LOG_RETENTION_S
 
 # Sluice's keys that configure the job rather than its run (read where the job graph is).
-JOB_KEYS = (FULL_EVERY, FULL_RATIO)
+JOB_KEYS = (FULL_EVERY, FULL_RATIO, HEAP_COMPACT_AFTER)
 
 DEFAULT_WAREHOUSE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                  "warehouse")

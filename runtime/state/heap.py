@@ -11,19 +11,24 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import sys
 from typing import Any, Callable, Iterable, Iterator, Optional
+
+import pyarrow as pa
 
 from runtime.datastream import state as api
 from runtime.state.backend import (
     TOMBSTONE, TTL_PREFIX, VOID_NAMESPACE, AggregatingStateOps, KeyedStateBackend, MapStateReads,
     ReducingStateOps, StateBase, TimerQueue, TtlEntriesOps, TtlListStateOps, TtlMapStateOps, Untracked,
-    ValueStateOps, iter_rows, wall_clock_ms)
+    KeyedColumns, ValueStateOps, iter_rows, wall_clock_ms)
 from runtime.state.key_groups import KeyGroupRange, assign_key_groups, assign_to_key_group
+from runtime.state.state_map import CompactStateMap, StateMap
 
 __all__ = ["HeapKeyedStateBackend", "HeapTimerQueue", "TTL_PREFIX", "VOID_NAMESPACE"]
 
 _RETURN_EXPIRED = api.StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp
 SNAPSHOT_CHUNK = 100_000    # entries a snapshot turns into rows at a time
+SETTLE_EVERY = 1 << 16      # keys set between two looks for maps to settle
 
 
 class _HeapState(StateBase):
@@ -48,8 +53,8 @@ class _HeapState(StateBase):
 
     def set_current_namespace(self, namespace) -> None:
         self.namespace = namespace
-        self.table = self.tables.setdefault(namespace, {})
-        self.stamps = self.stamp_tables.setdefault(namespace, {}) if self.ttl else {}
+        self.table = self.tables.setdefault(namespace, StateMap())
+        self.stamps = self.stamp_tables.setdefault(namespace, StateMap()) if self.ttl else {}
 
     def _touch(self, key) -> None:
         """Record that the current namespace's ``key`` changes (before the change): its presence
@@ -202,7 +207,7 @@ class _HeapTtlEntries:
         key, ns = where
         for tables, changed, value in ((self.tables, self.changed, values),
                                        (self.stamp_tables, self.stamps_changed, times)):
-            table = tables.setdefault(ns, {})
+            table = tables.setdefault(ns, StateMap())
             if where not in changed:
                 changed[where] = key in table
             table[key] = value
@@ -321,6 +326,37 @@ class HeapTimerQueue(TimerQueue):
         self.changed.clear()
 
 
+class _HeapScan:
+    """A full snapshot's entries: iterated, rows; ``column_chunks(size)`` gives (state name,
+    rows or KeyedColumns) blocks, a settled map's entries as columns without a Python object
+    each (the snapshot's writer casts them to the state's declared type, or takes rows)."""
+
+    def __init__(self, backend: "HeapKeyedStateBackend"):
+        self.backend = backend
+
+    def __iter__(self) -> Iterator[tuple]:
+        backend = self.backend
+        for name, tables in backend.tables.items():
+            for ns, table in tables.items():
+                for rows in backend._chunks(name, ns, table.items(), SNAPSHOT_CHUNK):
+                    yield from rows
+
+    def column_chunks(self, size: int) -> Iterator[tuple]:
+        backend = self.backend
+        for name, tables in backend.tables.items():
+            for ns, table in tables.items():
+                columns = table.settled_columns() if table.settled and ns is VOID_NAMESPACE else None
+                entries = table.unsettled_items() if columns else table.items()
+                for rows in backend._chunks(name, ns, entries, size):
+                    yield name, rows
+                if columns:
+                    keys, values = columns
+                    key_groups = pa.array(assign_key_groups(keys, backend.max_parallelism, backend.key_type))
+                    for start in range(0, len(keys), size):
+                        yield name, KeyedColumns(key_groups.slice(start, size), keys.slice(start, size),
+                                                 values.slice(start, size))
+
+
 class HeapKeyedStateBackend(KeyedStateBackend):
     """With a ``path`` (the subtask's local state path, a name only: nothing is written there),
     a *kept* heap: it stays in its pinned Python worker between epochs (runtime.state.kept_stores),
@@ -330,7 +366,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     on_disk = False
 
     def __init__(self, operator_name: str, key_group_range: KeyGroupRange, max_parallelism: int,
-                 clock: Optional[Callable[[], int]] = None, path: Optional[str] = None):
+                 clock: Optional[Callable[[], int]] = None, path: Optional[str] = None,
+                 settle_after: Optional[int] = None, settle_every: int = SETTLE_EVERY):
         self.path = path
         self.local = path is not None
         self._version = None
@@ -344,6 +381,12 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self.timer_queues: dict[str, HeapTimerQueue] = {}
         self.current_key: Any = None
         self.now = clock or wall_clock_ms      # processing time, which state TTL is measured in
+        # A map holding settle_after entries as Python objects packs them into columns; the
+        # backend looks for such maps every settle_every keys (runtime.state.state_map). None:
+        # never (sluice.state.heap.compact-after-entries unset).
+        self.settle_after = settle_after
+        self.settle_every = settle_every if settle_after else sys.maxsize
+        self._keys_set = 0
 
     def table(self, name: str) -> dict:
         return self.tables.setdefault(name, {})
@@ -365,6 +408,20 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     def set_current_key(self, key) -> None:
         self.current_key = key
+        self._keys_set += 1
+        if self._keys_set >= self.settle_every:
+            self.settle()
+
+    def settle(self) -> None:
+        """Pack each large map's recent entries into its columns (runtime.state.state_map): done
+        between records, when no state call is halfway through a value."""
+        self._keys_set = 0
+        if not self.settle_after:
+            return
+        for tables in self.tables.values():
+            for table in tables.values():
+                if table.settle_due(self.settle_after):
+                    table.settle()
 
     def get_partitioned_state(self, descriptor: api.StateDescriptor) -> _HeapState:
         """The state object for ``descriptor``; one per name, shared by all keys."""
@@ -391,16 +448,18 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         for key_group, (key, ns, value) in zip(key_groups, entries):
             yield key_group, name, ns, key, value
 
-    def snapshot(self) -> Iterator[tuple]:
-        """Rows (key_group, state_name, namespace, key, value) of every entry, made a chunk at a
-        time (the writer takes them in chunks: a whole state is never copied at once)."""
+    def snapshot(self) -> "_HeapScan":
+        """Every entry: rows (key_group, state_name, namespace, key, value), made a chunk at a
+        time (the writer takes them in chunks: a whole state is never copied at once), or, from
+        ``column_chunks``, a settled map's text keys and typed values as columns."""
         self._drop_expired()
         self._drop_empty_namespaces()
-        for name, tables in self.tables.items():
-            for ns, table in tables.items():
-                entries = iter(table.items())
-                while chunk := [(key, ns, value) for key, value in itertools.islice(entries, SNAPSHOT_CHUNK)]:
-                    yield from self._rows(name, chunk)
+        return _HeapScan(self)
+
+    def _chunks(self, name: str, ns, entries: Iterable, size: int) -> Iterator[list]:
+        entries = iter(entries)
+        while chunk := [(key, ns, value) for key, value in itertools.islice(entries, size)]:
+            yield list(self._rows(name, chunk))
 
     def changes(self) -> Iterator[tuple]:
         """Rows of the entries changed since the last checkpoint; a removed one with TOMBSTONE."""
@@ -454,21 +513,35 @@ class HeapKeyedStateBackend(KeyedStateBackend):
 
     def restore(self, rows: Iterable[tuple]) -> None:
         """Take the rows of this backend's key-group range (others belong to other subtasks)."""
-        chunks = rows.column_chunks() if hasattr(rows, "column_chunks") else None
-        if chunks is not None:
-            # Restored from state files, which were read for this range only: load column-wise.
-            for name, _, nss, keys, values in chunks:
+        if hasattr(rows, "column_chunks"):
+            # Restored from state files, which were read for this range only: load column-wise;
+            # a large state of text keys and numbers straight into its map's columns.
+            held = {name for name, tables in self.tables.items() if any(tables.values())}
+            columnar = set()
+            for name in rows.state_names() if hasattr(rows, "text_key_columns") else ():
+                columns = rows.text_key_columns(name) if name not in held else None
+                if columns is not None and self.settle_after and len(columns[0]) >= self.settle_after:
+                    self.table(name).setdefault(VOID_NAMESPACE, StateMap()).absorb_columns(*columns)
+                    columnar.add(name)
+            for name, _, nss, keys, values in rows.column_chunks(skip=columnar) if columnar else rows.column_chunks():
                 tables = self.table(name)
                 if isinstance(nss, list) and nss.count(VOID_NAMESPACE) == len(nss):
-                    tables.setdefault(VOID_NAMESPACE, {}).update(zip(keys, values))
+                    table = tables.setdefault(VOID_NAMESPACE, StateMap())
+                    if isinstance(table, CompactStateMap):
+                        table.absorb(keys, values, unique=name not in held and rows.single_part(name))
+                    else:
+                        dict.update(table, zip(keys, values))
+                        if self.settle_after and table.settle_due(self.settle_after):
+                            table.settle()
                 else:
                     for ns, key, value in zip(nss, keys, values):
-                        tables.setdefault(ns, {})[key] = value
+                        tables.setdefault(ns, StateMap())[key] = value
+            self.settle()
             return
         kgr = self.key_group_range
         for key_group, name, ns, key, value in rows:
             if kgr.contains(key_group):
-                self.table(name).setdefault(ns, {})[key] = value
+                self.table(name).setdefault(ns, StateMap())[key] = value
 
     def apply(self, rows: Iterable[tuple]) -> None:
         """Full or incremental rows, in order: a TOMBSTONE value removes the entry."""
@@ -479,7 +552,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             if value is TOMBSTONE:
                 self.tables.get(name, {}).get(ns, {}).pop(key, None)
             else:
-                self.table(name).setdefault(ns, {})[key] = value
+                self.table(name).setdefault(ns, StateMap())[key] = value
 
     def create_timer_queue(self, name: str) -> HeapTimerQueue:
         queue = self.timer_queues.get(name)     # a kept heap's timers are its queues'
@@ -521,6 +594,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     def suspend(self) -> None:
         """The task is done with the heap its process keeps: the task's state objects go (they
         reference its functions), the entries and timers stay."""
+        self.settle()
         self.states = {}
         self.current_key = None
 

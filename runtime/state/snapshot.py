@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import pickle
 import re
 import uuid
@@ -260,13 +261,23 @@ def _keyed_blocks(keyed) -> Iterator[tuple]:
         yield from by_state.items()
 
 
-def _columns_part(block: KeyedColumns, name: str, type_info, subtask: int, operator: str) -> pa.Table:
-    """A state's entries given as columns: typed as ``_keyed_part`` types its rows' values."""
+def _columns_part(block: KeyedColumns, name: str, type_info, subtask: int, operator: str) -> Optional[list]:
+    """A state's entries given as columns, when their values are already the column
+    ``_keyed_part`` would type them as; else None."""
     n = len(block.keys)
+    if not n or not _declared(type_info):
+        return None
     typed_as = _encode_typed([block.values[0].as_py()], type_info, name, operator).type
-    return _part(n, subtask, name, {
+    if block.values.type != typed_as:
+        return None
+    return [_part(n, subtask, name, {
         "key_group": block.key_groups, "namespace": pa.nulls(n, pa.string()), "key": block.keys,
-        "key_bytes": pa.nulls(n, pa.binary()), value_column(name): block.values.cast(typed_as)})
+        "key_bytes": pa.nulls(n, pa.binary()), value_column(name): block.values})]
+
+
+def _columns_rows(block: KeyedColumns, name: str) -> list:
+    return list(zip(block.key_groups.to_pylist(), itertools.repeat(name), itertools.repeat(None),
+                    block.keys.to_pylist(), block.values.to_pylist()))
 
 
 def snapshot_to_table(snapshot: dict, subtask: int, operator: str) -> Optional[pa.Table]:
@@ -280,7 +291,9 @@ def snapshot_to_table(snapshot: dict, subtask: int, operator: str) -> Optional[p
     parts: list[pa.Table] = []
     for name, block in _keyed_blocks(snapshot.get("keyed", ())):
         if isinstance(block, KeyedColumns):
-            part = [_columns_part(block, name, types[name], subtask, operator)]
+            part = _columns_part(block, name, types.get(name), subtask, operator)
+            if part is None:    # not of the declared type's column: typed (or refused) as rows
+                part = _keyed_part(_columns_rows(block, name), name, types.get(name), subtask, operator)
         else:
             part = _keyed_part(block, name, types.get(name), subtask, operator)
         parts.extend(part)
@@ -419,12 +432,42 @@ class KeyedRows:
         self.chunks: list = []
         self.deletions = False              # some values are TOMBSTONEs: apply in order
 
-    def column_chunks(self) -> Iterator[tuple]:
+    def column_chunks(self, skip=frozenset()) -> Iterator[tuple]:
+        """Decoded chunks (name, key_groups, namespaces, keys, values), but of the states ``skip``."""
         for chunk in self.chunks:
+            if (chunk.name if isinstance(chunk, _StatePart) else chunk[0]) in skip:
+                continue
             if isinstance(chunk, _StatePart):
                 yield from chunk.decode()
             else:
                 yield chunk
+
+    def state_names(self) -> list:
+        return list(dict.fromkeys(c.name if isinstance(c, _StatePart) else c[0] for c in self.chunks))
+
+    def single_part(self, name: str) -> bool:
+        """Whether state ``name`` comes in one part (a full snapshot's: each key once)."""
+        return sum(1 for c in self.chunks if (c.name if isinstance(c, _StatePart) else c[0]) == name) <= 1
+
+    def text_key_columns(self, name: str) -> Optional[tuple]:
+        """(keys, values) of state ``name`` as Arrow columns (string; int64 or float64) when it
+        comes in one part (each key once) of text keys in the void namespace with values in their
+        typed column: what a backend loads without a Python object per entry; else None."""
+        parts = [c for c in self.chunks if (c.name if isinstance(c, _StatePart) else c[0]) == name]
+        if len(parts) != 1 or not isinstance(parts[0], _StatePart) or parts[0].name not in parts[0].types:
+            return None
+        part, n = parts[0].part, parts[0].part.num_rows
+        column = value_column(name)
+        if column not in part.column_names or part.column(column).null_count \
+                or part.column("namespace").null_count < n or part.column("key_bytes").null_count < n \
+                or ("value" in part.column_names and part.column("value").null_count < n) \
+                or ("deleted" in part.column_names and _deleted(part) is not None):
+            return None
+        values = part.column(column)
+        wide = {pa.int64(): pa.int64(), pa.int32(): pa.int64(), pa.float64(): pa.float64()}.get(values.type)
+        if wide is None:
+            return None
+        return part.column("key").combine_chunks(), values.combine_chunks().cast(wide)
 
     def __iter__(self):
         for name, kgs, nss, keys, values in self.column_chunks():

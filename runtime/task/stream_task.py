@@ -18,7 +18,7 @@ from typing import Iterable, Iterator
 from runtime.common.faults import fault_point
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.graph.job_graph import JobGraph
-from runtime.state.backend import state_backend_type
+from runtime.state.backend import heap_compact_after, state_backend_type
 from runtime.state.key_groups import compute_key_group_range_for_operator_index
 from runtime.task.deployment import ACK, Acknowledgement, RestoredState, SplitRead, TaskDeploymentDescriptor
 from runtime.task.input_processor import StreamInputProcessor
@@ -46,6 +46,7 @@ class StreamTask:
                                tdd.attempt_number, tdd.processing_time, job_parameters, kgr, tdd.epoch,
                                tdd.sink_writers,
                                state_backend=state_backend_type(dict(job_graph.settings.configuration)),
+                               heap_compact_after=heap_compact_after(dict(job_graph.settings.configuration)),
                                state_dir=local_state_dir(job_graph.job_id, tdd),
                                barrier=tdd.barrier, end_of_input=tdd.end_of_input,
                                metric_counts=tdd.metric_counts)

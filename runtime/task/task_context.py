@@ -16,6 +16,7 @@ class TaskContext:
                  attempt_number: int, processing_time: int, job_parameters: dict,
                  key_group_range=None, epoch: int = 0, sink_writers: Optional[dict] = None,
                  state_backend: str = DEFAULT_STATE_BACKEND, state_dir: Optional[str] = None,
+                 heap_compact_after: Optional[int] = None,
                  barrier: bool = False, end_of_input: bool = False, metric_counts: Optional[dict] = None):
         self.epoch = epoch
         # User metrics of the subtask, its counters and meters continuing from the run's totals.
@@ -29,6 +30,7 @@ class TaskContext:
         # each operator's store is a temporary directory removed when the task ends.
         self.state_backend = state_backend
         self.state_dir = state_dir
+        self.heap_compact_after = heap_compact_after   # a heap's map packs past this many entries
         self.sink_writers = sink_writers or {}      # sink node id -> writer class (from the driver)
         self.task_name = task_name
         self.subtask_index = subtask_index

@@ -62,10 +62,12 @@ def create_keyed_state_backend(node, ctx, clock, kept: bool = True) -> KeyedStat
             log.warning("%s %s: %s; using a temporary store", node.operator_name, ctx.subtask_label, e)
             return temporary()
     if not (ctx.state_dir and kept):
-        return HeapKeyedStateBackend(node.operator_name, ctx.key_group_range, ctx.max_parallelism, clock=clock)
+        return HeapKeyedStateBackend(node.operator_name, ctx.key_group_range, ctx.max_parallelism, clock=clock,
+                                     settle_after=ctx.heap_compact_after)
     path = os.path.abspath(os.path.join(ctx.state_dir, node.operator_id))
     return _take_kept(path, HeapKeyedStateBackend, node, ctx, clock) or HeapKeyedStateBackend(
-        node.operator_name, ctx.key_group_range, ctx.max_parallelism, clock=clock, path=path)
+        node.operator_name, ctx.key_group_range, ctx.max_parallelism, clock=clock, path=path,
+        settle_after=ctx.heap_compact_after)
 
 
 def _take_kept(path: str, backend_class: type, node, ctx, clock) -> Optional[KeyedStateBackend]:

@@ -1,0 +1,176 @@
+"""A heap state's large maps settle into columns (runtime.state.state_map): the same answers as a
+dict, snapshots and restores of the same rows, and a fraction of a dict's memory."""
+import random
+import tracemalloc
+
+import pyarrow as pa
+import pytest
+
+from runtime.common import Types
+from runtime.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
+from runtime.state.backend import TOMBSTONE
+from runtime.state.heap import HeapKeyedStateBackend
+from runtime.state.key_groups import KeyGroupRange, assign_to_key_group
+from runtime.state.snapshot import snapshot_to_table, table_to_snapshot
+from runtime.state.state_map import CompactStateMap, StateMap
+
+ALL = KeyGroupRange(0, 127)
+ODD = b"caf\xe9".decode("utf-8", "surrogateescape")     # a str key UTF-8 cannot encode
+
+
+def test_a_settling_map_answers_as_a_dict_does_under_random_operations():
+    rnd = random.Random(7)
+    keys = [f"k{i}" for i in range(3000)] + list(range(2000)) + [("t", i) for i in range(300)] + [ODD, "é"]
+    values = [lambda s: rnd.randrange(-2**63, 2**63), lambda s: [s], lambda s: {"a": s}, lambda s: s / 3,
+              lambda s: "text", lambda s: 2**70, lambda s: None]
+    m, model = StateMap(), {}
+    for step in range(40_000):
+        key, op = rnd.choice(keys), rnd.random()
+        if op < 0.45:
+            value = rnd.choice(values)(step)
+            m[key] = model[key] = value
+        elif op < 0.6:
+            assert m.get(key, "absent") == model.get(key, "absent")
+        elif op < 0.7:
+            assert (key in m) == (key in model)
+        elif op < 0.8:
+            assert m.pop(key, "absent") == model.pop(key, "absent")
+        elif op < 0.85 and key in model:
+            del m[key]
+            del model[key]
+        elif op < 0.9:
+            assert m.setdefault(key, [step]) == model.setdefault(key, [step])
+        elif key in model and isinstance(model[key], list):
+            m.get(key).append(step)             # changed in place, as ListState.add does
+            model[key].append(step)
+        if m.settle_due(500):
+            m.settle()
+        if step % 4000 == 0:
+            assert len(m) == len(model) and bool(m) == bool(model)
+            assert dict(m.items()) == model and sorted(map(repr, m)) == sorted(map(repr, model))
+    assert isinstance(m, CompactStateMap) and m.settled > 1000
+    with pytest.raises(KeyError):
+        m["never"]
+    with pytest.raises(KeyError):
+        del m["never"]
+
+
+def test_keys_a_restore_gives_twice_keep_their_last_value():
+    m = StateMap()
+    m.update({f"k{i}": i for i in range(10)})
+    m.settle()
+    m.absorb([f"k{i}" for i in range(5, 15)], [100 + i for i in range(5, 15)])
+    m.absorb(["k7", "k20"], [-7, -20])
+    m["k9"] = "in the dict"
+    m.settle()
+    expected = {**{f"k{i}": i for i in range(5)}, **{f"k{i}": 100 + i for i in range(5, 15)},
+                "k7": -7, "k20": -20, "k9": "in the dict"}
+    assert dict(m.items()) == expected and len(m) == len(expected) and m.settled == len(expected)
+
+
+def counts_backend(key_group_range=ALL, n=20_000, settle_after=1000):
+    b = HeapKeyedStateBackend("op", key_group_range, 128, settle_after=settle_after, settle_every=1000)
+    count = b.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
+    for i in range(n):
+        key = f"w{i}"
+        if key_group_range.contains(assign_to_key_group(key, 128)):
+            b.set_current_key(key)
+            count.update((count.value() or 0) + i)
+    b.settle()
+    return b, count
+
+
+def test_a_settled_state_snapshots_as_columns_to_the_rows_a_dict_gives_and_restores_them():
+    b, _ = counts_backend()
+    table = snapshot_to_table({"keyed": b.snapshot(), "types": {"count": Types.LONG()}}, 0, "op")
+    assert table.column("value_count").type == pa.int64() and table.num_rows == 20_000
+    rows = sorted(b.snapshot())
+    assert rows == sorted((assign_to_key_group(f"w{i}", 128), "count", None, f"w{i}", i) for i in range(20_000))
+    assert sorted(zip(table.column("key_group").to_pylist(), table.column("key").to_pylist(),
+                      table.column("value_count").to_pylist())) == sorted((r[0], r[3], r[4]) for r in rows)
+    # A restore at another parallelism takes its key groups, settled at once.
+    half = KeyGroupRange(0, 63)
+    restored = HeapKeyedStateBackend("op", half, 128, settle_after=1000)
+    restored.restore(table_to_snapshot([table.filter(pa.compute.less_equal(table.column("key_group"), 63))])["keyed"])
+    assert isinstance(restored.tables["count"][None], CompactStateMap)
+    assert sorted(restored.snapshot()) == [r for r in rows if r[0] <= 63]
+    count = restored.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
+    restored.set_current_key(next(r[3] for r in rows if r[0] <= 63))
+    assert count.value() == next(r[4] for r in rows if r[0] <= 63)
+
+
+def test_changes_to_settled_entries_are_increments_with_tombstones():
+    b, count = counts_backend()
+    b.track_changes(True)
+    for i in (3, 4, 5):
+        b.set_current_key(f"w{i}")
+        count.update(-i)
+    b.set_current_key("w6")
+    count.clear()
+    b.set_current_key("new")
+    count.update(1)
+    b.settle()
+    changes = sorted(b.changes(), key=repr)
+    assert [(r[3], r[4]) for r in changes] == sorted(
+        [("w3", -3), ("w4", -4), ("w5", -5), ("w6", TOMBSTONE), ("new", 1)], key=lambda r: repr(
+            (assign_to_key_group(r[0], 128), "count", None, r[0], r[1])))
+    # The chain (the full snapshot, then the increment) restores to the state as it is now.
+    full = snapshot_to_table({"keyed": counts_backend()[0].snapshot(), "types": {"count": Types.LONG()}}, 0, "op")
+    increment = snapshot_to_table({"keyed": iter(changes), "types": {"count": Types.LONG()}}, 0, "op")
+    again = HeapKeyedStateBackend("op", ALL, 128, settle_after=1000)
+    keyed = table_to_snapshot([full, increment])["keyed"]
+    (again.apply if keyed.deletions else again.restore)(keyed)
+    assert sorted(again.snapshot()) == sorted(b.snapshot())
+
+
+def test_lists_and_maps_read_from_columns_change_in_place():
+    b = HeapKeyedStateBackend("op", ALL, 128, settle_after=100, settle_every=1)
+    events = b.get_partitioned_state(ListStateDescriptor("events", Types.LONG()))
+    seen = b.get_partitioned_state(MapStateDescriptor("seen", Types.STRING(), Types.LONG()))
+    for round_ in range(3):
+        for i in range(500):
+            b.set_current_key(i)
+            events.add(round_)
+            seen.put(f"r{round_}", i)
+    assert b.tables["events"][None].settled and b.tables["seen"][None].settled
+    b.set_current_key(42)
+    assert events.get() == [0, 1, 2] and dict(seen.items()) == {"r0": 42, "r1": 42, "r2": 42}
+
+
+def test_a_settled_map_of_short_text_keys_costs_a_fraction_of_a_dict():
+    n = 300_000
+    tracemalloc.start()
+    try:
+        before, arrow_before = tracemalloc.get_traced_memory()[0], pa.total_allocated_bytes()
+        m = StateMap((f"w{i}", i) for i in range(n))       # the keys are the map's alone
+        as_dict = tracemalloc.get_traced_memory()[0] - before
+        m.settle()
+        settled = tracemalloc.get_traced_memory()[0] - before + pa.total_allocated_bytes() - arrow_before
+    finally:
+        tracemalloc.stop()
+    assert settled / n < 48 and settled < as_dict / 2, (settled / n, as_dict / n)
+    assert m.get("w123456") == 123456 and "w300000" not in m
+
+
+def test_a_large_state_of_text_keys_and_numbers_restores_straight_into_columns():
+    b, _ = counts_backend(n=5000, settle_after=10**9)        # built as a dict
+    table = snapshot_to_table({"keyed": b.snapshot(), "types": {"count": Types.LONG()}}, 0, "op")
+    restored = HeapKeyedStateBackend("op", ALL, 128, settle_after=1000)
+    keyed = table_to_snapshot([table])["keyed"]
+    assert keyed.text_key_columns("count") is not None
+    restored.restore(keyed)
+    m = restored.tables["count"][None]
+    assert isinstance(m, CompactStateMap) and m.settled == 5000 and not dict.__len__(m)
+    assert sorted(restored.snapshot()) == sorted(b.snapshot())
+    count = restored.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
+    restored.set_current_key("w4321")
+    assert count.value() == 4321 and type(count.value()) is int
+
+
+@pytest.mark.parametrize("raw", ["lots", "0", "-5", ""])
+def test_a_bad_compact_after_setting_fails_when_the_job_starts_naming_the_key(raw):
+    from runtime.checkpoint.incremental import IncrementalPolicy
+    from runtime.state.backend import HEAP_COMPACT_AFTER, heap_compact_after
+    with pytest.raises(ValueError, match=f"'{HEAP_COMPACT_AFTER}' must be a whole number of entries"):
+        IncrementalPolicy.from_config({HEAP_COMPACT_AFTER: raw})
+    assert heap_compact_after({}) is None and heap_compact_after({HEAP_COMPACT_AFTER: "262144"}) == 262144
