@@ -18,6 +18,7 @@ from runtime.graph.job_graph import create_job_graph
 from runtime.task.arrow_batch import ArrowBatch
 from runtime.task.record_helpers import with_field
 from runtime.task.sink_writer import WriterInitContext
+from runtime.task.window_aggregation import PanePreAggregator
 from runtime.task.stream_task import ACK, SplitRead, TaskDeploymentDescriptor, run_task
 from runtime.task.record_columns import RecordColumns
 
@@ -121,6 +122,28 @@ def test_results_of_plain_tuples_reach_the_collect_sink_as_arrow_columns(monkeyp
     assert sorted(map(repr, got)) == sorted(repr(to_record(e)) for e in expected)
     if not arrow and isinstance(got[0], Row):
         assert got[0].as_dict().keys() == {"word", "n", "ts"}
+
+
+@pytest.mark.parametrize("batches", [
+    [[("a", 1, 0), ("b", 2, 1000)], [("a", 3, 2000), ("c", 4, 7000)]],          # one type: converted as they came
+    [[("a", 1, 0), ("b", 2, 1000)], [("a", 2.5, 2000)]],                        # ints, then floats: as one run
+    [[("a", 1, 0)], [(b"a", 1, 1000)]],                                          # str, then bytes keys: two keys
+    [[("a", "x", 0)], [("a", "y", 1000)]],                                       # a sum Arrow has not: in Python
+])
+def test_batches_converted_as_they_come_aggregate_as_one_run(batches):
+    job_graph = _window_job([("a", 0)], lambda e: e, 0)
+    edge = job_graph.outputs_of(job_graph.vertices[0].id)[0].stream_edge
+    spec = next(n.operator for n in job_graph.vertices[-1].operators if n.kind == "operator")
+    aggregator = PanePreAggregator(spec, edge.partitioner.key_selector, 0, None)
+    values = [r for b in batches for r in b]
+    stamps = [r[2] for r in values]
+    columns = [aggregator.batch_columns(b, [r[2] for r in b]) for b in batches]
+    assert all(c is not None for c in columns)
+    got = aggregator.aggregate_batches(values, stamps, columns)
+    want = aggregator.aggregate(values, stamps)
+    for g, w in zip(got, want):
+        g, w = (x.records() if isinstance(x, RecordColumns) else x for x in (g, w))
+        assert repr(list(g)) == repr(list(w))
 
 
 def test_the_collect_writer_keeps_arrow_and_record_writes_in_order():

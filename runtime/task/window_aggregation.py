@@ -82,6 +82,22 @@ def _keys(selector, values: list) -> list:
     return list(map(selector.get_key, values))
 
 
+_NOT_ARROW = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError)
+
+
+def _arrays(keys: list, fields: list) -> tuple:
+    """Keys and aggregated fields as Arrow arrays; TypeError where Arrow would change them."""
+    key_array = pa.array(keys)
+    if pa.types.is_binary(key_array.type) and set(map(type, keys)) != {bytes}:
+        raise TypeError("str and bytes keys: Arrow would make 'a' and b'a' one key")
+    field_array = pa.array(fields)
+    if pa.types.is_decimal(field_array.type) or pa.types.is_decimal(key_array.type):
+        # Arrow gives a batch's decimals one scale; a BigDecimal keeps its own (a sum's
+        # is its summands' largest, a max is the value as it came).
+        raise TypeError("decimals keep their own scale: aggregated in Python")
+    return key_array, field_array
+
+
 class PanePreAggregator:
     """Producer side: turns a run of records into partial aggregates per (key, window)."""
 
@@ -98,17 +114,7 @@ class PanePreAggregator:
 
     def aggregate(self, values: list, timestamps: list) -> PreAggregatedPanes:
         """The distinct (key, window) of the records, with their aggregates."""
-        n = len(values)
-        if self.windows.event_time:
-            try:
-                ts = np.fromiter(timestamps, dtype=np.int64, count=n)
-            except TypeError:
-                bad = next(v for v, t in zip(values, timestamps) if t is None)
-                self.record_error(RuntimeError(
-                    "Record has no timestamp (Long.MIN_VALUE). Is the time characteristic set to "
-                    "'ProcessingTime', or did you forget to call 'assign_timestamps_and_watermarks(...)'?"), bad)
-        else:
-            ts = np.full(n, self.processing_time, dtype=np.int64)
+        ts = self._timestamps(values, timestamps)
         pos = self.position
         try:
             keys = _keys(self.key_selector, values)
@@ -120,27 +126,63 @@ class PanePreAggregator:
                 except Exception:
                     self.record_error(e, v)
             raise
-        rows, starts = self.windows.assign(ts)
         try:
-            key_array = pa.array(keys)
-            if pa.types.is_binary(key_array.type) and set(map(type, keys)) != {bytes}:
-                raise TypeError("str and bytes keys: Arrow would make 'a' and b'a' one key")
-            field_array = pa.array(fields)
-            if pa.types.is_decimal(field_array.type) or pa.types.is_decimal(key_array.type):
-                # Arrow gives a batch's decimals one scale; a BigDecimal keeps its own (a sum's
-                # is its summands' largest, a max is the value as it came).
-                raise TypeError("decimals keep their own scale: aggregated in Python")
-            def representatives(first, keys, accs):
-                # The first records' aggregated field is replaced by the merged aggregate wherever
-                # they are used: the partial one stands in. A key field equals the grouped key when
-                # Arrow holds it exactly (strings, integers; not a double that was an int).
-                given = {} if pos is None else {pos: accs}
-                if self.key_field is not None and keys.type in _EXACT_KEYS:
-                    given[self.key_field] = keys
-                return RecordColumns.of(take(values, first), given)
-            return self._group(key_array, field_array, rows, starts, representatives)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError):
+            return self._record_panes(values, *_arrays(keys, fields), ts)
+        except _NOT_ARROW:
+            rows, starts = self.windows.assign(ts)
             return self._aggregate_in_python(keys, fields, rows, starts, values)
+
+    def _timestamps(self, values: list, timestamps: list) -> np.ndarray:
+        n = len(values)
+        if not self.windows.event_time:
+            return np.full(n, self.processing_time, dtype=np.int64)
+        try:
+            return np.fromiter(timestamps, dtype=np.int64, count=n)
+        except TypeError:
+            bad = next(v for v, t in zip(values, timestamps) if t is None)
+            self.record_error(RuntimeError(
+                "Record has no timestamp (Long.MIN_VALUE). Is the time characteristic set to "
+                "'ProcessingTime', or did you forget to call 'assign_timestamps_and_watermarks(...)'?"), bad)
+
+    def batch_columns(self, values: list, timestamps: list) -> Optional[tuple]:
+        """(keys, aggregated fields, timestamps) of a batch of records as Arrow and NumPy, made as
+        the batch comes, while its records are fresh in the CPU's caches (converting a buffered run
+        of 200,000 records at once took 1.7 times as long); None when the key is a function (user
+        code: called once per record, by ``aggregate``) or the batch does not convert."""
+        if not isinstance(self.key_selector, FieldKeySelector) or not values:
+            return None
+        if self.windows.event_time and None in timestamps:
+            return None
+        try:
+            keys = _keys(self.key_selector, values)
+            fields = values if self.position is None else list(map(itemgetter(self.position), values))
+            return (*_arrays(keys, fields), self._timestamps(values, timestamps))
+        except Exception:       # aggregate() names the record, or aggregates in Python
+            return None
+
+    def aggregate_batches(self, values: list, timestamps: list, columns: list) -> PreAggregatedPanes:
+        """``aggregate`` of buffered batches of records from their ``batch_columns``."""
+        if all(c is not None for c in columns):
+            try:
+                return self._record_panes(values, *(pa.concat_arrays([c[i] for c in columns]) for i in (0, 1)),
+                                          np.concatenate([c[2] for c in columns]))
+            except _NOT_ARROW:      # batches of different types, or an aggregation Arrow has not
+                pass
+        return self.aggregate(values, timestamps)
+
+    def _record_panes(self, values: list, key_array, field_array, ts: np.ndarray) -> PreAggregatedPanes:
+        rows, starts = self.windows.assign(ts)
+        pos = self.position
+
+        def representatives(first, keys, accs):
+            # The first records' aggregated field is replaced by the merged aggregate wherever
+            # they are used: the partial one stands in. A key field equals the grouped key when
+            # Arrow holds it exactly (strings, integers; not a double that was an int).
+            given = {} if pos is None else {pos: accs}
+            if self.key_field is not None and keys.type in _EXACT_KEYS:
+                given[self.key_field] = keys
+            return RecordColumns.of(take(values, first), given)
+        return self._group(key_array, field_array, rows, starts, representatives)
 
     def _group(self, key_array, field_array, rows, starts, representatives) -> PreAggregatedPanes:
         """The panes of (key, window start) with Arrow's group-by; ``representatives(first rows,
@@ -238,6 +280,7 @@ class PreAggregatingRecordWriter:
         self.windows = self.aggregator.windows
         self.values: list = []
         self.timestamps: list = []
+        self.columns: list = []     # each buffered batch of values' batch_columns
         self.arrow: list = []       # ArrowBatches, buffered as they came (never with values)
         self.buffered = 0
         self.min_end = MAX_WATERMARK
@@ -258,7 +301,12 @@ class PreAggregatingRecordWriter:
             self.values.extend(values)
             self.timestamps.extend(timestamps)
             self.buffered += len(values)
-            earliest = extreme(min, timestamps) if self.windows.event_time else None
+            columns = self.aggregator.batch_columns(values, timestamps)
+            self.columns.append(columns)
+            if not self.windows.event_time:
+                earliest = None
+            else:
+                earliest = int(columns[2].min()) if columns is not None else extreme(min, timestamps)
         if earliest is not None:
             # The first window of the earliest buffered record is the first that can fire.
             _, starts = self.windows.assign(np.array([earliest], dtype=np.int64))
@@ -273,10 +321,11 @@ class PreAggregatingRecordWriter:
             if panes is None:
                 panes = self.aggregator.aggregate(*batch.rows())
         elif self.values:
-            panes = self.aggregator.aggregate(self.values, self.timestamps)
+            panes = self.aggregator.aggregate_batches(self.values, self.timestamps, self.columns)
         else:
             return
-        self.values, self.timestamps, self.arrow, self.buffered, self.min_end = [], [], [], 0, MAX_WATERMARK
+        self.values, self.timestamps, self.columns, self.arrow = [], [], [], []
+        self.buffered, self.min_end = 0, MAX_WATERMARK
         channels = key_channels(panes.keys, self.edge.max_parallelism, self.writer.consumer_p,
                                 key_type_of(self.edge.key_selector))
         for c in np.unique(channels).tolist():
