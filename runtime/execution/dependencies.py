@@ -98,7 +98,9 @@ def check_requirements(configuration: dict) -> None:
 
 def apply(spark, configuration: dict) -> None:
     """Apply the job's dependencies to its running session."""
-    check_jars(configuration, spark.sparkContext.getConf().get("spark.jars", ""))
+    # One py4j call: getConf() copies the whole configuration (~180 calls), and spark.conf builds
+    # the session's SQL state on first use (30 ms) for a key of the context's own.
+    check_jars(configuration, spark.sparkContext._conf.get("spark.jars", ""))
     check_requirements(configuration)
     ship_python_files(spark.sparkContext, configuration)
 

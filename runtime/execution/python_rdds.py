@@ -117,29 +117,58 @@ class Stage:
         return Stage(self.parent, _Chain(self.func, func), self.deserializer, self.pinned, self.pool_group)
 
 
+class _JavaSide:
+    """What every run of a SparkContext builds its RDDs with: the Java classes, the Python workers'
+    environment and includes, the broadcast threshold, the empty RDDs of source stages and the
+    shuffles' partitioners; made once (40-odd py4j calls, 20-90 ms) and only read afterwards."""
+
+    def __init__(self, sc, key: tuple) -> None:
+        self.sc, self.key = sc, key
+        jvm = self.jvm = sc._jvm
+        self.python_rdd = jvm.org.apache.spark.api.python.PythonRDD
+        self.python_function = jvm.org.apache.spark.api.python.SimplePythonFunction
+        self.pairwise = jvm.org.apache.spark.api.python.PairwiseRDD
+        self.partition_pruning = jvm.org.apache.spark.rdd.PartitionPruningRDD
+        self.value_of_pair = self.python_rdd.valueOfPair
+        self.env = jvm.java.util.HashMap()
+        for k, v in sc.environment.items():
+            self.env.put(k, v)
+        self.includes = jvm.java.util.ArrayList()
+        for path in sc._python_includes:
+            self.includes.add(path)
+        self.threshold = jvm.org.apache.spark.api.python.PythonUtils.getBroadcastThreshold(sc._jsc)
+        self.partitioners: dict = {}    # parallelism -> PythonPartitioner (setdefault: any thread)
+        self.empty: dict = {}           # parallelism -> an empty RDD of that many partitions
+
+
+_JAVA_SIDES: dict = {}      # id(SparkContext) -> its _JavaSide
+
+
+def _java_side(sc) -> _JavaSide:
+    """The context's Java side, made again when its workers' environment or includes changed (an
+    object store's variables, a job's add_python_file)."""
+    key = (tuple(sorted(sc.environment.items())), tuple(sc._python_includes))
+    side = _JAVA_SIDES.get(id(sc))
+    if side is None or side.sc is not sc or side.key != key:
+        side = _JavaSide(sc, key)
+        _JAVA_SIDES.clear()         # one context at a time: a stopped one's objects go
+        _JAVA_SIDES[id(sc)] = side
+    return side
+
+
+def prepare(sc) -> None:
+    """Make the context's Java side now (as its session starts)."""
+    _java_side(sc)
+
+
 class PythonRDDs:
     """Builds one SparkContext's RDDs of Python functions (not thread-safe: one builder per
     thread that builds)."""
 
     def __init__(self, sc) -> None:
         self.sc = sc
-        jvm = sc._jvm
-        self._jvm = jvm
-        self._python_rdd = jvm.org.apache.spark.api.python.PythonRDD
-        self._python_function = jvm.org.apache.spark.api.python.SimplePythonFunction
-        self._pairwise = jvm.org.apache.spark.api.python.PairwiseRDD
-        self._partition_pruning = jvm.org.apache.spark.rdd.PartitionPruningRDD
-        self._value_of_pair = self._python_rdd.valueOfPair
-        self._env = jvm.java.util.HashMap()
-        for k, v in sc.environment.items():
-            self._env.put(k, v)
-        self._includes = jvm.java.util.ArrayList()
-        for path in sc._python_includes:
-            self._includes.add(path)
-        self._threshold = jvm.org.apache.spark.api.python.PythonUtils.getBroadcastThreshold(sc._jsc)
+        self._java = _java_side(sc)
         self._broadcast_lists: dict = {}
-        self._partitioners: dict = {}
-        self._empty: dict = {}
         self._slots: dict = {}          # (pool group, partition index) -> (its environment, the set of it alone)
         self._pickler = CloudPickleSerializer()
         # spark.python.profile: the per-RDD profiles PySpark's show_profiles() prints.
@@ -148,9 +177,9 @@ class PythonRDDs:
 
     def source(self, parallelism: int) -> Stage:
         """A stage of ``parallelism`` partitions without input rows."""
-        empty = self._empty.get(parallelism)
+        empty = self._java.empty.get(parallelism)
         if empty is None:
-            empty = self._empty[parallelism] = self.sc.parallelize([], parallelism)._jrdd.rdd()
+            empty = self._java.empty.setdefault(parallelism, self.sc.parallelize([], parallelism)._jrdd.rdd())
         return Stage(empty, _no_input)
 
     def rows(self, rdd, pinned: int = 0, pool_group: int = 0) -> Stage:
@@ -168,7 +197,7 @@ class PythonRDDs:
             rdd = self.union([self._slot_rdd(stage.parent, command, stage.pool_group, i)
                               for i in range(stage.pinned)])
         else:
-            rdd = self._python_rdd(stage.parent, self._function(command, self._env), False, False)
+            rdd = self._java.python_rdd(stage.parent, self._function(command, self._java.env), False, False)
         if profiler is not None:
             self.sc.profiler_collector.add_profiler(rdd.id(), profiler)
         return rdd
@@ -179,12 +208,12 @@ class PythonRDDs:
         shuffle."""
         keys = _ShuffleKeys(parallelism)
         keyed = self.union([self.materialize(s.then(keys), NoOpSerializer()) for s in stages])
-        partitioner = self._partitioners.get(parallelism)
+        partitioner = self._java.partitioners.get(parallelism)
         if partitioner is None:
-            partitioner = self._partitioners[parallelism] = \
-                self._jvm.org.apache.spark.api.python.PythonPartitioner(parallelism, id(channel))
-        pairs = self._pairwise(keyed).asJavaPairRDD().partitionBy(partitioner)
-        return self._value_of_pair(pairs).rdd()
+            partitioner = self._java.partitioners.setdefault(
+                parallelism, self._java.jvm.org.apache.spark.api.python.PythonPartitioner(parallelism, id(channel)))
+        pairs = self._java.pairwise(keyed).asJavaPairRDD().partitionBy(partitioner)
+        return self._java.value_of_pair(pairs).rdd()
 
     def union(self, rdds: list):
         """One RDD of the rows of all (with equal partitioners, partition i of each together:
@@ -195,7 +224,7 @@ class PythonRDDs:
         return union
 
     def persist(self, rdd):
-        rdd.persist(self._jvm.org.apache.spark.storage.StorageLevel.MEMORY_AND_DISK())
+        rdd.persist(self._java.jvm.org.apache.spark.storage.StorageLevel.MEMORY_AND_DISK())
         return rdd
 
     def collect(self, stages: list) -> list:
@@ -207,19 +236,20 @@ class PythonRDDs:
     def _slot(self, group: int, index: int) -> tuple:
         slot = self._slots.get((group, index))
         if slot is None:
-            env = self._jvm.java.util.HashMap(self._env)
+            env = self._java.jvm.java.util.HashMap(self._java.env)
             env.put(SLOT, f"{group}-{index}")
-            only = self._jvm.java.util.HashSet()
+            only = self._java.jvm.java.util.HashSet()
             only.add(index)
             # A Scala Set is an Int => Boolean: the partition filter of a PartitionPruningRDD.
-            slot = self._slots[(group, index)] = (env, self._jvm.scala.jdk.javaapi.CollectionConverters.asScala(only))
+            converters = self._java.jvm.scala.jdk.javaapi.CollectionConverters
+            slot = self._slots[(group, index)] = (env, converters.asScala(only))
         return slot
 
     def _slot_rdd(self, parent, command: tuple, group: int, index: int):
         """The command over partition ``index`` of ``parent`` alone (a PartitionPruningRDD, which
         keeps the partition's preferred locations), in pool (``group``, ``index``)'s workers."""
         env, only = self._slot(group, index)
-        return self._python_rdd(self._partition_pruning.create(parent, only), self._function(command, env),
+        return self._java.python_rdd(self._java.partition_pruning.create(parent, only), self._function(command, env),
                                 False, False)
 
     def _command(self, command: tuple) -> tuple:
@@ -227,7 +257,7 @@ class PythonRDDs:
         sc = self.sc
         try:
             pickled = self._pickler.dumps(command)
-            if len(pickled) > self._threshold:
+            if len(pickled) > self._java.threshold:
                 # As PySpark does: a large command travels as a broadcast (freed with the RDD).
                 pickled = self._pickler.dumps(sc.broadcast(pickled))
             used = tuple(sc._pickled_broadcast_vars)    # the broadcasts the command refers to
@@ -237,7 +267,7 @@ class PythonRDDs:
         if key not in self._broadcast_lists:
             if len(self._broadcast_lists) > 64:         # a command sent as a broadcast: new each time
                 self._broadcast_lists.clear()
-            java_list = self._jvm.java.util.ArrayList()
+            java_list = self._java.jvm.java.util.ArrayList()
             for b in used:
                 java_list.add(b._jbroadcast)
             self._broadcast_lists[key] = (java_list, used)     # ``used`` keeps the ids unique
@@ -246,7 +276,7 @@ class PythonRDDs:
     def _function(self, command: tuple, env):
         pickled, broadcasts = command
         sc = self.sc
-        return self._python_function(pickled, env, self._includes, sc.pythonExec, sc.pythonVer, broadcasts,
+        return self._java.python_function(pickled, env, self._java.includes, sc.pythonExec, sc.pythonVer, broadcasts,
                                      sc._javaAccumulator)
 
 

@@ -14,6 +14,7 @@ import subprocess
 import threading
 from typing import Optional
 
+from runtime.execution import python_rdds
 from runtime.scheduler.slots import TaskManager
 from runtime.storage.filesystems import deployment_env
 
@@ -197,6 +198,7 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
         session.sparkContext.setLogLevel(SPARK_LOG_LEVEL)
         _deploy_store_env(session.sparkContext)
         _start_python_workers(session.sparkContext)
+        python_rdds.prepare(session.sparkContext)       # the Java objects every run builds its RDDs with
         return session
 
 
