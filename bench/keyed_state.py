@@ -14,6 +14,8 @@ included, is its own), one after the other, on local[--parallelism]:
 
   default              Sluice with no state configuration (issue 35): the heap (hashmap) kept in
                        each subtask's Python worker between epochs, incremental checkpoints
+  hashmap-compact      the default with sluice.state.heap.compact-after-entries: 262144 (a state's
+                       map past 262,144 entries packs them into columns: runtime.state.state_map)
   hashmap-full         Sluice, state.backend.type: hashmap, execution.checkpointing.incremental: false
                        (the kept heap, snapshotted whole every epoch; before issue 35 each epoch
                        also restored the whole state from files)
@@ -98,9 +100,10 @@ TARGET_VS_SSS = 0.5               # issue 15: at most half of Structured Streami
 TARGET_VS_1K = 1.5                # ... and at most 1.5x the same epoch over 1,000 keys
 DEFAULT = "default"               # issue 35: no state configuration at all
 
-# variant -> (state.backend.type, execution.checkpointing.incremental)
+# variant -> (state.backend.type, execution.checkpointing.incremental[, more configuration])
 SLUICE_VARIANTS = {
     DEFAULT: (None, None),
+    "hashmap-compact": (None, None, {"sluice.state.heap.compact-after-entries": "262144"}),
     "hashmap-full": ("hashmap", "false"),
     "rocksdb-incremental": ("rocksdb", "true"),
     "rocksdb-full": ("rocksdb", "false"),
@@ -156,9 +159,9 @@ def run_sluice_job(spark, spec, keys, warehouse, epochs, build_split, small_spli
     run reads small_split from its first epoch). Returns (runner, result, driver restore ms)."""
     graph = keyed_count.build_graph(
         functools.partial(word_of, keys=keys), spec["parallelism"], f"bench keyed state {keys} {spec['variant']}",
-        configuration={k: v for k, v in (("state.backend.type", spec["backend"]),
-                                         ("execution.checkpointing.incremental", spec["incremental"]))
-                       if v is not None})
+        configuration={**{k: v for k, v in (("state.backend.type", spec["backend"]),
+                                            ("execution.checkpointing.incremental", spec["incremental"]))
+                          if v is not None}, **spec.get("configuration", {})})
 
     def size_epochs(runner):
         for enumerator in runner.sources.enumerators.values():
@@ -669,7 +672,8 @@ def main(argv=None):
                     "parallelism": args.parallelism, "repeat": args.repeat, "verbose": args.verbose,
                     "variant": name}
             if name in SLUICE_VARIANTS:
-                spec["backend"], spec["incremental"] = SLUICE_VARIANTS[name]
+                spec["backend"], spec["incremental"] = SLUICE_VARIANTS[name][:2]
+                spec["configuration"] = dict(SLUICE_VARIANTS[name][2:] and SLUICE_VARIANTS[name][2])
             m = run_competitor(name, SSS if name == SSS else "sluice", spec, folder, args.timeout)
             rows.append(summarise(name, m))
             rows[-1]["raw"] = m

@@ -132,25 +132,45 @@ STAT_TYPES = (pa.types.is_integer, pa.types.is_floating, pa.types.is_string, pa.
 
 def file_stats(table: pa.Table) -> str:
     """Delta file statistics: numRecords, and nullCount/minValues/maxValues of simple columns."""
-    mins, maxs, nulls = {}, {}, {}
-    for name, column in zip(table.column_names, table.columns):
-        t = column.type
-        if not any(check(t) for check in STAT_TYPES):
-            continue
-        nulls[name] = column.null_count
-        if column.null_count == len(column):
-            continue
-        mm = pc.min_max(column)
-        lo, hi = mm["min"].as_py(), mm["max"].as_py()
-        if isinstance(lo, float) and (math.isnan(lo) or math.isnan(hi) or pc.any(pc.is_nan(column)).as_py()):
-            continue
-        if isinstance(lo, str) and max(len(lo), len(hi)) > 64:
-            continue
-        if isinstance(lo, datetime.date):
-            lo, hi = lo.isoformat(), hi.isoformat()
-        mins[name], maxs[name] = lo, hi
-    return json.dumps({"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs,
-                       "nullCount": nulls})
+    stats = FileStats()
+    stats.add(table)
+    return stats.json()
+
+
+class FileStats:
+    """Delta file statistics of a file written a part at a time: ``add`` each part."""
+
+    def __init__(self):
+        self.rows = 0
+        self.mins: dict = {}
+        self.maxs: dict = {}
+        self.nulls: dict = {}
+        self.unfit: set = set()     # columns without min and max (NaN, long text)
+
+    def add(self, table: pa.Table) -> None:
+        self.rows += table.num_rows
+        for name, column in zip(table.column_names, table.columns):
+            if not any(check(column.type) for check in STAT_TYPES):
+                continue
+            self.nulls[name] = self.nulls.get(name, 0) + column.null_count
+            if name in self.unfit or column.null_count == len(column):
+                continue
+            mm = pc.min_max(column)
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            if (isinstance(lo, float) and (math.isnan(lo) or math.isnan(hi) or pc.any(pc.is_nan(column)).as_py())) \
+                    or (isinstance(lo, str) and max(len(lo), len(hi)) > 64):
+                self.unfit.add(name)
+                self.mins.pop(name, None)
+                self.maxs.pop(name, None)
+                continue
+            if isinstance(lo, datetime.date):
+                lo, hi = lo.isoformat(), hi.isoformat()
+            self.mins[name] = min(self.mins.get(name, lo), lo)
+            self.maxs[name] = max(self.maxs.get(name, hi), hi)
+
+    def json(self) -> str:
+        return json.dumps({"numRecords": self.rows, "minValues": self.mins, "maxValues": self.maxs,
+                           "nullCount": self.nulls})
 
 
 class AppendOnlyTable:

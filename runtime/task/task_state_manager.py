@@ -23,8 +23,8 @@ from runtime.state import kept_stores
 from runtime.state.backend import ROCKSDB, KeyedStateBackend
 from runtime.state.heap import HeapKeyedStateBackend
 from runtime.state.snapshot import (
-    OPERATOR_PREFIX, CorruptStateException, read_state_file, snapshot_to_table, state_table_name,
-    table_to_snapshot, write_state_file)
+    OPERATOR_PREFIX, CorruptStateException, read_state_file, state_table_name, table_to_snapshot,
+    write_snapshot)
 from runtime.task.deployment import Acknowledgement, TaskDeploymentDescriptor
 
 log = logging.getLogger(__name__)
@@ -153,12 +153,12 @@ class TaskStateManager:
         for op in operators:
             incremental = self.incremental(op)
             snapshot = op.snapshot(incremental=True) if incremental else op.snapshot()
-            table = snapshot_to_table(snapshot, self.tdd.subtask_index, f"{op.name} {self.ctx.subtask_label}")
-            if table is not None:
-                directory = self.tdd.snapshot_dir.format(table=state_table_name(op.node))
-                ack.state_files.append(write_state_file(table, directory, op.node.operator_id,
-                                                        self.tdd.subtask_index, increment=incremental))
-            del table
+            directory = self.tdd.snapshot_dir.format(table=state_table_name(op.node))
+            written = write_snapshot(snapshot, directory, op.node.operator_id, self.tdd.subtask_index,
+                                     f"{op.name} {self.ctx.subtask_label}", increment=incremental)
+            if written is not None:
+                ack.state_files.append(written)
+            del snapshot
             if op.keeps_local_state() and not incremental:
                 release_arrow_memory()      # a whole kept state's columns: not needed again soon
             if op.backend is not None:
