@@ -174,3 +174,51 @@ def test_a_bad_compact_after_setting_fails_when_the_job_starts_naming_the_key(ra
     with pytest.raises(ValueError, match=f"'{HEAP_COMPACT_AFTER}' must be a whole number of entries"):
         IncrementalPolicy.from_config({HEAP_COMPACT_AFTER: raw})
     assert heap_compact_after({}) is None and heap_compact_after({HEAP_COMPACT_AFTER: "262144"}) == 262144
+
+
+def test_a_snapshot_written_a_chunk_at_a_time_restores_a_row_group_at_a_time(tmp_path, monkeypatch):
+    import runtime.state.snapshot as snapshot
+    from runtime.state.snapshot import read_state_parts, write_snapshot
+    monkeypatch.setattr(snapshot, "SNAPSHOT_CHUNK", 1000)
+    b, _ = counts_backend(n=20_000)
+    written = write_snapshot({"keyed": b.snapshot(), "types": {"count": Types.LONG()}}, str(tmp_path), "op", 0, "op")
+    assert written.rows == 20_000 and (written.key_group_min, written.key_group_max) == (0, 127)
+    whole = sorted(b.snapshot())
+    half = KeyGroupRange(0, 63)
+    parts = list(read_state_parts(written.path, half, written.checksum))
+    assert len(parts) >= 20         # a row group per chunk of 1,000 rows, each filtered to the range
+    assert all(pa.compute.max(p.column("key_group")).as_py() <= 63 for p in parts)
+    assert all(p.column("namespace").type == pa.null() for p in parts)     # no buffers for nulls
+    for settle_after in (1000, None):
+        restored = HeapKeyedStateBackend("op", half, 128, settle_after=settle_after)
+        keyed = table_to_snapshot(iter(parts))["keyed"]
+        assert keyed.single_part("count") and keyed.text_key_columns("count") is not None
+        restored.restore(keyed)
+        assert sorted(restored.snapshot()) == [r for r in whole if r[0] <= 63]
+        assert isinstance(restored.tables["count"][None], CompactStateMap) == bool(settle_after)
+
+
+def test_an_increment_of_struct_values_and_deletions_reads_the_same_by_row_group(tmp_path):
+    """A struct value spans several Parquet leaf columns: row-group statistics are found by path."""
+    from runtime.state.snapshot import read_state_file, read_state_parts, write_snapshot
+    pair = Types.TUPLE([Types.STRING(), Types.LONG()])
+    b = HeapKeyedStateBackend("op", ALL, 128)
+    state = b.get_partitioned_state(ValueStateDescriptor("pairs", pair))
+    for key in ("a", "b", "c"):
+        b.set_current_key(key)
+        state.update((key, 1))
+    types = {"pairs": pair}
+    files = [write_snapshot({"keyed": b.snapshot(), "types": types}, str(tmp_path), "op", 0, "op")]
+    b.track_changes(True)
+    b.set_current_key("a")
+    state.clear()
+    b.set_current_key("d")
+    state.update(("d", 4))
+    files.append(write_snapshot({"keyed": b.changes(), "types": types}, str(tmp_path), "op", 0, "op", increment=True))
+    whole = table_to_snapshot(read_state_file(f.path) for f in files)["keyed"]
+    by_groups = table_to_snapshot(p for f in files for p in read_state_parts(f.path, ALL, f.checksum))["keyed"]
+    assert list(by_groups) == list(whole) and by_groups.deletions
+    assert (0, "pairs", None, "a", TOMBSTONE) in [(0,) + r[1:] for r in by_groups]
+    again = HeapKeyedStateBackend("op", ALL, 128)
+    again.apply(by_groups)
+    assert sorted(again.snapshot()) == sorted(b.snapshot())

@@ -23,7 +23,7 @@ from runtime.state import kept_stores
 from runtime.state.backend import ROCKSDB, KeyedStateBackend
 from runtime.state.heap import HeapKeyedStateBackend
 from runtime.state.snapshot import (
-    OPERATOR_PREFIX, CorruptStateException, read_state_file, state_table_name, table_to_snapshot,
+    OPERATOR_PREFIX, CorruptStateException, read_state_parts, state_table_name, table_to_snapshot,
     write_snapshot)
 from runtime.task.deployment import Acknowledgement, TaskDeploymentDescriptor
 
@@ -125,7 +125,8 @@ class TaskStateManager:
             if not paths:
                 continue
             try:
-                snapshot = table_to_snapshot(read_state_file(p, kgr, restored.checksums.get(p)) for p in paths)
+                snapshot = table_to_snapshot(part for p in paths
+                                             for part in read_state_parts(p, kgr, restored.checksums.get(p)))
             except CorruptStateException as e:
                 ack.damaged_files.update(e.damaged_files)    # the driver marks its checkpoint INVALID
                 raise
