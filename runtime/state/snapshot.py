@@ -660,5 +660,7 @@ def table_to_snapshot(tables: Iterable[pa.Table]) -> dict:
                     zip(part.column("subtask").to_pylist(), decode_values(part, name, types)))
             else:
                 keyed.deletions = keyed.deletions or deleted is not None
+                # Only the columns a decode reads stay until the backend loads the part.
+                part = part.select([c for c in part.column_names if c not in ("subtask", "state_name")])
                 keyed.chunks.append(_StatePart(name, part, types, (table.schema.metadata or {}).get(FILE_METADATA)))
     return {"keyed": keyed, "timers": list(timers), "operator_state": operator_state}

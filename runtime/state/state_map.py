@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-_LOAD = 0.6                     # the index's fill at most
+_LOAD = 0.7                     # the index's fill at most
 _INT64, _FLOAT64, _TEXT, _PICKLED = "int64", "float64", "text", "pickled"
 _INSERT_CHUNK = 1 << 18         # entries indexed at a time (the rounds' arrays stay small)
 # The columns' Arrow buffers come from malloc, not Arrow's pool (mimalloc keeps what is freed):
@@ -394,8 +394,9 @@ class CompactStateMap(StateMap):
 
 
 def _index_size(entries: int) -> int:
-    """Slots for ``entries`` and as many again to come, at most ``_LOAD`` full: a power of two."""
-    return 1 << max(4, int(np.ceil(np.log2(max(entries, 1) * 2 / _LOAD))))
+    """Slots for ``entries`` at most ``_LOAD`` full: a power of two (so on average another half
+    of them fits before the next rebuild)."""
+    return 1 << max(4, int(np.ceil(np.log2(max(entries, 1) / _LOAD))))
 
 
 def _insert(index: np.ndarray, hashes: np.ndarray, first: int) -> None:
