@@ -14,6 +14,7 @@ whole of Spark); every process the tests start inherits it. A value set outside 
 then the tests leave it alone.
 """
 import atexit
+import fcntl
 import os
 import shutil
 import subprocess
@@ -22,10 +23,13 @@ import tempfile
 
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 VARIABLE = "SPARK_SUBMIT_OPTS"
+# Set by the test run that set VARIABLE: its xdist workers inherit both and own VARIABLE too, and
+# the archive's folder, which they share (tests/parallel.py).
+OWNER = "SLUICE_TEST_JVM_FOLDER"
 # The JVM logs CDS warnings (an archive it cannot map, a class path that differs) on stdout, where
 # tests read what a job printed: an archive that cannot be used is skipped silently.
 QUIET_CDS = "-Xlog:cds*=off"
-OWNED = VARIABLE not in os.environ        # set here, not by whoever runs the tests
+OWNED = VARIABLE not in os.environ or OWNER in os.environ        # set here, not by whoever runs the tests
 _archive = {}
 
 # Started as a driver is, through runtime.execution.spark: the session with its Python workers.
@@ -42,9 +46,11 @@ proc.wait(300)
 
 
 def use_short_lived_jvms() -> None:
-    """For conftest.py, before any test starts a process."""
-    if OWNED:
+    """For conftest.py, before any test starts a process (and before xdist starts its workers)."""
+    if OWNED and OWNER not in os.environ:
         os.environ[VARIABLE] = SHORT_LIVED_JVM
+        os.environ[OWNER] = tempfile.mkdtemp(prefix="sluice-test-jvm-")
+        atexit.register(shutil.rmtree, os.environ[OWNER], True)
 
 
 def want_shared_classes() -> None:
@@ -61,12 +67,15 @@ def share_spark_classes() -> None:
     if not OWNED or "wanted" not in _archive or "done" in _archive:
         return
     _archive["done"] = True
-    folder = tempfile.mkdtemp(prefix="sluice-test-jvm-")
-    atexit.register(shutil.rmtree, folder, True)
-    path = os.path.join(folder, "spark-classes.jsa")
-    env = {**os.environ, VARIABLE: f"{SHORT_LIVED_JVM} -XX:ArchiveClassesAtExit={path} {QUIET_CDS}",
-           "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    done = subprocess.run([sys.executable, "-c", _DUMP], cwd=root, env=env, capture_output=True, timeout=600)
-    if done.returncode == 0 and os.path.exists(path) and os.path.getsize(path) > 0:
+    path = os.path.join(os.environ[OWNER], "spark-classes.jsa")
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)        # one worker writes it, the others wait and map it
+        if not os.path.exists(path):
+            env = {**os.environ, VARIABLE: f"{SHORT_LIVED_JVM} -XX:ArchiveClassesAtExit={path} {QUIET_CDS}",
+                   "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
+            root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+            done = subprocess.run([sys.executable, "-c", _DUMP], cwd=root, env=env, capture_output=True, timeout=600)
+            if done.returncode != 0 and os.path.exists(path):
+                os.remove(path)
+    if os.path.exists(path) and os.path.getsize(path) > 0:
         os.environ[VARIABLE] = f"{SHORT_LIVED_JVM} -XX:SharedArchiveFile={path} {QUIET_CDS}"
