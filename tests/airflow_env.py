@@ -20,7 +20,11 @@ def configure() -> str:
     home = os.environ.get("SLUICE_TEST_AIRFLOW_HOME")
     if not home:
         home = tempfile.mkdtemp(prefix="sluice-airflow-")
-        os.environ["SLUICE_TEST_AIRFLOW_HOME"] = home
+    worker = os.environ.get("PYTEST_XDIST_WORKER")     # tests/parallel.py: each worker its own database
+    if worker and os.path.basename(home) != worker:
+        home = os.path.join(home, worker)
+        os.makedirs(home, exist_ok=True)
+    os.environ["SLUICE_TEST_AIRFLOW_HOME"] = home
     os.environ.update({
         "AIRFLOW_HOME": home,
         "AIRFLOW__CORE__DAGS_FOLDER": os.path.join(ROOT, "dags"),

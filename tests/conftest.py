@@ -13,6 +13,7 @@ if ROOT not in sys.path:
 
 import airflow_env  # noqa: E402  (tests/ is on sys.path: rootdir conftest)
 import jvm_options  # noqa: E402
+import parallel  # noqa: E402
 
 airflow_env.configure()     # before anything imports airflow
 jvm_options.use_short_lived_jvms()      # for the Spark processes the tests start
@@ -50,15 +51,16 @@ SLOW_TESTS = {
 }
 
 
-def _slow_tiers(item):
-    yield from (tier for tier, files in SLOW_TIERS.items() if item.path.name in files)
-    name = f"{item.path.name}::{item.name}"
+def _slow_tiers(file_name, test_name):
+    yield from (tier for tier, files in SLOW_TIERS.items() if file_name in files)
+    name = f"{file_name}::{test_name}"
     yield from (tier for tier, tests in SLOW_TESTS.items() if any(re.fullmatch(t, name) for t in tests))
 
 
+@pytest.hookimpl(tryfirst=True)     # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        for tier in _slow_tiers(item):
+        for tier in _slow_tiers(item.path.name, item.name):
             item.add_marker(tier)
             item.add_marker("slow")
     # The tests of the one real Airflow run together, from the first one's place, and the one that
@@ -69,6 +71,14 @@ def pytest_collection_modifyitems(config, items):
         rest = [i for i in items if i not in airflow]
         airflow.sort(key=lambda i: bool(i.get_closest_marker("stops_real_airflow")))
         items[:] = rest[:first] + airflow + rest[first:]
+    if getattr(config.option, "loadgroup", False):     # an xdist worker of `--dist loadgroup`
+        parallel.group_by_file(items)
+
+
+@pytest.hookimpl(optionalhook=True)     # a hook of pytest-xdist's
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") == "loadgroup":
+        return parallel.slowest_groups_first(lambda f, t: any(_slow_tiers(f, t)))(config, log)
 
 
 def pytest_collection_finish(session):
