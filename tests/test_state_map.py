@@ -178,7 +178,7 @@ def test_a_bad_compact_after_setting_fails_when_the_job_starts_naming_the_key(ra
 
 def test_a_snapshot_written_a_chunk_at_a_time_restores_a_row_group_at_a_time(tmp_path, monkeypatch):
     import runtime.state.snapshot as snapshot
-    from runtime.state.snapshot import read_state_parts, write_snapshot
+    from runtime.state.snapshot import DeferredPart, read_state_parts, write_snapshot
     monkeypatch.setattr(snapshot, "SNAPSHOT_CHUNK", 1000)
     b, _ = counts_backend(n=20_000)
     written = write_snapshot({"keyed": b.snapshot(), "types": {"count": Types.LONG()}}, str(tmp_path), "op", 0, "op")
@@ -186,9 +186,10 @@ def test_a_snapshot_written_a_chunk_at_a_time_restores_a_row_group_at_a_time(tmp
     whole = sorted(b.snapshot())
     half = KeyGroupRange(0, 63)
     parts = list(read_state_parts(written.path, half, written.checksum))
-    assert len(parts) >= 20         # a row group per chunk of 1,000 rows, each filtered to the range
-    assert all(pa.compute.max(p.column("key_group")).as_py() <= 63 for p in parts)
-    assert all(p.column("namespace").type == pa.null() for p in parts)     # no buffers for nulls
+    assert len(parts) >= 20 and all(isinstance(p, DeferredPart) for p in parts)     # decoded when loaded
+    loaded = [p.load() for p in parts]      # a row group per chunk of 1,000 rows, each filtered to the range
+    assert all(pa.compute.max(t.column("key_group")).as_py() <= 63 for t in loaded)
+    assert all(t.column("namespace").type == pa.null() for t in loaded)     # no buffers for nulls
     for settle_after in (1000, None):
         restored = HeapKeyedStateBackend("op", half, 128, settle_after=settle_after)
         keyed = table_to_snapshot(iter(parts))["keyed"]

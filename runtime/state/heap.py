@@ -518,9 +518,9 @@ class HeapKeyedStateBackend(KeyedStateBackend):
             # a large state of text keys and numbers straight into its map's columns.
             held = {name for name, tables in self.tables.items() if any(tables.values())}
             columnar = set()
-            for name in rows.state_names() if hasattr(rows, "text_key_columns") else ():
+            for name in rows.state_names() if self.settle_after and hasattr(rows, "text_key_columns") else ():
                 columns = rows.text_key_columns(name) if name not in held else None
-                if columns is not None and self.settle_after and len(columns[0]) >= self.settle_after:
+                if columns is not None and len(columns[0]) >= self.settle_after:
                     self.table(name).setdefault(VOID_NAMESPACE, StateMap()).absorb_columns(*columns)
                     columnar.add(name)
             for name, _, nss, keys, values in rows.column_chunks(skip=columnar) if columnar else rows.column_chunks():

@@ -437,11 +437,14 @@ def read_state_file(path: str, key_group_range=None, checksum: Optional[str] = N
     return _in_range(table, key_group_range)
 
 
-def read_state_parts(path: str, key_group_range=None, checksum: Optional[str] = None) -> Iterator[pa.Table]:
+def read_state_parts(path: str, key_group_range=None, checksum: Optional[str] = None) -> Iterator:
     """The rows of a state file a row group (a writer's chunk) at a time, for a restore that
-    loads them as they come: row groups outside ``key_group_range`` are not decoded, and a column
+    loads them as they come: row groups outside ``key_group_range`` are not decoded, a column
     null throughout a row group comes as a null-typed column (no buffers: a 5,000,000-row file's
-    null columns took about 150 MB). Each part names its file (``FILE_METADATA``)."""
+    null columns took about 150 MB), and a row group of one keyed state comes as a
+    ``DeferredPart``, decoded when a backend loads it (``table_to_snapshot`` keeps it as it is):
+    a restore holds the file's compressed bytes and one row group, not every row group at once.
+    Each part names its file (``FILE_METADATA``)."""
     with _corrupt_as(path):
         fs, inside = filesystem(path)
         source = pa.BufferReader(_verified(path, checksum)) if checksum else fs.open_input_file(inside)
@@ -458,11 +461,31 @@ def read_state_parts(path: str, key_group_range=None, checksum: Optional[str] = 
                 continue
             null = {name for name in names if name in _NULLABLE_BASE and stats.get(name) is not None
                     and stats[name].null_count == group.num_rows}
-            part = parquet.read_row_group(i, columns=[n for n in names if n not in null])
-            part = _in_range(part, key_group_range)
-            columns = {n: part.column(n) if n not in null else pa.nulls(part.num_rows) for n in names
-                       if not (n == "deleted" and n in null)}
-            yield pa.table(columns).replace_schema_metadata(metadata)
+
+            def load(i=i, null=null) -> pa.Table:
+                with _corrupt_as(path):
+                    part = _in_range(parquet.read_row_group(i, columns=[n for n in names if n not in null]),
+                                     key_group_range)
+                columns = {n: part.column(n) if n not in null else pa.nulls(part.num_rows) for n in names
+                           if not (n == "deleted" and n in null)}
+                return pa.table(columns).replace_schema_metadata(metadata)
+
+            state, kg = stats.get("state_name"), stats.get("key_group")
+            if state is not None and state.has_min_max and state.min == state.max and kg is not None \
+                    and kg.null_count == 0 and not state.min.startswith(TIMER_PREFIX):
+                yield DeferredPart(state.min, load, "deleted" in names and "deleted" not in null, metadata)
+            else:
+                yield load()
+
+
+@dataclass(frozen=True)
+class DeferredPart:
+    """A row group of one keyed state of a state file, decoded by ``load()`` when needed."""
+
+    name: str
+    load: Any
+    deletions: bool         # whether some rows may be deletions (an increment's)
+    metadata: dict
 
 
 FILE_METADATA = b"sluice.state_file"
@@ -508,7 +531,11 @@ def _in_range(table: pa.Table, key_group_range) -> pa.Table:
 
 
 def state_types(table: pa.Table) -> dict:
-    meta = (table.schema.metadata or {}).get(TYPES_METADATA)
+    return _types_of(table.schema.metadata or {})
+
+
+def _types_of(metadata: dict) -> dict:
+    meta = metadata.get(TYPES_METADATA)
     return pickle.loads(base64.b64decode(meta)) if meta else {}
 
 
@@ -557,7 +584,8 @@ class KeyedRows:
         column = value_column(name)
         keys, values = [], []
         for p in parts:
-            part, n = p.part, p.part.num_rows
+            part = p.table()
+            n = part.num_rows
             if column not in part.column_names or part.column(column).null_count \
                     or part.column("namespace").null_count < n or part.column("key_bytes").null_count < n \
                     or ("value" in part.column_names and part.column("value").null_count < n) \
@@ -577,21 +605,27 @@ class KeyedRows:
                 yield kg, name, ns, key, value
 
     def __len__(self):
-        return sum(c.part.num_rows if isinstance(c, _StatePart) else len(c[1]) for c in self.chunks)
+        return sum(c.table().num_rows if isinstance(c, _StatePart) else len(c[1]) for c in self.chunks)
 
 
 @dataclass(frozen=True)
 class _StatePart:
-    """One state's rows of a state table, not decoded yet."""
+    """One state's rows of a state table, not decoded yet (``part``), or not read yet (``load``:
+    read each time it is needed, so a restore never holds every row group)."""
 
     name: str
-    part: pa.Table
+    part: Optional[pa.Table]
     types: dict
     file: Optional[bytes] = None    # the state file it was read from (read_state_parts)
+    load: Any = None
+
+    def table(self) -> pa.Table:
+        return self.part if self.part is not None else self.load()
 
     def decode(self) -> Iterator[tuple]:
-        for start in range(0, self.part.num_rows, RESTORE_CHUNK):
-            rows = self.part.slice(start, RESTORE_CHUNK)
+        table = self.table()
+        for start in range(0, table.num_rows, RESTORE_CHUNK):
+            rows = table.slice(start, RESTORE_CHUNK)
             values = decode_values(rows, self.name, self.types)
             deleted = _deleted(rows)
             if deleted is not None:
@@ -634,6 +668,11 @@ def table_to_snapshot(tables: Iterable[pa.Table]) -> dict:
     timers are given as they stand at the end of the chain."""
     keyed, timers, operator_state = KeyedRows(), {}, {}
     for table in tables:
+        if isinstance(table, DeferredPart):
+            keyed.deletions = keyed.deletions or table.deletions
+            keyed.chunks.append(_StatePart(table.name, None, _types_of(table.metadata),
+                                           table.metadata.get(FILE_METADATA), table.load))
+            continue
         types = state_types(table)
         names = table.column("state_name")
         states = names.unique().to_pylist()

@@ -124,20 +124,22 @@ class TaskStateManager:
             paths = restored.files.get(op.node.operator_id) if restored is not None else None
             if not paths:
                 continue
+            # Keyed row groups are decoded as the backend loads them (in op.restore): a damaged
+            # file may show there too.
             try:
                 snapshot = table_to_snapshot(part for p in paths
                                              for part in read_state_parts(p, kgr, restored.checksums.get(p)))
+                snapshot["restored_parallelism"] = restored.parallelism.get(op.node.operator_id)
+                same_parallelism = snapshot["restored_parallelism"] == self.ctx.parallelism
+                for name, entries in list(snapshot["operator_state"].items()):
+                    if name.startswith(OPERATOR_PREFIX):
+                        del snapshot["operator_state"][name]
+                        snapshot[name[len(OPERATOR_PREFIX):]] = _operator_value(
+                            entries, self.tdd.subtask_index if same_parallelism else None)
+                op.restore(snapshot)    # the other operator state (broadcast state) as the operator lists it
             except CorruptStateException as e:
                 ack.damaged_files.update(e.damaged_files)    # the driver marks its checkpoint INVALID
                 raise
-            snapshot["restored_parallelism"] = restored.parallelism.get(op.node.operator_id)
-            same_parallelism = snapshot["restored_parallelism"] == self.ctx.parallelism
-            for name, entries in list(snapshot["operator_state"].items()):
-                if name.startswith(OPERATOR_PREFIX):
-                    del snapshot["operator_state"][name]
-                    snapshot[name[len(OPERATOR_PREFIX):]] = _operator_value(
-                        entries, self.tdd.subtask_index if same_parallelism else None)
-            op.restore(snapshot)    # the other operator state (broadcast state) as the operator lists it
             del snapshot
             if op.keeps_local_state():
                 release_arrow_memory()      # a rebuild: its columns are not needed again
