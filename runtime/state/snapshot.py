@@ -470,7 +470,7 @@ def read_state_parts(path: str, key_group_range=None, checksum: Optional[str] = 
                            if not (n == "deleted" and n in null)}
                 return pa.table(columns).replace_schema_metadata(metadata)
 
-            state, kg = stats.get("state_name"), stats.get("key_group")
+            state = stats.get("state_name")
             if state is not None and state.has_min_max and state.min == state.max and kg is not None \
                     and kg.null_count == 0 and not state.min.startswith(TIMER_PREFIX):
                 yield DeferredPart(state.min, load, "deleted" in names and "deleted" not in null, metadata)
@@ -554,7 +554,7 @@ class KeyedRows:
     def column_chunks(self, skip=frozenset()) -> Iterator[tuple]:
         """Decoded chunks (name, key_groups, namespaces, keys, values), but of the states ``skip``."""
         for chunk in self.chunks:
-            if (chunk.name if isinstance(chunk, _StatePart) else chunk[0]) in skip:
+            if _state_of(chunk) in skip:
                 continue
             if isinstance(chunk, _StatePart):
                 yield from chunk.decode()
@@ -562,10 +562,10 @@ class KeyedRows:
                 yield chunk
 
     def state_names(self) -> list:
-        return list(dict.fromkeys(c.name if isinstance(c, _StatePart) else c[0] for c in self.chunks))
+        return list(dict.fromkeys(map(_state_of, self.chunks)))
 
     def _parts_of(self, name: str) -> list:
-        return [c for c in self.chunks if (c.name if isinstance(c, _StatePart) else c[0]) == name]
+        return [c for c in self.chunks if _state_of(c) == name]
 
     def single_part(self, name: str) -> bool:
         """Whether state ``name`` comes from one snapshot (a full snapshot's: each key once)."""
@@ -606,6 +606,11 @@ class KeyedRows:
 
     def __len__(self):
         return sum(c.table().num_rows if isinstance(c, _StatePart) else len(c[1]) for c in self.chunks)
+
+
+def _state_of(chunk) -> str:
+    """The state name of a KeyedRows chunk: a _StatePart, or a decoded (name, ...) tuple."""
+    return chunk.name if isinstance(chunk, _StatePart) else chunk[0]
 
 
 @dataclass(frozen=True)
