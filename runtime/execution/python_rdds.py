@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 from pyspark.serializers import (AutoBatchedSerializer, BatchedSerializer, CloudPickleSerializer,
                                  CPickleSerializer, NoOpSerializer, pack_long)
@@ -141,19 +141,17 @@ class _JavaSide:
         self.empty: dict = {}           # parallelism -> an empty RDD of that many partitions
 
 
-_JAVA_SIDES: dict = {}      # id(SparkContext) -> its _JavaSide
+_JAVA_SIDE: Optional[_JavaSide] = None     # of the one live SparkContext (a stopped one's objects go)
 
 
 def _java_side(sc) -> _JavaSide:
-    """The context's Java side, made again when its workers' environment or includes changed (an
-    object store's variables, a job's add_python_file)."""
+    """The context's Java side, made again for another context, or when its workers' environment
+    or includes changed (an object store's variables, a job's add_python_file)."""
+    global _JAVA_SIDE
     key = (tuple(sorted(sc.environment.items())), tuple(sc._python_includes))
-    side = _JAVA_SIDES.get(id(sc))
-    if side is None or side.sc is not sc or side.key != key:
-        side = _JavaSide(sc, key)
-        _JAVA_SIDES.clear()         # one context at a time: a stopped one's objects go
-        _JAVA_SIDES[id(sc)] = side
-    return side
+    if _JAVA_SIDE is None or _JAVA_SIDE.sc is not sc or _JAVA_SIDE.key != key:
+        _JAVA_SIDE = _JavaSide(sc, key)
+    return _JAVA_SIDE
 
 
 def prepare(sc) -> None:
