@@ -14,7 +14,9 @@ if ROOT not in sys.path:
 import airflow_env  # noqa: E402  (tests/ is on sys.path: rootdir conftest)
 import jvm_options  # noqa: E402
 import parallel  # noqa: E402
+import run_temp  # noqa: E402
 
+run_temp.use_run_temp()     # first: Airflow's home and the JVMs' options name the folder
 airflow_env.configure()     # before anything imports airflow
 jvm_options.use_short_lived_jvms()      # for the Spark processes the tests start
 
@@ -92,7 +94,7 @@ def spark():
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     with pytest.MonkeyPatch.context() as mp:
         if jvm_options.OWNED:
-            mp.delenv(jvm_options.VARIABLE, raising=False)      # this JVM runs for the whole test run
+            mp.setenv(jvm_options.VARIABLE, run_temp.jvm_temp_option())     # JVM defaults: it runs all along
         session = get_spark_session("local[2]", "sluice-tests")
     session.conf.set("spark.sql.shuffle.partitions", "4")
     yield session

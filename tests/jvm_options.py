@@ -21,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 
+from run_temp import jvm_temp_option
+
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 VARIABLE = "SPARK_SUBMIT_OPTS"
 # Set by the test run that set VARIABLE: its xdist workers inherit both and own VARIABLE too, and
@@ -45,10 +47,15 @@ proc.wait(300)
 """
 
 
+def short_lived_jvm() -> str:
+    """The options, with the test run's temporary folder (run_temp.py) as the JVM's."""
+    return f"{SHORT_LIVED_JVM} {jvm_temp_option()}"
+
+
 def use_short_lived_jvms() -> None:
     """For conftest.py, before any test starts a process (and before xdist starts its workers)."""
     if OWNED and OWNER not in os.environ:
-        os.environ[VARIABLE] = SHORT_LIVED_JVM
+        os.environ[VARIABLE] = short_lived_jvm()
         os.environ[OWNER] = tempfile.mkdtemp(prefix="sluice-test-jvm-")
         atexit.register(shutil.rmtree, os.environ[OWNER], True)
 
@@ -71,11 +78,11 @@ def share_spark_classes() -> None:
     with open(path + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)        # one worker writes it, the others wait and map it
         if not os.path.exists(path):
-            env = {**os.environ, VARIABLE: f"{SHORT_LIVED_JVM} -XX:ArchiveClassesAtExit={path} {QUIET_CDS}",
+            env = {**os.environ, VARIABLE: f"{short_lived_jvm()} -XX:ArchiveClassesAtExit={path} {QUIET_CDS}",
                    "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
             root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
             done = subprocess.run([sys.executable, "-c", _DUMP], cwd=root, env=env, capture_output=True, timeout=600)
             if done.returncode != 0 and os.path.exists(path):
                 os.remove(path)
     if os.path.exists(path) and os.path.getsize(path) > 0:
-        os.environ[VARIABLE] = f"{SHORT_LIVED_JVM} -XX:SharedArchiveFile={path} {QUIET_CDS}"
+        os.environ[VARIABLE] = f"{short_lived_jvm()} -XX:SharedArchiveFile={path} {QUIET_CDS}"

@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from jvm_options import SHORT_LIVED_JVM, share_spark_classes
+from jvm_options import share_spark_classes, short_lived_jvm
 from seed import ROOT, WORDCOUNT
 from waiting import wait_until
 
@@ -47,7 +47,7 @@ def spark_standalone(logs, environ=None):
                SPARK_LOG_DIR=str(logs), SPARK_WORKER_DIR=str(logs / "work"),
                # The master, the workers and the executors they start (which inherit a worker's
                # environment) live for a test: as the drivers' SPARK_SUBMIT_OPTS (jvm_options.py).
-               JAVA_TOOL_OPTIONS=SHORT_LIVED_JVM)
+               JAVA_TOOL_OPTIONS=short_lived_jvm())
     spark_class = os.path.join(SPARK_HOME, "bin", "spark-class")
     port = free_port()
     master_url = f"spark://127.0.0.1:{port}"
