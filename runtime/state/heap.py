@@ -345,16 +345,16 @@ class _HeapScan:
         backend = self.backend
         for name, tables in backend.tables.items():
             for ns, table in tables.items():
-                columns = table.settled_columns() if table.settled and ns is VOID_NAMESPACE else None
-                entries = table.unsettled_items() if columns else table.items()
-                for rows in backend._chunks(name, ns, entries, size):
+                settled = bool(table.settled) and ns is VOID_NAMESPACE
+                for rows in backend._chunks(name, ns, table.unsettled_items() if settled else table.items(), size):
                     yield name, rows
-                if columns:
-                    keys, values = columns
-                    key_groups = pa.array(assign_key_groups(keys, backend.max_parallelism, backend.key_type))
-                    for start in range(0, len(keys), size):
-                        yield name, KeyedColumns(key_groups.slice(start, size), keys.slice(start, size),
-                                                 values.slice(start, size))
+                for chunk in table.settled_chunks(size) if settled else ():
+                    if isinstance(chunk, list):
+                        yield name, list(backend._rows(name, [(key, ns, value) for key, value in chunk]))
+                    else:
+                        keys, values = chunk
+                        key_groups = pa.array(assign_key_groups(keys, backend.max_parallelism, backend.key_type))
+                        yield name, KeyedColumns(key_groups, keys, values)
 
 
 class HeapKeyedStateBackend(KeyedStateBackend):

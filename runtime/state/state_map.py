@@ -301,15 +301,18 @@ class CompactStateMap(StateMap):
         for start in range(0, len(live), size):
             yield live[start:start + size]
 
-    def settled_columns(self) -> Optional[tuple]:
-        """(keys as a string column, values as an Arrow column) of the live settled entries, when
-        both have Arrow types (text keys, int64/float64/text values); else None."""
-        live = self._live()
-        if self._keys is None or self._keys.kind is not _TEXT:
-            return None
-        values = self._values.arrow(live)
-        keys = self._keys.arrow(live) if values is not None else None
-        return None if keys is None else (keys, values)
+    def settled_chunks(self, size: int) -> Iterator:
+        """The live settled entries, ``size`` at a time (a snapshot never copies the whole map):
+        (keys as a string column, values as an Arrow column) when both have Arrow types (text
+        keys; int64, float64 or text values), else a list of (key, value) pairs (pickled values,
+        a key that is not UTF-8: a lone surrogate)."""
+        for live in self._live_chunks(size):
+            values = self._values.arrow(live) if self._keys.kind is _TEXT else None
+            keys = self._keys.arrow(live) if values is not None else None
+            if keys is None:
+                yield list(zip(self._keys.decode(live), self._values.decode(live)))
+            else:
+                yield keys, values
 
     def unsettled_items(self):
         return dict.items(self)
