@@ -18,6 +18,9 @@ RUN pip install --no-cache-dir -e .
 COPY --chown=airflow:root dags ./dags
 COPY --chown=airflow:root plugins ./plugins
 COPY --chown=airflow:root include ./include
+# Byte-compiled in the image: an editable install compiles nothing, and each driver, Python worker
+# and task process would otherwise compile the engine's modules from source as it imports them.
+RUN python -m compileall -q runtime dags plugins include
 # Not loaded at start: `astro dev start` loads it itself; on a plain Airflow run
 # `python -m sluice_airflow.settings` (plugins/ is on the path in Airflow) once `airflow db migrate`
 # has created the database.
