@@ -12,7 +12,8 @@ import pytest
 from runtime.checkpoint.savepoint import read_state
 from runtime.checkpoint.storage import CheckpointStorage
 from runtime.common import Types
-from runtime.datastream import KeyedProcessFunction
+from runtime.common import WatermarkStrategy
+from runtime.datastream import KeyedProcessFunction, MapFunction
 from runtime.datastream.state import ValueStateDescriptor
 from runtime.state.backend import HEAP_COMPACT_AFTER, STATE_BACKEND
 from runtime.state.key_groups import KeyGroupRange
@@ -90,6 +91,45 @@ def test_a_subtasks_state_is_used_again_in_the_next_epoch(spark, tmp_path, backe
     assert "local state 2/2" in epochs[1].progress_line("stores")
 
 
+class _SourceSlot(MapFunction):
+    def open(self, runtime_context):
+        import os
+        self.where = (runtime_context.get_index_of_this_subtask(), os.getpid())
+
+    def map(self, value):
+        return value, self.where
+
+
+class _KeyedSlot(KeyedProcessFunction):
+    def open(self, runtime_context):
+        import os
+        self.where = (runtime_context.get_index_of_this_subtask(), os.getpid())
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+
+    def process_element(self, value, ctx):
+        self.count.update((self.count.value() or 0) + 1)
+        yield value[1], self.where
+
+
+def test_a_pipeline_runs_each_slots_subtasks_in_one_python_worker(spark, tmp_path):
+    """Flink's slot sharing (epoch_job.py): in a job that is one pipeline, slot i's source subtask
+    and keyed subtask run in the same Python worker every epoch, where the keyed one's state
+    stays: as many workers as slots (test_a_subtasks_state_is_used_again: the state kept)."""
+    from runtime.datastream.connectors import NumberSequenceSource
+    env = job_env(tmp_path, 2, epoch__max_records_per_split=10)
+    env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
+    numbers = env.from_source(NumberSequenceSource(1, 80), WatermarkStrategy.no_watermarks(), "numbers")
+    pairs = list(numbers.map(_SourceSlot()).key_by(lambda v: v[0] % 7)
+                 .process(_KeyedSlot()).uid("counts").execute_and_collect("slots"))
+    assert len(pairs) == 80
+    workers = {}        # slot -> the pids its source and keyed subtasks ran in, over 4 epochs
+    for source, keyed in pairs:
+        workers.setdefault(source[0], set()).add(source[1])
+        workers.setdefault(keyed[0], set()).add(keyed[1])
+    assert sorted(workers) == [0, 1] and all(len(pids) == 1 for pids in workers.values()), workers
+    assert len(set.union(*workers.values())) == 2           # a worker per slot, both stages in it
+
+
 def test_a_damaged_local_store_is_rebuilt_not_trusted(tmp_path, caplog):
     from runtime.task.task_state_manager import create_keyed_state_backend
     node = SimpleNamespace(operator_name="Counts", operator_id="op1")
@@ -122,11 +162,14 @@ def test_a_reused_python_worker_leaves_the_collector_little_to_scan(spark, tmp_p
      .process(RunningCount(), Types.TUPLE([Types.STRING(), Types.LONG()])).uid("counts")
      .execute_and_collect("settled-workers"))
 
-    def collectable(_):
+    def collectable(_, rows):
         import gc
         import os
         return [(os.getpid(), gc.get_freeze_count(), len(gc.get_objects()))]
-    workers = spark.sparkContext.parallelize(range(2), 2).mapPartitions(collectable).collect()
+    # The job ran in the slots' worker pools (one pipeline: epoch_job.py): ask their workers.
+    from runtime.execution.python_rdds import SLOT_POOLS, PythonRDDs
+    py = PythonRDDs(spark.sparkContext)
+    workers = py.collect([py.source(2, pinned=2, pool_group=SLOT_POOLS).then(collectable)])
     ran_tasks = [w for w in workers if w[1] > 0]
     assert ran_tasks, workers
     assert all(objects < 15_000 for _, _, objects in ran_tasks), workers

@@ -14,7 +14,7 @@ import pickle
 from pyspark import accumulators
 
 from runtime.execution.locality import StateLocality
-from runtime.execution.python_rdds import PythonRDDs
+from runtime.execution.python_rdds import SLOT_POOLS, PythonRDDs
 from runtime.graph.job_graph import JobGraph
 from runtime.task.operator_factory import snapshots_incrementally
 from runtime.task.stream_task import ACK
@@ -80,6 +80,14 @@ def _task_function(run_id: str, broadcast, tdds: dict, job_parameters: dict, ack
     return run
 
 
+def _is_one_pipeline(job_graph: JobGraph) -> bool:
+    """One source vertex, and every vertex at most one input and one output: its stages never
+    run at the same time."""
+    vertices = job_graph.vertices
+    return (sum(v.is_input_vertex for v in vertices) == 1
+            and all(len(job_graph.inputs_of(v.id)) <= 1 and len(job_graph.outputs_of(v.id)) <= 1 for v in vertices))
+
+
 def _payloads(index, rows):
     return (row[1] for row in rows)
 
@@ -107,14 +115,24 @@ class EpochJob:
         # Subtasks whose keyed state stays with them each run in a Python worker of their own,
         # which keeps it (a heap in memory, a RocksDB store open), on the executor where it is; in
         # local mode every task runs on the one executor, and the anchors would only cost py4j
-        # calls. A vertex whose state is restored every epoch (a vectorised window's panes) runs
-        # in the shared pool: its own pools would only cost workers.
+        # calls. A vertex whose state is restored every epoch (a vectorised window's panes) has
+        # no pools of its own: they would only cost workers.
         self.local_stores = frozenset(
             v.id for v in job_graph.vertices
             if not v.is_input_vertex and v.is_keyed and any(snapshots_incrementally(n) for n in v.operators))
-        # Two keyed vertices' stages may run at once: each vertex has pools of its own (by its
-        # place among the job's keyed vertices, so the next job of the session uses them again).
-        self.pool_groups = {v: g for g, v in enumerate(v.id for v in job_graph.vertices if v.id in self.local_stores)}
+        # Flink's slot sharing: slot i runs subtask i of every vertex, here in the Python worker
+        # pool of slot i (started with the session, spark.py). A job that is one pipeline with no
+        # more subtasks than slots runs its stages one after another, so each pool keeps one
+        # worker, and a keyed subtask's state stays in it beside the stateless subtasks of its slot:
+        # two Python workers on two cores, not four (bench/README.md, issue 35). Elsewhere two
+        # stages may run at once: a keyed vertex has pools of its own (by its place among the job's
+        # keyed vertices, so the next job of the session uses them again) and the other vertices
+        # run in Spark's shared pool, so that the slots' pools keep one worker each.
+        self.slots = sc.defaultParallelism
+        self.shares_slots = (_is_one_pipeline(job_graph)
+                             and max(v.parallelism for v in job_graph.vertices) <= self.slots)
+        keyed = [v.id for v in job_graph.vertices if v.id in self.local_stores]
+        self.pool_groups = {v: SLOT_POOLS if self.shares_slots else SLOT_POOLS + 1 + g for g, v in enumerate(keyed)}
         self.rdds = PythonRDDs(sc)
         self.locality = StateLocality(self.rdds, () if sc.master.startswith("local") else self.local_stores)
 
@@ -131,17 +149,16 @@ class EpochJob:
             task = _task_function(self.run_id, broadcast, {s: tdds[(v.id, s)] for s in range(v.parallelism)},
                                   self.job_parameters, acks_accumulator if outputs else None)
             if v.is_input_vertex:
-                stage = py.source(v.parallelism)
+                stage = py.source(v.parallelism, *self._pools(v))
             else:
                 parts = [stages[je.source_vertex].then(_OnEdge(je.data_set)) for je in job_graph.inputs_of(v.id)]
                 shuffled = self.locality.anchored(v.id, v.parallelism, py.partition_by(parts, v.parallelism))
-                stage = py.rows(shuffled, pinned=v.parallelism if v.id in self.local_stores else 0,
-                                pool_group=self.pool_groups.get(v.id, 0))
+                stage = py.rows(shuffled, *self._pools(v))
             stage = stage.then(task)
             if len(outputs) > 1:
                 # Several consumers: without caching each shuffle would run the vertex again.
                 cached.append(py.persist(py.materialize(stage)))
-                stage = py.rows(cached[-1])
+                stage = py.rows(cached[-1], *self._pools(v))
             if not outputs:
                 terminal.append(stage.then(_payloads))
             stages[v.id] = stage
@@ -157,6 +174,12 @@ class EpochJob:
         # its job returned.
         accumulators._accumulatorRegistry.pop(acks_accumulator.aid, None)
         return acks + collected
+
+    def _pools(self, v) -> tuple[int, int]:
+        """(pinned, pool group) of the vertex's stage (see __init__): (0, 0) for Spark's pool."""
+        if v.id in self.pool_groups:
+            return v.parallelism, self.pool_groups[v.id]
+        return (v.parallelism, SLOT_POOLS) if self.shares_slots else (0, 0)
 
     def release(self) -> None:
         """The run ends: the local stores' anchors go."""

@@ -18,10 +18,10 @@ one Python worker pass (as PySpark pipelines them); ``materialize`` makes it a J
 
 A *pinned* stage runs each of its partitions in a Python worker pool of its own: Spark keeps a
 pool of workers per environment, so partition i's function carries ``SLUICE_SLOT=g-i`` in its
-environment (g: the stage's pool group, one per keyed vertex of a job, so that two such stages
-running at once never share a pool and each pool needs one worker), over partition i of the
-input alone (a ``PartitionPruningRDD``), and the stage is
-their union. A reused worker then sees the same subtask every epoch, and keeps its local state
+environment (g: the stage's pool group: ``SLOT_POOLS`` for the slots' pools, which the session
+starts, or one of a keyed vertex's own, so that two stages running at once never share a pool
+and each pool needs one worker; execution/epoch_job.py chooses), over partition i of the input
+alone (a ``PartitionPruningRDD``), and the stage is their union. A reused worker then sees the same subtask every epoch, and keeps its local state
 store open between tasks (runtime.state.kept_stores); PySpark otherwise gives a task the first
 idle worker.
 """
@@ -40,6 +40,7 @@ _ROWS_OUT = AutoBatchedSerializer(CPickleSerializer())
 _ROWS_IN = BatchedSerializer(CPickleSerializer())
 SHUFFLE_BATCH = 1024        # rows per pickled batch a shuffle writes (PySpark's default batch)
 SLOT = "SLUICE_SLOT"        # a pinned stage's pool ("group-partition"), in its Python workers' environment
+SLOT_POOLS = 0              # the pool group of the slots' pools (slot i: pool "0-i"), started with the session
 
 
 def channel(c):
@@ -173,12 +174,12 @@ class PythonRDDs:
         self._profiling = (sc.profiler_collector is not None
                            and sc.getConf().get("spark.python.profile", "false") == "true")
 
-    def source(self, parallelism: int) -> Stage:
-        """A stage of ``parallelism`` partitions without input rows."""
+    def source(self, parallelism: int, pinned: int = 0, pool_group: int = 0) -> Stage:
+        """A stage of ``parallelism`` partitions without input rows; ``pinned`` as for ``rows``."""
         empty = self._java.empty.get(parallelism)
         if empty is None:
             empty = self._java.empty.setdefault(parallelism, self.sc.parallelize([], parallelism)._jrdd.rdd())
-        return Stage(empty, _no_input)
+        return Stage(empty, _no_input, pinned=pinned, pool_group=pool_group)
 
     def rows(self, rdd, pinned: int = 0, pool_group: int = 0) -> Stage:
         """A stage over the rows of a JVM RDD made here (pickled batches); ``pinned``: its

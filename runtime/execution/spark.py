@@ -197,8 +197,8 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel(SPARK_LOG_LEVEL)
         _deploy_store_env(session.sparkContext)
-        _start_python_workers(session.sparkContext)
         python_rdds.prepare(session.sparkContext)       # the Java objects every run builds its RDDs with
+        _start_python_workers(session.sparkContext)
         return session
 
 
@@ -253,27 +253,39 @@ def _deploy_store_env(sc) -> None:
     sc.environment.update(deployment_env())
 
 
-def _warm_up(rows):
+def _warm_up(index, rows):
     import gc
 
     import pyarrow as pa
     import runtime.connectors.files  # noqa: F401  (imports the task side: operators, state, windows)
     import runtime.task.stream_task  # noqa: F401
+    for _ in rows:      # read to its end: a worker that leaves input unread is replaced, not reused
+        pass
     pa.array(["x"])     # pyarrow imports pandas lazily on first use: do it now
     # The imports stay for the worker's life: out of the cyclic collector's scans (epoch_job's
     # settling of a worker's first run then collects only what that run made).
     gc.collect()
     gc.freeze()
-    return [(i, b"") for i in rows]
+    return [(index, b"")]
+
+
+def _drain(index, rows):
+    for _ in rows:
+        pass
+    return iter(())
 
 
 def _start_python_workers(sc) -> None:
-    """Start one Python worker per slot with the engine imported, and take the JVM once through
-    a shuffle and a collect as an epoch does, as TaskManagers start before jobs: the first epoch
-    pays neither the interpreter start and imports nor the JVM's first shuffle (loading Kryo,
-    the shuffle writer and reader: ~0.7 s of its first stage boundary)."""
+    """Start the Python worker of each slot's pool (python_rdds.SLOT_POOLS, one per core) with
+    the engine imported, and take the JVM once through a shuffle and a collect as an epoch does,
+    as TaskManagers start before jobs: the first epoch pays neither the interpreter start and
+    imports nor the JVM's first shuffle (loading Kryo, the shuffle writer and reader: ~0.7 s of
+    its first stage boundary)."""
     slots = sc.defaultParallelism
-    sc.parallelize(range(slots), slots).mapPartitions(_warm_up).partitionBy(slots).keys().collect()
+    py = python_rdds.PythonRDDs(sc)
+    started = py.source(slots, pinned=slots, pool_group=python_rdds.SLOT_POOLS).then(_warm_up)
+    py.collect([py.rows(py.partition_by([started], slots), pinned=slots, pool_group=python_rdds.SLOT_POOLS)
+                .then(_drain)])
 
 
 def _python() -> str:
