@@ -80,14 +80,6 @@ def _task_function(run_id: str, broadcast, tdds: dict, job_parameters: dict, ack
     return run
 
 
-def _is_one_pipeline(job_graph: JobGraph) -> bool:
-    """One source vertex, and every vertex at most one input and one output: its stages never
-    run at the same time."""
-    vertices = job_graph.vertices
-    return (sum(v.is_input_vertex for v in vertices) == 1
-            and all(len(job_graph.inputs_of(v.id)) <= 1 and len(job_graph.outputs_of(v.id)) <= 1 for v in vertices))
-
-
 def _payloads(index, rows):
     return (row[1] for row in rows)
 
@@ -129,7 +121,7 @@ class EpochJob:
         # keyed vertices, so the next job of the session uses them again) and the other vertices
         # run in Spark's shared pool, so that the slots' pools keep one worker each.
         self.slots = sc.defaultParallelism
-        self.shares_slots = (_is_one_pipeline(job_graph)
+        self.shares_slots = (job_graph.is_one_pipeline()
                              and max(v.parallelism for v in job_graph.vertices) <= self.slots)
         keyed = [v.id for v in job_graph.vertices if v.id in self.local_stores]
         self.pool_groups = {v: SLOT_POOLS if self.shares_slots else SLOT_POOLS + 1 + g for g, v in enumerate(keyed)}

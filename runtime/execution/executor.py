@@ -97,7 +97,8 @@ class JobRunner:
                                     self.run_id, self.run_dir, self.batch)
         self.checkpoints = CheckpointCompletion(job_graph, self.coordinator, self.sources, self.states, self._report)
         self.spark = spark or get_spark_session(options.master, f"sluice: {stream_graph.job_name}",
-                                                dependencies.spark_settings(configuration))
+                                                dependencies.spark_settings(configuration),
+                                                slot_pools=job_graph.is_one_pipeline())
         dependencies.apply(self.spark, configuration)   # add_python_file, add_jars, set_python_requirements
         # Fails with Flink's NoResourceAvailableException when the cluster has too few slots.
         required = sum(slots_required_per_group(self.execution_graph).values())

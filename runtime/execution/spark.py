@@ -147,9 +147,12 @@ def _with_delta(builder, settings: dict, local: bool = False):
     return builder
 
 
-def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[dict] = None):
+def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[dict] = None,
+                      slot_pools: bool = True):
     """The process's SparkSession, created on first use (start-up is paid once per run) with
-    ``settings`` (Spark configuration keys) on top of Sluice's own."""
+    ``settings`` (Spark configuration keys) on top of Sluice's own. Its Python workers start
+    with it: in the slots' pools, or (``slot_pools`` false: the job it starts for is not one
+    pipeline, execution/epoch_job.py) in Spark's shared pool."""
     from pyspark.sql import SparkSession
     with _lock:
         active = SparkSession.getActiveSession()
@@ -198,7 +201,7 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
         session.sparkContext.setLogLevel(SPARK_LOG_LEVEL)
         _deploy_store_env(session.sparkContext)
         python_rdds.prepare(session.sparkContext)       # the Java objects every run builds its RDDs with
-        _start_python_workers(session.sparkContext)
+        _start_python_workers(session.sparkContext, slot_pools)
         return session
 
 
@@ -275,17 +278,17 @@ def _drain(index, rows):
     return iter(())
 
 
-def _start_python_workers(sc) -> None:
-    """Start the Python worker of each slot's pool (python_rdds.SLOT_POOLS, one per core) with
-    the engine imported, and take the JVM once through a shuffle and a collect as an epoch does,
-    as TaskManagers start before jobs: the first epoch pays neither the interpreter start and
-    imports nor the JVM's first shuffle (loading Kryo, the shuffle writer and reader: ~0.7 s of
-    its first stage boundary)."""
+def _start_python_workers(sc, slot_pools: bool) -> None:
+    """Start a Python worker per slot with the engine imported, in the slots' pools
+    (python_rdds.SLOT_POOLS) or in Spark's shared pool, and take the JVM once through a shuffle
+    and a collect as an epoch does, as TaskManagers start before jobs: the first epoch pays
+    neither the interpreter start and imports nor the JVM's first shuffle (loading Kryo, the
+    shuffle writer and reader: ~0.7 s of its first stage boundary)."""
     slots = sc.defaultParallelism
+    pinned = (slots, python_rdds.SLOT_POOLS) if slot_pools else (0, 0)
     py = python_rdds.PythonRDDs(sc)
-    started = py.source(slots, pinned=slots, pool_group=python_rdds.SLOT_POOLS).then(_warm_up)
-    py.collect([py.rows(py.partition_by([started], slots), pinned=slots, pool_group=python_rdds.SLOT_POOLS)
-                .then(_drain)])
+    started = py.source(slots, *pinned).then(_warm_up)
+    py.collect([py.rows(py.partition_by([started], slots), *pinned).then(_drain)])
 
 
 def _python() -> str:

@@ -99,6 +99,12 @@ class JobGraph:
     def outputs_of(self, vertex_id: int) -> tuple[JobEdge, ...]:
         return tuple(e for e in self.edges if e.source_vertex == vertex_id)
 
+    def is_one_pipeline(self) -> bool:
+        """One source vertex, and every vertex at most one input and one output: the job's
+        stages run one after another, never two at once."""
+        return (sum(v.is_input_vertex for v in self.vertices) == 1
+                and all(len(self.inputs_of(v.id)) <= 1 and len(self.outputs_of(v.id)) <= 1 for v in self.vertices))
+
     @property
     def settings(self):
         return self.stream_graph.settings
