@@ -97,6 +97,30 @@ def test_job_edges_and_data_sets(env):
     assert [d.producer for d in graph.data_sets] == [e.source_vertex for e in graph.edges]
 
 
+def test_one_pipeline_is_one_source_and_a_single_line_of_vertices():
+    """Its stages run one after another (execution/epoch_job.py shares the slots' pools)."""
+    def graph_of(env):
+        return create_job_graph(env.get_stream_graph())
+
+    def graph(build):
+        env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(2)
+        build(env)
+        return graph_of(env)
+    assert graph(lambda env: env.from_collection([1, 2]).key_by(lambda x: x).map(lambda x: x).print()).is_one_pipeline()
+    keyed_twice = graph(lambda env: env.from_collection([1]).key_by(lambda x: x).map(lambda x: x)
+                        .key_by(lambda x: -x).map(lambda x: x).print())
+    assert len(keyed_twice.vertices) == 3 and keyed_twice.is_one_pipeline()
+    assert not graph(lambda env: env.from_collection([1]).union(env.from_collection([2])).key_by(lambda x: x)
+                     .map(lambda x: x).print()).is_one_pipeline()         # two sources
+    def two_consumers(env):
+        keyed = env.from_collection([1]).key_by(lambda x: x).map(lambda x: x)
+        keyed.print()       # chained: still one line
+        keyed.map(lambda x: x).set_parallelism(1).print()
+        assert graph_of(env).is_one_pipeline()
+        keyed.map(lambda x: x).set_parallelism(3).print()
+    assert not graph(two_consumers).is_one_pipeline()       # a vertex with two outputs
+
+
 def test_job_graph_is_a_pure_function_of_the_stream_graph(env):
     src(env).map(lambda x: x).key_by(lambda x: x).sum(0).print()
     stream_graph = env.get_stream_graph()
