@@ -11,8 +11,7 @@ import pytest
 
 from runtime.checkpoint.savepoint import read_state
 from runtime.checkpoint.storage import CheckpointStorage
-from runtime.common import Types
-from runtime.common import WatermarkStrategy
+from runtime.common import Types, WatermarkStrategy
 from runtime.datastream import KeyedProcessFunction, MapFunction
 from runtime.datastream.state import ValueStateDescriptor
 from runtime.state.backend import HEAP_COMPACT_AFTER, STATE_BACKEND

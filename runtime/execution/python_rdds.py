@@ -72,9 +72,10 @@ class _Pinned:
         return self.func(int(os.environ[SLOT].rsplit("-", 1)[1]), rows)
 
 
-def _no_input(index: int, rows: Iterator) -> Iterator:
-    # The input of a source stage (an empty parallelized partition) is read to its end: a Python
-    # worker that leaves input unread is not given back to Spark's pool but replaced.
+def read_to_end(index: int, rows: Iterator) -> Iterator:
+    """Nothing, once ``rows`` are read (a source stage's empty input, a stage whose rows are not
+    needed): a Python worker that leaves input unread is not given back to Spark's pool but
+    replaced."""
     for _ in rows:
         pass
     return iter(())
@@ -179,7 +180,7 @@ class PythonRDDs:
         empty = self._java.empty.get(parallelism)
         if empty is None:
             empty = self._java.empty.setdefault(parallelism, self.sc.parallelize([], parallelism)._jrdd.rdd())
-        return Stage(empty, _no_input, pinned=pinned, pool_group=pool_group)
+        return Stage(empty, read_to_end, pinned=pinned, pool_group=pool_group)
 
     def rows(self, rdd, pinned: int = 0, pool_group: int = 0) -> Stage:
         """A stage over the rows of a JVM RDD made here (pickled batches); ``pinned``: its

@@ -256,26 +256,18 @@ def _deploy_store_env(sc) -> None:
     sc.environment.update(deployment_env())
 
 
-def _warm_up(index, rows):
+def _warm_up(index, rows):     # rows: none (a source stage read its empty input)
     import gc
 
     import pyarrow as pa
     import runtime.connectors.files  # noqa: F401  (imports the task side: operators, state, windows)
     import runtime.task.stream_task  # noqa: F401
-    for _ in rows:      # read to its end: a worker that leaves input unread is replaced, not reused
-        pass
     pa.array(["x"])     # pyarrow imports pandas lazily on first use: do it now
     # The imports stay for the worker's life: out of the cyclic collector's scans (epoch_job's
     # settling of a worker's first run then collects only what that run made).
     gc.collect()
     gc.freeze()
     return [(index, b"")]
-
-
-def _drain(index, rows):
-    for _ in rows:
-        pass
-    return iter(())
 
 
 def _start_python_workers(sc, slot_pools: bool) -> None:
@@ -288,7 +280,7 @@ def _start_python_workers(sc, slot_pools: bool) -> None:
     pinned = (slots, python_rdds.SLOT_POOLS) if slot_pools else (0, 0)
     py = python_rdds.PythonRDDs(sc)
     started = py.source(slots, *pinned).then(_warm_up)
-    py.collect([py.rows(py.partition_by([started], slots), *pinned).then(_drain)])
+    py.collect([py.rows(py.partition_by([started], slots), *pinned).then(python_rdds.read_to_end)])
 
 
 def _python() -> str:
