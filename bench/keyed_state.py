@@ -247,7 +247,8 @@ def role_sluice(spec):
     p, keys, epochs = spec["parallelism"], spec["keys"], spec["epochs"]
     build_split, small_split, build_total, small_total = epoch_totals(keys, spec["small_records"], p, epochs)
     t = time.perf_counter()
-    spark = get_spark_session(f"local[{p}]", f"sluice: bench keyed state {spec['variant']}")
+    # Its job is one pipeline whose keyed subtasks keep their state: it runs in the slots' pools.
+    spark = get_spark_session(f"local[{p}]", f"sluice: bench keyed state {spec['variant']}", slot_pools=True)
     warm = os.path.join(spec["workdir"], "warm-up")      # the first jobs of a session are slow
     run_sluice_job(spark, spec, 200, warm, 3, 100, 50)
     import pyarrow as pa

@@ -129,6 +129,28 @@ def test_a_pipeline_runs_each_slots_subtasks_in_one_python_worker(spark, tmp_pat
     assert len(set.union(*workers.values())) == 2           # a worker per slot, both stages in it
 
 
+def test_only_a_pipeline_with_local_stores_within_the_slots_shares_them():
+    """A stateless pipeline, or a vectorised window (its panes restored every epoch), keeps Spark's
+    shared pool (one Python daemon, not one per slot); a keyed pipeline with more subtasks than
+    slots has its keyed vertex's own pools, and the session starts its workers where its job runs."""
+    from runtime.common import Time
+    from runtime.datastream import StreamExecutionEnvironment, TumblingEventTimeWindows
+    from runtime.execution.epoch_job import shares_slots
+    from runtime.graph.job_graph import create_job_graph
+
+    def graph(build, parallelism=2):
+        env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(parallelism)
+        build(env.from_collection([(1, 2)]))
+        return create_job_graph(env.get_stream_graph())
+    keyed_sum = graph(lambda s: s.key_by(lambda v: v[0]).sum(1).print())
+    assert shares_slots(keyed_sum, 2) and not shares_slots(keyed_sum, 1)
+    assert not shares_slots(graph(lambda s: s.key_by(lambda v: v[0]).sum(1).print(), 3), 2)
+    assert not shares_slots(graph(lambda s: s.map(lambda v: v).print()), 2)
+    windowed = graph(lambda s: s.key_by(lambda v: v[0]).window(TumblingEventTimeWindows.of(Time.seconds(5))).sum(1)
+                     .print())
+    assert windowed.is_one_pipeline() and not shares_slots(windowed, 2)
+
+
 def test_a_damaged_local_store_is_rebuilt_not_trusted(tmp_path, caplog):
     from runtime.task.task_state_manager import create_keyed_state_backend
     node = SimpleNamespace(operator_name="Counts", operator_id="op1")

@@ -96,6 +96,29 @@ class _OnEdge:
 
 # ---- on the driver -----------------------------------------------------------------------
 
+def local_store_vertices(job_graph: JobGraph) -> frozenset:
+    """The vertices whose subtasks keep their keyed state with them, each in a Python worker of
+    its own, which keeps it (a heap in memory, a RocksDB store open) between epochs. A vertex whose
+    state is restored every epoch (a vectorised window's panes) has no pools of its own: they
+    would only cost workers."""
+    return frozenset(v.id for v in job_graph.vertices
+                     if not v.is_input_vertex and v.is_keyed and any(snapshots_incrementally(n) for n in v.operators))
+
+
+def shares_slots(job_graph: JobGraph, slots: int) -> bool:
+    """Flink's slot sharing: slot i runs subtask i of every vertex, here in the Python worker pool
+    of slot i (started with the session, spark.py). A job that is one pipeline with no more
+    subtasks than slots runs its stages one after another, so each pool keeps one worker, and a
+    keyed subtask's state stays in it beside the stateless subtasks of its slot: two Python workers
+    on two cores, not four (bench/README.md, issue 35). Only a job with local stores gains (the
+    others keep Spark's shared pool: one Python daemon, not one per slot). Elsewhere two stages
+    may run at once: a keyed vertex has pools of its own (by its place among the job's keyed
+    vertices, so the next job of the session uses them again) and the other vertices run in
+    Spark's shared pool, so that the slots' pools keep one worker each."""
+    return (job_graph.is_one_pipeline() and bool(local_store_vertices(job_graph))
+            and max(v.parallelism for v in job_graph.vertices) <= slots)
+
+
 class EpochJob:
     """Builds and runs each epoch's Spark job for one job run."""
 
@@ -104,28 +127,13 @@ class EpochJob:
         self.job_graph = job_graph
         self.run_id = run_id
         self.job_parameters = job_parameters
-        # Subtasks whose keyed state stays with them each run in a Python worker of their own,
-        # which keeps it (a heap in memory, a RocksDB store open), on the executor where it is; in
-        # local mode every task runs on the one executor, and the anchors would only cost py4j
-        # calls. A vertex whose state is restored every epoch (a vectorised window's panes) has
-        # no pools of its own: they would only cost workers.
-        self.local_stores = frozenset(
-            v.id for v in job_graph.vertices
-            if not v.is_input_vertex and v.is_keyed and any(snapshots_incrementally(n) for n in v.operators))
-        # Flink's slot sharing: slot i runs subtask i of every vertex, here in the Python worker
-        # pool of slot i (started with the session, spark.py). A job that is one pipeline with no
-        # more subtasks than slots runs its stages one after another, so each pool keeps one
-        # worker, and a keyed subtask's state stays in it beside the stateless subtasks of its slot:
-        # two Python workers on two cores, not four (bench/README.md, issue 35). Elsewhere two
-        # stages may run at once: a keyed vertex has pools of its own (by its place among the job's
-        # keyed vertices, so the next job of the session uses them again) and the other vertices
-        # run in Spark's shared pool, so that the slots' pools keep one worker each.
+        self.local_stores = local_store_vertices(job_graph)
         self.slots = sc.defaultParallelism
-        self.shares_slots = (job_graph.is_one_pipeline()
-                             and max(v.parallelism for v in job_graph.vertices) <= self.slots)
+        self.shares_slots = shares_slots(job_graph, self.slots)
         keyed = [v.id for v in job_graph.vertices if v.id in self.local_stores]
         self.pool_groups = {v: SLOT_POOLS if self.shares_slots else SLOT_POOLS + 1 + g for g, v in enumerate(keyed)}
         self.rdds = PythonRDDs(sc)
+        # In local mode every task runs on the one executor: anchors would only cost py4j calls.
         self.locality = StateLocality(self.rdds, () if sc.master.startswith("local") else self.local_stores)
 
     def run(self, epoch: int, broadcast, tdds: dict) -> list:

@@ -18,6 +18,7 @@ import os
 import threading
 import time
 from dataclasses import asdict
+from functools import partial
 from typing import Optional
 
 from runtime.checkpoint.coordinator import CheckpointCoordinator
@@ -26,7 +27,7 @@ from runtime.checkpoint.storage import CheckpointStorage
 from runtime.common.watermark_strategy import MIN_WATERMARK
 from runtime.execution import dependencies
 from runtime.execution.checkpoint_completion import CheckpointCompletion
-from runtime.execution.epoch_job import EpochJob
+from runtime.execution.epoch_job import EpochJob, shares_slots
 from runtime.execution.epoch_planner import EpochPlanner
 from runtime.execution.history import RUNNING, ExecutionRecord, RunRecorder
 from runtime.execution.job_execution_result import EpochSummary, JobExecutionException, JobExecutionResult
@@ -98,7 +99,7 @@ class JobRunner:
         self.checkpoints = CheckpointCompletion(job_graph, self.coordinator, self.sources, self.states, self._report)
         self.spark = spark or get_spark_session(options.master, f"sluice: {stream_graph.job_name}",
                                                 dependencies.spark_settings(configuration),
-                                                slot_pools=job_graph.is_one_pipeline())
+                                                slot_pools=partial(shares_slots, job_graph))
         dependencies.apply(self.spark, configuration)   # add_python_file, add_jars, set_python_requirements
         # Fails with Flink's NoResourceAvailableException when the cluster has too few slots.
         required = sum(slots_required_per_group(self.execution_graph).values())

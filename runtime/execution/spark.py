@@ -12,7 +12,7 @@ import os
 import re
 import subprocess
 import threading
-from typing import Optional
+from typing import Callable, Optional, Union
 
 from runtime.execution import python_rdds
 from runtime.scheduler.slots import TaskManager
@@ -148,11 +148,12 @@ def _with_delta(builder, settings: dict, local: bool = False):
 
 
 def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[dict] = None,
-                      slot_pools: bool = True):
+                      slot_pools: Union[bool, Callable[[int], bool]] = False):
     """The process's SparkSession, created on first use (start-up is paid once per run) with
     ``settings`` (Spark configuration keys) on top of Sluice's own. Its Python workers start
-    with it: in the slots' pools, or (``slot_pools`` false: the job it starts for is not one
-    pipeline, execution/epoch_job.py) in Spark's shared pool."""
+    with it where the job it starts for will run them: in the slots' pools, or (``slot_pools``
+    false, or false for the session's number of slots: epoch_job.shares_slots) in Spark's shared
+    pool."""
     from pyspark.sql import SparkSession
     with _lock:
         active = SparkSession.getActiveSession()
@@ -201,7 +202,8 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
         session.sparkContext.setLogLevel(SPARK_LOG_LEVEL)
         _deploy_store_env(session.sparkContext)
         python_rdds.prepare(session.sparkContext)       # the Java objects every run builds its RDDs with
-        _start_python_workers(session.sparkContext, slot_pools)
+        slots = session.sparkContext.defaultParallelism
+        _start_python_workers(session.sparkContext, slot_pools(slots) if callable(slot_pools) else slot_pools)
         return session
 
 
