@@ -97,11 +97,11 @@ def window_of(ts):
 
 def role_sluice(spec):
     """The seed word count, a Python function per record."""
-    def build(env):
+    def build(env, folder):
         from runtime.common import Time, Types, WatermarkStrategy
         from runtime.datastream import TumblingEventTimeWindows
         return (
-            env.read_text_file(spec["input"])
+            env.read_text_file(folder)
             .flat_map(split_line, output_type=Types.TUPLE([Types.STRING(), Types.LONG(), Types.LONG()]))
             .assign_timestamps_and_watermarks(
                 WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(event_timestamp))
@@ -114,11 +114,11 @@ def role_sluice(spec):
 def role_sluice_batches(spec):
     """The seed word count with an Arrow-batch function: the records stay Arrow up to the window's
     pre-aggregation (the records keep the timestamps split_lines gives them)."""
-    def build(env):
+    def build(env, folder):
         from runtime.common import Time, Types, WatermarkStrategy
         from runtime.datastream import TumblingEventTimeWindows
         return (
-            env.read_text_file(spec["input"])
+            env.read_text_file(folder)
             .map_batches(split_lines, output_type=Types.TUPLE([Types.STRING(), Types.LONG(), Types.LONG()]))
             .assign_timestamps_and_watermarks(WatermarkStrategy.for_monotonous_timestamps())
             .key_by(0)
@@ -128,15 +128,20 @@ def role_sluice_batches(spec):
 
 
 def _run_sluice(spec, build):
-    """Run the job ``build(env)`` makes on local Spark, collecting its results."""
+    """Run the job ``build(env, input folder)`` makes on local Spark, collecting its results."""
     sys.path.insert(0, REPO)
     from runtime.common import Configuration
     from runtime.datastream import StreamExecutionEnvironment
 
     metrics = {}
-    conf = Configuration()
-    conf.set_string("sluice.spark.master", f"local[{spec['parallelism']}]")
-    conf.set_string("sluice.warehouse", spec["warehouse"])
+
+    def collect(folder, warehouse):
+        conf = Configuration()
+        conf.set_string("sluice.spark.master", f"local[{spec['parallelism']}]")
+        conf.set_string("sluice.warehouse", warehouse)
+        env = StreamExecutionEnvironment.get_execution_environment(conf)
+        env.set_parallelism(spec["parallelism"])
+        return list(build(env, folder).execute_and_collect("bench wordcount"))
 
     # Start Spark before the clock, as the Structured Streaming role does (startup is reported
     # apart). get_spark_session is what the executor calls; it returns this session then.
@@ -146,6 +151,16 @@ def _run_sluice(spec, build):
         get_spark_session(f"local[{spec['parallelism']}]", "sluice: bench wordcount")
     except Exception as e:  # the engine may have moved: then startup is inside the job time
         metrics["note_startup"] = f"could not pre-start Spark ({type(e).__name__}: {e})"
+    if spec.get("warm_up", True):
+        # The same job once on two lines a split, as the Structured Streaming role runs its query:
+        # the process's first job pays its code's first use (imports, the JVM's and the workers'
+        # first run of the job's paths, delta-rs's first commit), start-up here, not job time.
+        warm = spec["warehouse"] + "-warm-up"
+        shutil.rmtree(warm, ignore_errors=True)
+        folder = two_line_input(os.path.join(warm, "input"), spec["parallelism"])
+        t1 = time.perf_counter()
+        collect(folder, os.path.join(warm, "warehouse"))
+        metrics["warm_up_s"] = time.perf_counter() - t1
     metrics["startup_s"] = time.perf_counter() - t
 
     # Keep the JobExecutionResult (epochs, records in/out, collected records) as well: the
@@ -165,9 +180,7 @@ def _run_sluice(spec, build):
         metrics["note_capture"] = f"job result not captured ({type(e).__name__}: {e})"
 
     t = time.perf_counter()
-    env = StreamExecutionEnvironment.get_execution_environment(conf)
-    env.set_parallelism(spec["parallelism"])
-    records = list(build(env).execute_and_collect("bench wordcount"))
+    records = collect(spec["input"], spec["warehouse"])
     metrics["job_s"] = time.perf_counter() - t
     if token is not None:
         current_executor.reset(token)
@@ -197,16 +210,15 @@ def role_sss(spec):
     metrics = {}
     t = time.perf_counter()
     spark = competitor.structured_streaming_session("structured streaming bench wordcount", spec["parallelism"])
-    # Warm up as Sluice's session start does (its Python workers, its first shuffle): the same
-    # query once on two lines, so the JVM's first-query costs (code generation, class loading,
-    # RocksDB) are start-up here too, not job time.
-    warm = spec["checkpoint"] + "-warm-up"
-    shutil.rmtree(warm, ignore_errors=True)
-    os.makedirs(os.path.join(warm, "input"), exist_ok=True)
-    with open(os.path.join(warm, "input", "part-0.txt"), "w") as f:
-        f.write(f"{T0_MS} a b\n{T0_MS + 2 * WINDOW_MS} a\n")
-    _sss_query(spark, os.path.join(warm, "input"), os.path.join(warm, "sink"),
-               os.path.join(warm, "checkpoint")).awaitTermination()
+    # Warm up as the Sluice roles do: the same query once on two lines a split, so the JVM's
+    # first-query costs (code generation, class loading, RocksDB) are start-up here too, not job time.
+    if spec.get("warm_up", True):
+        warm = spec["checkpoint"] + "-warm-up"
+        shutil.rmtree(warm, ignore_errors=True)
+        t1 = time.perf_counter()
+        _sss_query(spark, two_line_input(os.path.join(warm, "input"), spec["parallelism"]),
+                   os.path.join(warm, "sink"), os.path.join(warm, "checkpoint")).awaitTermination()
+        metrics["warm_up_s"] = time.perf_counter() - t1
     metrics["startup_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -233,6 +245,15 @@ def role_sss(spec):
         write_results(spec["out"], out["window_start"].tolist(), out["word"].tolist(), out["count"].tolist())
         metrics["result_records"] = len(out)
     return metrics
+
+
+def two_line_input(folder, splits):
+    """A warm-up run's input: two lines in each of ``splits`` files, in two windows."""
+    os.makedirs(folder, exist_ok=True)
+    for i in range(splits):
+        with open(os.path.join(folder, f"part-{i}.txt"), "w") as f:
+            f.write(f"{T0_MS} a b\n{T0_MS + 2 * WINDOW_MS} a\n")
+    return folder
 
 
 def _sss_query(spark, input_folder, sink, checkpoint):
@@ -542,7 +563,7 @@ def report(results, corpus, args):
         e2e = words / m["wall_s"] if ok and m.get("wall_s") else None
         rows.append({"name": name, "label": label, "words": words, "ok": ok, "rate": rate, "e2e": e2e,
                      "job_s": m.get("job_s") if ok else None, "wall_s": m.get("wall_s"),
-                     "startup_s": m.get("startup_s") if ok else None,
+                     "startup_s": m.get("startup_s") if ok else None, "warm_up_s": m.get("warm_up_s") if ok else None,
                      "peak": m.get("peak_rss"), "peak_jvm": m.get("peak_rss_jvm"), "cpu_s": m.get("cpu_s"),
                      "load": m.get("load_before"),
                      "check": m.get("check", "-"), "error": m.get("error")})
@@ -550,13 +571,13 @@ def report(results, corpus, args):
     def f(x, fmt):
         return "-" if x is None else format(x, fmt)
 
-    header = ("| competitor | words | words/s (job) | job s | wall s (incl. start-up) | words/s (wall) "
-              "| CPU s (tree) | peak RSS MiB (tree) | of which JVM MiB | load before | counts |")
-    md = [header, "|" + "---|" * 11]
+    header = ("| competitor | words | words/s (job) | job s | warm-up run s | wall s (incl. start-up) "
+              "| words/s (wall) | CPU s (tree) | peak RSS MiB (tree) | of which JVM MiB | load before | counts |")
+    md = [header, "|" + "---|" * 12]
     for r in rows:
         status = r["check"] if r["ok"] else f"FAILED: {(r['error'] or '').splitlines()[0][:80]}"
         md.append(f"| {r['label']} | {r['words']:,} | {f(r['rate'], ',.0f')} | {f(r['job_s'], '.2f')} "
-                  f"| {f(r['wall_s'], '.1f')} | {f(r['e2e'], ',.0f')} | {f(r['cpu_s'], '.1f')} "
+                  f"| {f(r['warm_up_s'], '.2f')} | {f(r['wall_s'], '.1f')} | {f(r['e2e'], ',.0f')} | {f(r['cpu_s'], '.1f')} "
                   f"| {_mib(r['peak'])} | {_mib(r['peak_jvm'])} | {f(r['load'], '.2f')} | {status} |")
     by = {r["name"]: r for r in rows}
 
@@ -601,6 +622,8 @@ def main(argv=None):
     parser.add_argument("--parallelism", type=int, default=os.cpu_count() or 2,
                         help="source splits, Spark cores and job parallelism (default: cores)")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds per competitor")
+    parser.add_argument("--cold", action="store_true",
+                        help="no warm-up run before the Sluice and Structured Streaming jobs' clocks")
     parser.add_argument("--pyflink-worker-mode", choices=("process", "loopback"), default="process",
                         help="PyFlink's Python workers: separate processes (as on a cluster; default) "
                              "or loopback (in the client process, PyFlink's local default)")
@@ -618,7 +641,8 @@ def main(argv=None):
         skip.add("pyflink")
     workdir = args.workdir or tempfile.mkdtemp(prefix="sluice-bench-")
     os.makedirs(workdir, exist_ok=True)
-    for sub in ("corpus", "slice", "results", "sss", "sluice-warehouse", "sluice-batches-warehouse"):
+    for sub in ("corpus", "slice", "results", "sss", "sluice-warehouse", "sluice-batches-warehouse",
+                "sluice-warehouse-warm-up", "sluice-batches-warehouse-warm-up"):
         shutil.rmtree(os.path.join(workdir, sub), ignore_errors=True)
     par = args.parallelism
     print(f"Windowed WordCount benchmark: {args.words:,} words, vocabulary {args.vocabulary:,} "
@@ -653,7 +677,7 @@ def main(argv=None):
     if "sluice" not in skip:
         results["sluice"] = run_competitor(
             "sluice", "sluice", me, {"input": corpus_dir, "parallelism": par,
-                                     "warehouse": os.path.join(workdir, "sluice-warehouse")},
+                                     "warehouse": os.path.join(workdir, "sluice-warehouse"), "warm_up": not args.cold},
             workdir, args.timeout, spark_env)
         check("sluice", truth, "Sluice vs generator (= floor)")
 
@@ -661,7 +685,7 @@ def main(argv=None):
         results["sluice_batches"] = run_competitor(
             "sluice_batches", "sluice_batches", me,
             {"input": corpus_dir, "parallelism": par,
-             "warehouse": os.path.join(workdir, "sluice-batches-warehouse")},
+             "warehouse": os.path.join(workdir, "sluice-batches-warehouse"), "warm_up": not args.cold},
             workdir, args.timeout, spark_env)
         check("sluice_batches", truth, "Sluice with an Arrow-batch function vs generator")
 
@@ -669,7 +693,7 @@ def main(argv=None):
         results["sss"] = run_competitor(
             "sss", "sss", me, {"input": corpus_dir, "parallelism": par,
                                "sink": os.path.join(workdir, "sss", "out"),
-                               "checkpoint": os.path.join(workdir, "sss", "checkpoint")},
+                               "checkpoint": os.path.join(workdir, "sss", "checkpoint"), "warm_up": not args.cold},
             workdir, args.timeout, spark_env)
         m = results["sss"]
         wm = m.get("final_watermark")

@@ -36,6 +36,7 @@ class _AckAccumulatorParam:
 _JOB_GRAPHS: dict = {}
 _KEPT_JOB_GRAPHS = 4        # runs whose job graphs a worker keeps (the latest ones)
 _SETTLED_RUNS: set = set()
+_settled_since_unfreeze = 0     # runs settled since the last full collection
 
 
 def _job_graph_in_worker(run_id: str, broadcast) -> JobGraph:
@@ -54,14 +55,18 @@ def _settle_worker_heap(run_id: str) -> None:
     A reused PySpark worker runs a full gc.collect() after every task, before it reads the next
     one: over the 60,000 objects of a worker's imports that took 30-60 ms, between the two stages
     of every epoch (most of the worker's CPU in a small epoch). Frozen objects are still freed by
-    reference counting; cycles among them wait for the next run's settling, which unfreezes and
-    collects everything first, so a worker serving many runs keeps no garbage of earlier ones.
-    A worker's first run has only the imports frozen before it (the session's warm-up, spark.py),
-    which are not garbage: it collects what came since (30-40 ms less in its first stage)."""
+    reference counting; cycles among them wait for a full collection, which unfreezes and collects
+    everything first (40-60 ms, in the task's time): every ``_KEPT_JOB_GRAPHS`` runs, so a worker
+    serving many runs keeps the cyclic garbage of a few at most, and its next run's first stage
+    does not wait for it. A worker's first run has only the imports frozen before it (the
+    session's warm-up, spark.py), which are not garbage: it collects what came since."""
+    global _settled_since_unfreeze
     if run_id not in _SETTLED_RUNS:
-        if _SETTLED_RUNS:
-            gc.unfreeze()
         _SETTLED_RUNS.add(run_id)
+        if _settled_since_unfreeze >= _KEPT_JOB_GRAPHS:
+            gc.unfreeze()
+            _settled_since_unfreeze = 0
+        _settled_since_unfreeze += 1
         gc.collect()
         gc.freeze()
 

@@ -91,10 +91,13 @@ class RecordColumns:
     def __len__(self) -> int:
         return len(self.rows) if self.columns is None else len(self.columns[0])
 
-    def take(self, idx: np.ndarray) -> "RecordColumns":
+    def take(self, idx: np.ndarray, taken: Optional[dict] = None) -> "RecordColumns":
+        """The records at ``idx``; ``taken`` maps the id of a column the caller took already at
+        ``idx`` to what it took (the same object then travels once in a pickle)."""
         if self.columns is None:
             return RecordColumns(rows=take(self.rows, idx))
-        return RecordColumns(columns=[take(c, idx) for c in self.columns])
+        taken = taken or {}
+        return RecordColumns(columns=[taken[id(c)] if id(c) in taken else take(c, idx) for c in self.columns])
 
     def records(self) -> list:
         if self.columns is None:
