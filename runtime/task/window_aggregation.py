@@ -151,12 +151,13 @@ class PanePreAggregator:
         code: called once per record, by ``aggregate``) or the batch does not convert."""
         if not isinstance(self.key_selector, FieldKeySelector) or not values:
             return None
-        if self.windows.event_time and None in timestamps:
-            return None
         try:
+            # A record without a timestamp fails the conversion (no scan for None first).
+            ts = (np.fromiter(timestamps, dtype=np.int64, count=len(values)) if self.windows.event_time
+                  else self._timestamps(values, timestamps))
             keys = _keys(self.key_selector, values)
             fields = values if self.position is None else list(map(itemgetter(self.position), values))
-            return (*_arrays(keys, fields), self._timestamps(values, timestamps))
+            return (*_arrays(keys, fields), ts)
         except Exception:       # aggregate() names the record, or aggregates in Python
             return None
 
