@@ -324,6 +324,7 @@ class PreAggregatingRecordWriter:
         self.writer.records_out += len(values)
         # Each kind of buffer holds a run alone, flushed when another kind comes: in arrival
         # order, a pane's first record is the first to come.
+        first_start = None          # the first window of the batch's earliest record
         if type(values) is ArrowBatch:
             if self.values or self.panes:
                 self.flush()
@@ -337,8 +338,7 @@ class PreAggregatingRecordWriter:
                 self.panes.append(panes)
                 earliest = None
                 if self.windows.event_time and len(panes.starts):
-                    # The earliest record's first window is the first that can fire.
-                    self.min_end = min(self.min_end, self.windows.max_timestamp(int(panes.starts.min())))
+                    first_start = int(panes.starts.min())
             else:
                 if self.panes:
                     self.flush()
@@ -347,9 +347,11 @@ class PreAggregatingRecordWriter:
                 earliest = extreme(min, timestamps) if self.windows.event_time else None
         self.buffered += len(values)
         if earliest is not None:
-            # The first window of the earliest buffered record is the first that can fire.
             _, starts = self.windows.assign(np.array([earliest], dtype=np.int64))
-            self.min_end = min(self.min_end, self.windows.max_timestamp(int(starts.min())))
+            first_start = int(starts.min())
+        if first_start is not None:
+            # The first window of the earliest buffered record is the first that can fire.
+            self.min_end = min(self.min_end, self.windows.max_timestamp(first_start))
         if self.buffered >= MAX_BUFFERED_RECORDS:
             self.flush()
 
