@@ -21,9 +21,9 @@ pool of workers per environment, so partition i's function carries ``SLUICE_SLOT
 environment (g: the stage's pool group: ``SLOT_POOLS`` for the slots' pools, which the session
 starts, or one of a keyed vertex's own, so that two stages running at once never share a pool
 and each pool needs one worker; execution/epoch_job.py chooses), over partition i of the input
-alone (a ``PartitionPruningRDD``), and the stage is their union. A reused worker then sees the same subtask every epoch, and keeps its local state
-store open between tasks (runtime.state.kept_stores); PySpark otherwise gives a task the first
-idle worker.
+alone (a ``PartitionPruningRDD``), and the stage is their union. A reused worker then sees the
+same subtask every epoch, and keeps its local state store open between tasks
+(runtime.state.kept_stores); PySpark otherwise gives a task the first idle worker.
 """
 from __future__ import annotations
 

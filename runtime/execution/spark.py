@@ -202,8 +202,7 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
         session.sparkContext.setLogLevel(SPARK_LOG_LEVEL)
         _deploy_store_env(session.sparkContext)
         python_rdds.prepare(session.sparkContext)       # the Java objects every run builds its RDDs with
-        slots = session.sparkContext.defaultParallelism
-        _start_python_workers(session.sparkContext, slot_pools(slots) if callable(slot_pools) else slot_pools)
+        _start_python_workers(session.sparkContext, slot_pools)
         return session
 
 
@@ -272,13 +271,15 @@ def _warm_up(index, rows):     # rows: none (a source stage read its empty input
     return [(index, b"")]
 
 
-def _start_python_workers(sc, slot_pools: bool) -> None:
+def _start_python_workers(sc, slot_pools: Union[bool, Callable[[int], bool]]) -> None:
     """Start a Python worker per slot with the engine imported, in the slots' pools
     (python_rdds.SLOT_POOLS) or in Spark's shared pool, and take the JVM once through a shuffle
     and a collect as an epoch does, as TaskManagers start before jobs: the first epoch pays
     neither the interpreter start and imports nor the JVM's first shuffle (loading Kryo, the
     shuffle writer and reader: ~0.7 s of its first stage boundary)."""
     slots = sc.defaultParallelism
+    if callable(slot_pools):
+        slot_pools = slot_pools(slots)
     pinned = (slots, python_rdds.SLOT_POOLS) if slot_pools else (0, 0)
     py = python_rdds.PythonRDDs(sc)
     started = py.source(slots, *pinned).then(_warm_up)

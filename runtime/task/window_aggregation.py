@@ -188,28 +188,28 @@ class PanePreAggregator:
         grouped = table.group_by(["k", "s"], use_threads=False).aggregate(
             [("v", self.kind), ("i", "min"), ("c", "sum")])
         keys, accs = grouped.column("k").combine_chunks(), grouped.column(f"v_{self.kind}").combine_chunks()
-        first = reps.take(grouped.column("i_min").to_numpy())
-        if first.columns is not None:   # as _record_panes gives them: the merged columns stand in
-            given = {} if self.position is None else {self.position: accs}
-            if self.key_field is not None and keys.type in _EXACT_KEYS:
-                given[self.key_field] = keys
-            first = RecordColumns(columns=[given.get(i, c) for i, c in enumerate(first.columns)])
+        given = self._given(keys, accs)     # as _record_panes gives them: the merged columns stand in
+        first = reps.take(grouped.column("i_min").to_numpy(),
+                          {id(c): given[i] for i, c in enumerate(reps.columns or ()) if i in given})
         return PreAggregatedPanes(keys, grouped.column("s").to_numpy(), accs, first,
                                   grouped.column("c_sum").to_numpy())
 
     def _record_panes(self, values: list, key_array, field_array, ts: np.ndarray) -> PreAggregatedPanes:
         rows, starts = self.windows.assign(ts)
-        pos = self.position
 
         def representatives(first, keys, accs):
-            # The first records' aggregated field is replaced by the merged aggregate wherever
-            # they are used: the partial one stands in. A key field equals the grouped key when
-            # Arrow holds it exactly (strings, integers; not a double that was an int).
-            given = {} if pos is None else {pos: accs}
-            if self.key_field is not None and keys.type in _EXACT_KEYS:
-                given[self.key_field] = keys
-            return RecordColumns.of(take(values, first), given)
+            return RecordColumns.of(take(values, first), self._given(keys, accs))
         return self._group(key_array, field_array, rows, starts, representatives)
+
+    def _given(self, keys, accs) -> dict:
+        """The representatives' fields that are the panes' columns, by position: the aggregated
+        field (replaced by the merged aggregate wherever it is used: the partial one stands in)
+        and the key field where Arrow holds the keys exactly (strings, integers; not a double that
+        was an int)."""
+        given = {} if self.position is None else {self.position: accs}
+        if self.key_field is not None and keys.type in _EXACT_KEYS:
+            given[self.key_field] = keys
+        return given
 
     def _group(self, key_array, field_array, rows, starts, representatives) -> PreAggregatedPanes:
         """The panes of (key, window start) with Arrow's group-by; ``representatives(first rows,
@@ -337,7 +337,7 @@ class PreAggregatingRecordWriter:
             if panes is not None:
                 self.panes.append(panes)
                 earliest = None
-                if self.windows.event_time and len(panes.starts):
+                if self.windows.event_time:
                     first_start = int(panes.starts.min())
             else:
                 if self.panes:
