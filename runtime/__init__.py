@@ -5,3 +5,7 @@ JobGraph → ExecutionGraph), ``scheduler`` (slots), ``state`` (key groups). Not
 imports Airflow, and the API and compilers never import pyspark.
 """
 __version__ = "0.1.0"
+
+from runtime.common.lazy_pandas import defer_pandas_import  # noqa: E402
+
+defer_pandas_import()       # before anything here converts a list with pyarrow

@@ -260,10 +260,8 @@ def _deploy_store_env(sc) -> None:
 def _warm_up(index, rows):     # rows: none (a source stage read its empty input)
     import gc
 
-    import pyarrow as pa
     import runtime.connectors.files  # noqa: F401  (imports the task side: operators, state, windows)
     import runtime.task.stream_task  # noqa: F401
-    pa.array(["x"])     # pyarrow imports pandas lazily on first use: do it now
     # The imports stay for the worker's life: out of the cyclic collector's scans (epoch_job's
     # settling of a worker's first run then collects only what that run made).
     gc.collect()
