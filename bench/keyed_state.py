@@ -14,8 +14,9 @@ included, is its own), one after the other, on local[--parallelism]:
 
   default              Sluice with no state configuration (issue 35): the heap (hashmap) kept in
                        each subtask's Python worker between epochs, incremental checkpoints
-  hashmap-compact      the default with sluice.state.heap.compact-after-entries: 262144 (a state's
-                       map past 262,144 entries packs them into columns: runtime.state.state_map)
+  hashmap-objects      the default with sluice.state.heap.compact-after-entries: 0 (every entry a
+                       Python object; by default a state's map past 262,144 entries packs them into
+                       columns: runtime.state.state_map)
   hashmap-full         Sluice, state.backend.type: hashmap, execution.checkpointing.incremental: false
                        (the kept heap, snapshotted whole every epoch; before issue 35 each epoch
                        also restored the whole state from files)
@@ -103,7 +104,7 @@ DEFAULT = "default"               # issue 35: no state configuration at all
 # variant -> (state.backend.type, execution.checkpointing.incremental[, more configuration])
 SLUICE_VARIANTS = {
     DEFAULT: (None, None),
-    "hashmap-compact": (None, None, {"sluice.state.heap.compact-after-entries": "262144"}),
+    "hashmap-objects": (None, None, {"sluice.state.heap.compact-after-entries": "0"}),
     "hashmap-full": ("hashmap", "false"),
     "rocksdb-incremental": ("rocksdb", "true"),
     "rocksdb-full": ("rocksdb", "false"),

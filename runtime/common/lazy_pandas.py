@@ -8,25 +8,40 @@ pandas, and watches for pandas' import: once anything imports pandas (a user's f
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import importlib.util
 import sys
+from typing import Optional
 
 _PANDAS = "pandas"
 
 
 def defer_pandas_import() -> None:
     """Idempotent; nothing to do when pandas is imported already."""
-    if _PANDAS in sys.modules or any(isinstance(f, _PandasWatch) for f in sys.meta_path):
+    if _PANDAS in sys.modules or _watch() is not None:
         return
     import pyarrow as pa
-    watch = _PandasWatch()
-    sys.meta_path.insert(0, watch)
-    watch.hiding = True
-    try:
+    sys.meta_path.insert(0, _PandasWatch())
+    with pandas_hidden():
         pa.array([])                 # pyarrow's one look for pandas (it remembers the answer)
+
+
+@contextlib.contextmanager
+def pandas_hidden():
+    """While inside, an import of pandas fails (for a library that imports it only to look at it)."""
+    watch = _watch()
+    if watch is not None:
+        watch.hiding = True
+    try:
+        yield
     finally:
-        watch.hiding = False
+        if watch is not None:
+            watch.hiding = False
+
+
+def _watch() -> Optional["_PandasWatch"]:
+    return next((f for f in sys.meta_path if isinstance(f, _PandasWatch)), None)
 
 
 class _PandasWatch(importlib.abc.MetaPathFinder):

@@ -14,6 +14,7 @@ import subprocess
 import threading
 from typing import Callable, Optional, Union
 
+from runtime.common.lazy_pandas import pandas_hidden
 from runtime.execution import python_rdds
 from runtime.scheduler.slots import TaskManager
 from runtime.storage.filesystems import deployment_env
@@ -62,6 +63,11 @@ def _launch_jvm(conf) -> None:
     from pyspark.java_gateway import launch_gateway
     if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
         return
+    # glibc gives each thread that allocates an arena of its own (up to 8 a core): the JVM's many
+    # threads (shuffle, RPC, tasks) kept ~100 MiB of mostly free arenas. Two suffice for its
+    # native allocations (its heap is its own). Read at a process's start: the JVM, and the Python
+    # workers it starts, have it from this process's environment.
+    os.environ.setdefault("MALLOC_ARENA_MAX", "2")
     gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
     threading.Thread(target=_forward_jvm_log, args=(gateway.proc.stderr,), name="spark-jvm-log",
                      daemon=True).start()
@@ -184,9 +190,10 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
                    .config("spark.ui.retainedTasks", "10000")
                    .config("spark.ui.dagGraph.retainedRootRDDs", "100")
                    .config("spark.sql.ui.retainedExecutions", "100"))
+        settings = dict(settings or {})
         if master.startswith("local"):
             builder = builder.config("spark.ui.enabled", "false")
-        settings = dict(settings or {})
+            _with_local_collector(settings)
         builder = _with_delta(builder, settings, master.startswith("local"))
         for key in ("spark.jars", "spark.sql.extensions", "spark.sql.catalog.spark_catalog"):
             if key in builder._options:     # merged with Delta's by _with_delta
@@ -194,6 +201,10 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
         for key, value in settings.items():
             builder = builder.config(key, value)
         from pyspark import SparkConf
+        with pandas_hidden():
+            # py4j's numpy converter imports it at the first call into the JVM; it imports pandas
+            # only to say whether the tests of pandas can run.
+            import pyspark.testing.utils  # noqa: F401
         conf = SparkConf(loadDefaults=False)
         for key, value in builder._options.items():
             conf.set(key, value)
@@ -204,6 +215,23 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
         python_rdds.prepare(session.sparkContext)       # the Java objects every run builds its RDDs with
         _start_python_workers(session.sparkContext, slot_pools)
         return session
+
+
+# The collectors a JVM option may choose (two chosen at once stop the JVM from starting).
+_COLLECTOR_OPTION = re.compile(r"-XX:\+Use\w+GC\b")
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+
+def _with_local_collector(settings: dict) -> None:
+    """A local session's JVM uses the serial collector unless a collector is chosen already. In
+    local mode the JVM holds no state (the Python workers do): its live heap stays under 100 MB,
+    but G1 grows its committed heap with each large epoch's shuffle and keeps its own remembered
+    sets; with the serial collector the JVM is about 100 MiB smaller at 10,000,000 keys, epochs as
+    fast (bench/README.md, issue 35)."""
+    chosen = " ".join((settings.get(DRIVER_JAVA_OPTIONS, ""), os.environ.get("SPARK_SUBMIT_OPTS", ""),
+                       os.environ.get("JAVA_TOOL_OPTIONS", ""), os.environ.get("JDK_JAVA_OPTIONS", "")))
+    if not _COLLECTOR_OPTION.search(chosen):
+        settings[DRIVER_JAVA_OPTIONS] = " ".join(filter(None, ("-XX:+UseSerialGC", settings.get(DRIVER_JAVA_OPTIONS))))
 
 
 def session_usable(spark) -> bool:

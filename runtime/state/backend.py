@@ -46,9 +46,10 @@ HASHMAP = "hashmap"
 ROCKSDB = "rocksdb"
 STATE_BACKENDS = (HASHMAP, ROCKSDB)
 DEFAULT_STATE_BACKEND = HASHMAP
-# Sluice's, off unless set: a heap state's map holding this many entries as Python objects packs
-# them into columns (runtime.state.state_map), about 40 bytes an entry instead of about 90.
+# Sluice's: a heap state's map holding this many entries as Python objects packs them into columns
+# (runtime.state.state_map), about 40 bytes an entry instead of about 90; 0: never.
 HEAP_COMPACT_AFTER = "sluice.state.heap.compact-after-entries"
+DEFAULT_HEAP_COMPACT_AFTER = 262_144
 
 
 def state_backend_type(configuration) -> str:
@@ -66,19 +67,19 @@ def state_backend_type(configuration) -> str:
 
 
 def heap_compact_after(configuration: dict) -> Optional[int]:
-    """The entries after which a heap state's map packs them (``HEAP_COMPACT_AFTER``), checked;
-    None: never (the default)."""
+    """The entries after which a heap state's map packs them (``HEAP_COMPACT_AFTER``, by default
+    ``DEFAULT_HEAP_COMPACT_AFTER``), checked; None: never (set to 0)."""
     raw = (configuration or {}).get(HEAP_COMPACT_AFTER)
     if raw is None:
-        return None
+        return DEFAULT_HEAP_COMPACT_AFTER
     try:
         value = int(raw)
     except (TypeError, ValueError):
-        value = 0
-    if value < 1:
-        raise ValueError(f"'{HEAP_COMPACT_AFTER}' must be a whole number of entries, at least 1 (for "
-                         f"example 262144), or unset to keep every entry a Python object; got {raw!r}")
-    return value
+        value = -1
+    if value < 0:
+        raise ValueError(f"'{HEAP_COMPACT_AFTER}' must be a whole number of entries (for example "
+                         f"{DEFAULT_HEAP_COMPACT_AFTER}), or 0 to keep every entry a Python object; got {raw!r}")
+    return value or None
 
 
 class _Tombstone:

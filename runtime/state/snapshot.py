@@ -574,7 +574,8 @@ class KeyedRows:
                                    and len({p.file for p in parts}) == 1 and parts[0].file is not None)
 
     def text_key_columns(self, name: str) -> Optional[tuple]:
-        """(keys, values) of state ``name`` as Arrow columns (string; int64 or float64) when it
+        """(keys, values) of state ``name`` as chunked Arrow columns (string; int64 or float64,
+        a chunk per row group, not copied into one) when it
         comes from one snapshot (each key once) of text keys in the void namespace with values in
         their typed column: what a backend loads without a Python object per entry; else None."""
         parts = self._parts_of(name)
@@ -597,7 +598,7 @@ class KeyedRows:
                 return None
             keys.extend(part.column("key").chunks)
             values.extend(part.column(column).cast(wide).chunks)
-        return pa.concat_arrays(keys), pa.concat_arrays(values)
+        return pa.chunked_array(keys, pa.string()), pa.chunked_array(values, values[0].type if values else pa.int64())
 
     def __iter__(self):
         for name, kgs, nss, keys, values in self.column_chunks():

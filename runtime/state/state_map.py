@@ -1,18 +1,20 @@
 """A heap state's entries of one namespace (Flink's StateMap): a dict, and past a size, columns.
 
 A Python dict costs about 90 bytes an entry for a short string key and a small value (the
-dict's slot, the key object): a subtask holding 5,000,000 keys spends about 450 MB on them. A
-map may instead (``sluice.state.heap.compact-after-entries``, off by default) pack its settled
-entries once it holds that many as Python objects (``CompactStateMap``): the keys' bytes, the
-values as int64/float64 or pickled bytes, each key's hash, and an open-addressing index over
-them (about 40 bytes an entry), with only the entries written since it last settled as Python
-objects in the dict itself. A read of a settled entry looks it up in the index (~0.5 us); a
-write puts the entry in the dict and retires the settled one. The backend settles its maps
-between records: the dict's entries are appended to the columns, and indexed.
+dict's slot, the key object): a subtask holding 5,000,000 keys spends about 450 MB on them. So a
+map holding ``sluice.state.heap.compact-after-entries`` entries (262,144 by default; 0: never) as
+Python objects packs them (``CompactStateMap``): the keys' bytes, the values as int64/float64 or
+pickled bytes, each key's hash, and an open-addressing index over them (about 40 bytes an entry),
+with only the entries written since it last settled as Python objects in the dict itself. A read
+of a settled entry looks it up in the index (~0.5 us); a write puts the entry in the dict and
+retires the settled one. The backend settles its maps between records: the dict's entries are
+appended to the columns, and indexed.
 
-Measured (bench/README.md, issue 35): the kept state's memory about halves, but building new
-keys costs about 1.8 times as much, and its packing (the columns copied, the index rebuilt as
-the state grows) makes a higher peak than the dicts' at 10,000,000 keys: so it is a setting.
+The columns grow in place: a buffer of 1 MiB or more is mmapped, and numpy's resize reallocates
+it by remapping its pages, so settling never copies the settled entries (nor holds a second copy
+of them at its peak); retired entries are dropped in place, a chunk at a time, when the index
+grows. Measured (bench/README.md, issue 35): the kept state in less than half the memory, small
+epochs as fast, new keys about 1.6 times as costly to build.
 
 A value that may be changed in place (a list, a map) is moved into the dict when read, so a
 ListState's ``add`` or a MapState's ``put`` changes the dict's object, as on a plain heap.
@@ -63,26 +65,49 @@ class StateMap(dict):
 
 class PackedColumn:
     """Python values packed by kind: int64 or float64 when every value is exactly that Python
-    type, UTF-8 text (keys), else pickled bytes; read one at a time through memoryviews."""
+    type, UTF-8 text (keys), else pickled bytes (``data`` and ``offsets``, as Arrow's large
+    binary); read one at a time through memoryviews. A map's own columns grow in place
+    (``extend``) and drop retired entries in place (``keep``): a large state is never copied."""
 
-    __slots__ = ("kind", "array", "_items", "_data", "_offsets")
+    __slots__ = ("kind", "items", "data", "offsets", "_items", "_data", "_offsets")
 
-    def __init__(self, kind: str, array):
+    def __init__(self, kind: str, items: Optional[np.ndarray] = None, data: Optional[np.ndarray] = None,
+                 offsets: Optional[np.ndarray] = None):
         self.kind = kind
-        self.array = array          # numpy (int64, float64) or a pyarrow LargeBinaryArray
-        self._items = self._data = self._offsets = None
+        self.items = items          # numbers: int64 or float64
+        self.data = data            # text, pickled: the bytes (uint8) ...
+        self.offsets = offsets      # ... and where each item starts (int64, one more than items)
+        self.views()
+
+    @classmethod
+    def empty(cls, kind: str) -> "PackedColumn":
         if kind is _INT64 or kind is _FLOAT64:
-            self._items = memoryview(array)
+            return cls(kind, np.zeros(0, np.int64 if kind is _INT64 else np.float64))
+        return cls(kind, data=np.zeros(0, np.uint8), offsets=np.zeros(1, np.int64))
+
+    @classmethod
+    def of_binary(cls, kind: str, array: pa.Array) -> "PackedColumn":
+        """A view of an Arrow binary or string column's bytes (read-only: a part to extend by)."""
+        array = pc.cast(array, pa.large_binary(), memory_pool=_POOL)
+        offsets = np.frombuffer(array.buffers()[1], np.int64, count=len(array) + 1, offset=8 * array.offset)
+        data = array.buffers()[2]
+        return cls(kind, data=np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8),
+                   offsets=offsets)
+
+    def views(self) -> None:
+        """The memoryviews reads go through; ``release`` them before the column grows or shrinks
+        (numpy resizes in place without checking for them)."""
+        if self.items is not None:
+            self._items, self._data, self._offsets = memoryview(self.items), None, None
         else:
-            if array.offset:
-                self.array = array = pa.concat_arrays([array], memory_pool=_POOL)
-            offsets, data = array.buffers()[1], array.buffers()[2]
-            self._offsets = memoryview(np.frombuffer(offsets, np.int64, count=len(array) + 1))
-            # 'B': compared with bytes byte by byte (pyarrow exports signed chars)
-            self._data = memoryview(data).cast("B") if data is not None else memoryview(b"")
+            # 'B': compared with bytes byte by byte
+            self._items, self._data, self._offsets = None, memoryview(self.data), memoryview(self.offsets)
+
+    def release(self) -> None:
+        self._items = self._data = self._offsets = None
 
     def __len__(self) -> int:
-        return len(self.array)
+        return len(self.items) if self.items is not None else len(self.offsets) - 1
 
     @classmethod
     def pack(cls, values: list, keys: bool = False) -> "PackedColumn":
@@ -93,11 +118,15 @@ class PackedColumn:
                 pass
         elif values and all(type(v) is float for v in values):
             return cls(_FLOAT64, np.array(values, np.float64))
-        elif keys and values and all(type(v) is str for v in values):
-            return cls(_TEXT, pa.array([v.encode("utf-8", "surrogatepass") for v in values], pa.large_binary(),
-                                       memory_pool=_POOL))
-        return cls(_PICKLED, pa.array([pickle.dumps(v, protocol=5) for v in values], pa.large_binary(),
-                                      memory_pool=_POOL))
+        if keys and values and all(type(v) is str for v in values):
+            return cls._of_bytes(_TEXT, [v.encode("utf-8", "surrogatepass") for v in values])
+        return cls._of_bytes(_PICKLED, [pickle.dumps(v, protocol=5) for v in values])
+
+    @classmethod
+    def _of_bytes(cls, kind: str, raws: list) -> "PackedColumn":
+        offsets = np.zeros(len(raws) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, raws), np.int64, len(raws)), out=offsets[1:])
+        return cls(kind, data=np.frombuffer(b"".join(raws), np.uint8), offsets=offsets)
 
     def get(self, i: int):
         kind = self.kind
@@ -116,11 +145,16 @@ class PackedColumn:
             return self._items[i] == key        # as a dict compares: 1, 1.0 and True are one key
         return pickle.loads(self._data[self._offsets[i]:self._offsets[i + 1]]) == key
 
+    def _binary(self) -> pa.Array:
+        """The bytes as an Arrow large binary column, without a copy (dropped before a resize)."""
+        return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(self), [
+            None, pa.py_buffer(self.offsets), pa.py_buffer(self.data)])
+
     def decode(self, indexes: np.ndarray) -> list:
         """The items at ``indexes`` as Python objects."""
-        if self.kind is _INT64 or self.kind is _FLOAT64:
-            return self.array[indexes].tolist()
-        raws = self.array.take(pa.array(indexes)).to_pylist()
+        if self.items is not None:
+            return self.items[indexes].tolist()
+        raws = self._binary().take(pa.array(indexes)).to_pylist()
         if self.kind is _TEXT:
             return [r.decode("utf-8", "surrogatepass") for r in raws]
         return [pickle.loads(r) for r in raws]
@@ -128,31 +162,73 @@ class PackedColumn:
     def arrow(self, indexes: np.ndarray) -> Optional[pa.Array]:
         """The items at ``indexes`` as an Arrow column of their type (text as string); None when
         pickled, or text that is not UTF-8 (a lone surrogate)."""
-        if self.kind is _INT64 or self.kind is _FLOAT64:
-            return pa.array(self.array[indexes])
+        if self.items is not None:
+            return pa.array(self.items[indexes])
         if self.kind is _TEXT:
             try:
-                return self.array.take(pa.array(indexes)).cast(pa.large_string()).cast(pa.string())
+                return self._binary().take(pa.array(indexes)).cast(pa.large_string()).cast(pa.string())
             except pa.ArrowInvalid:
                 return None
         return None
 
-    @staticmethod
-    def concat(parts: list) -> "PackedColumn":
-        """The parts' items in order, of their kind when they share it, else pickled."""
-        kind = parts[0].kind
-        if len(parts) == 1:
-            return parts[0]
-        if any(p.kind != kind for p in parts):
-            return PackedColumn.pack([v for p in parts for v in p.decode(np.arange(len(p)))])
-        if kind is _INT64 or kind is _FLOAT64:
-            return PackedColumn(kind, np.concatenate([p.array for p in parts]))
-        return PackedColumn(kind, pa.concat_arrays([p.array for p in parts], memory_pool=_POOL))
+    def extend(self, part: "PackedColumn") -> None:
+        """Append ``part``'s items (released views first): in place when they share a kind (a
+        large buffer's realloc is a remap, not a copy), else both re-packed as pickles."""
+        if part.kind != self.kind:
+            merged = PackedColumn.pack(self.decode(np.arange(len(self))) + part.decode(np.arange(len(part))))
+            self.kind, self.items, self.data, self.offsets = merged.kind, merged.items, merged.data, merged.offsets
+            self.owned()
+            return
+        if self.items is not None:
+            _append(self.items, part.items)
+            return
+        first, end = int(part.offsets[0]), int(self.offsets[-1])
+        _append(self.data, part.data[first:int(part.offsets[-1])])
+        _append(self.offsets, part.offsets[1:] - (first - end))
 
-    def take(self, indexes: np.ndarray) -> "PackedColumn":
-        if self.kind is _INT64 or self.kind is _FLOAT64:
-            return PackedColumn(self.kind, self.array[indexes])
-        return PackedColumn(self.kind, pc.take(self.array, pa.array(indexes), memory_pool=_POOL))
+    def owned(self) -> None:
+        """Make the buffers this column's own (growable) arrays."""
+        if self.items is not None:
+            self.items = np.array(self.items)
+        else:
+            self.data, self.offsets = np.array(self.data), np.array(self.offsets)
+
+    def keep(self, kept: np.ndarray) -> None:
+        """Keep only the items at ``kept`` (ascending), moved down in place a chunk at a time."""
+        if self.items is not None:
+            _keep(self.items, kept)
+            return
+        binary = self._binary()
+        lengths = self.offsets[kept + 1] - self.offsets[kept]
+        end = 0
+        for start in range(0, len(kept), _INSERT_CHUNK):
+            taken = binary.take(pa.array(kept[start:start + _INSERT_CHUNK]))   # a copy: its bytes move down
+            size = int(lengths[start:start + _INSERT_CHUNK].sum())
+            if size:
+                self.data[end:end + size] = np.frombuffer(taken.buffers()[2], np.uint8, count=size)
+            end += size
+        del binary
+        new_offsets = np.zeros(len(kept) + 1, np.int64)
+        np.cumsum(lengths, out=new_offsets[1:])
+        self.offsets.resize(len(kept) + 1, refcheck=False)
+        self.offsets[:] = new_offsets
+        self.data.resize(end, refcheck=False)
+
+
+def _append(array: np.ndarray, part: np.ndarray) -> None:
+    """Grow ``array`` (its own buffer, no view of it alive) by ``part``."""
+    n = len(array)
+    array.resize(n + len(part), refcheck=False)
+    array[n:] = part
+
+
+def _keep(array: np.ndarray, kept: np.ndarray) -> None:
+    """Keep ``array``'s items at ``kept`` (ascending) in place: each chunk moves down, to places
+    already read (kept[i] >= i), then the array shrinks."""
+    for start in range(0, len(kept), _INSERT_CHUNK):
+        chunk = kept[start:start + _INSERT_CHUNK]
+        array[start:start + len(chunk)] = array[chunk]
+    array.resize(len(kept), refcheck=False)
 
 
 class CompactStateMap(StateMap):
@@ -161,6 +237,7 @@ class CompactStateMap(StateMap):
     a settled entry also in the dict, or removed, is retired (``_alive`` false)."""
 
     def _init_columns(self) -> None:
+        _malloc()
         self._hashes = np.zeros(0, np.int64)
         self._keys: Optional[PackedColumn] = None
         self._values: Optional[PackedColumn] = None
@@ -177,6 +254,16 @@ class CompactStateMap(StateMap):
         self._alive_items = memoryview(self._alive)
         self._index_items = memoryview(self._index)
         self._mask = len(self._index) - 1
+        for column in (self._keys, self._values):
+            if column is not None:
+                column.views()
+
+    def _release_views(self) -> None:
+        """Before the columns grow or shrink in place."""
+        self._hash_items = self._alive_items = self._index_items = None
+        for column in (self._keys, self._values):
+            if column is not None:
+                column.release()
 
     # ---- lookups -----------------------------------------------------------------------
 
@@ -320,8 +407,7 @@ class CompactStateMap(StateMap):
     # ---- settling ----------------------------------------------------------------------
 
     def settle_due(self, after: int) -> bool:
-        # Also an eighth of the settled entries: each settling copies their columns.
-        return dict.__len__(self) >= max(after, self.settled // 8) or bool(self._pending)
+        return dict.__len__(self) >= after or bool(self._pending)
 
     def absorb(self, keys: list, values: list, unique: bool = False) -> None:
         """Entries given column-wise (a restore's chunk): settled at the next ``settle``, where a
@@ -331,18 +417,17 @@ class CompactStateMap(StateMap):
         self._pending.append((np.array([hash(k) for k in keys], np.int64),
                               PackedColumn.pack(keys, keys=True), PackedColumn.pack(values)))
 
-    def absorb_columns(self, keys: pa.Array, values: pa.Array) -> None:
+    def absorb_columns(self, keys: pa.ChunkedArray, values: pa.ChunkedArray) -> None:
         """Entries given as Arrow columns (text keys not in the map, each once; int64 or float64
-        values), settled at once: a restore without a Python object per entry (the keys' hashes
-        are taken a chunk of keys at a time)."""
-        hashes = np.empty(len(keys), np.int64)
-        for start in range(0, len(keys), _INSERT_CHUNK):
-            chunk = keys.slice(start, _INSERT_CHUNK).to_pylist()
-            hashes[start:start + len(chunk)] = [hash(k) for k in chunk]
+        values): a restore without a Python object per entry, settled a slice at a time (the
+        slice's keys hashed, its columns appended), so no second copy of the columns is made."""
         kind = _INT64 if values.type == pa.int64() else _FLOAT64
-        self._pending.append((hashes, PackedColumn(_TEXT, pc.cast(keys, pa.large_binary(), memory_pool=_POOL)),
-                              PackedColumn(kind, values.to_numpy().copy())))
-        self.settle()
+        for start in range(0, len(keys), _INSERT_CHUNK):
+            chunk = keys.slice(start, _INSERT_CHUNK).combine_chunks()
+            hashes = np.fromiter(map(hash, chunk.to_pylist()), np.int64, len(chunk))
+            part = values.slice(start, _INSERT_CHUNK).combine_chunks().to_numpy()
+            self._pending.append((hashes, PackedColumn.of_binary(_TEXT, chunk), PackedColumn(kind, part)))
+            self.settle()
 
     def settle(self) -> None:
         """Pack the dict's entries and any absorbed ones after the settled entries, and index
@@ -357,11 +442,15 @@ class CompactStateMap(StateMap):
             return
         first_new = len(self._hashes)
         parts, self._pending = self._pending, []
-        self._hashes = np.concatenate([self._hashes] + [p[0] for p in parts])
-        self._keys = PackedColumn.concat(([self._keys] if first_new else []) + [p[1] for p in parts])
-        self._values = PackedColumn.concat(([self._values] if first_new else []) + [p[2] for p in parts])
+        self._release_views()
+        if self._keys is None:
+            self._keys, self._values = PackedColumn.empty(parts[0][1].kind), PackedColumn.empty(parts[0][2].kind)
+        for hashes, keys, values in parts:
+            _append(self._hashes, hashes)
+            self._keys.extend(keys)
+            self._values.extend(values)
         del parts
-        self._alive = np.concatenate([self._alive, np.ones(len(self._hashes) - first_new, np.bool_)])
+        _append(self._alive, np.ones(len(self._hashes) - first_new, np.bool_))
         if absorbed:
             self._retire_repeated_keys()
         self._absorbed = False
@@ -369,8 +458,11 @@ class CompactStateMap(StateMap):
         if len(self._hashes) > _LOAD * len(self._index):
             if live < len(self._hashes):
                 kept = np.flatnonzero(self._alive)
-                self._hashes, self._keys, self._values = self._hashes[kept], self._keys.take(kept), self._values.take(kept)
-                self._alive = np.ones(live, np.bool_)
+                _keep(self._hashes, kept)
+                self._keys.keep(kept)
+                self._values.keep(kept)
+                _keep(self._alive, kept)
+            self._index = None
             self._index = np.full(_index_size(live), -1, np.int32)
             first_new = 0
         _insert(self._index, self._hashes, first_new)
@@ -423,17 +515,24 @@ def _insert(index: np.ndarray, hashes: np.ndarray, first: int) -> None:
 _MALLOC = None
 
 
-def _return_freed_memory() -> None:
-    """Give the pages of the buffers a settling freed back to the system: glibc keeps freed heap
-    memory (and, after a large buffer is freed, serves the next ones of its size from the heap),
-    so a worker holding a large state would keep a settling's peak for its life."""
+def _malloc():
+    """The C library, told once to map buffers of 1 MiB and more with mmap: the columns then grow
+    by remapping their pages (realloc), not by a copy beside them, and what a map frees goes back
+    to the system (glibc would keep freed heap memory, and serve the next large buffers from it).
+    None where that cannot be done."""
     global _MALLOC
     if _MALLOC is None:
         try:
             import ctypes
             _MALLOC = ctypes.CDLL("libc.so.6")
-            _MALLOC.mallopt(-3, 1 << 20)      # M_MMAP_THRESHOLD: buffers of 1 MiB and more mmapped
+            _MALLOC.mallopt(-3, 1 << 20)      # M_MMAP_THRESHOLD
         except (OSError, AttributeError):
             _MALLOC = False
-    if _MALLOC:
+    return _MALLOC or None
+
+
+def _return_freed_memory() -> None:
+    """Give the pages a settling freed back to the system: a worker holding a large state would
+    otherwise keep a settling's peak for its life."""
+    if _malloc():
         _MALLOC.malloc_trim(0)
