@@ -380,3 +380,22 @@ def test_the_wordcount_dag_with_its_warehouse_in_s3_and_credentials_from_aws_def
         Variable.delete("sluice_warehouse")
         with create_session() as session:
             session.query(Connection).filter(Connection.conn_id == "aws_default").delete()
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_a_file_whose_writer_fails_is_never_seen(s3, tmp_path, where):
+    # State files are streamed to their place as their pages are made (filesystems.file_writer):
+    # one that fails halfway leaves neither the file nor a temporary beside it.
+    from runtime.storage.filesystems import file_writer, read_bytes
+    folder = f"s3://{BUCKET}/writer-{tmp_path.name}" if where == "s3" else str(tmp_path / "writer")
+    with file_writer(f"{folder}/whole.bin") as f:
+        f.write(b"a" * 100)
+        f.write(b"b")
+    with pytest.raises(OSError, match="disk full"):
+        with file_writer(f"{folder}/half.bin") as f:
+            f.write(b"a" * 100)
+            raise OSError("disk full")
+    assert read_bytes(f"{folder}/whole.bin") == b"a" * 100 + b"b"
+    found = keys(s3, f"writer-{tmp_path.name}/") if where == "s3" else sorted(os.listdir(folder))
+    # (pyarrow keeps an emptied folder as its marker object, "writer-.../")
+    assert [name.rsplit("/", 1)[-1] for name in found if not name.endswith("/")] == ["whole.bin"]

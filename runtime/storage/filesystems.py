@@ -12,6 +12,7 @@ Executors get the variables through the job's deployment (``deployment_env``), n
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -151,18 +152,35 @@ def read_bytes(location: str, start: int = 0, length: int = None) -> bytes:
 
 
 def write_bytes(location: str, data: bytes) -> None:
-    """Write a whole file, never seen half-written: a local file is renamed into place, an object
-    appears when its upload completes."""
+    """Write a whole file, never seen half-written (``file_writer``)."""
+    with file_writer(location) as f:
+        f.write(data)
+
+
+@contextlib.contextmanager
+def file_writer(location: str):
+    """A file written as a stream (its bytes as they come, never all held at once), never seen
+    half-written: a local file is written beside its place and renamed into it when done; an
+    object appears when its upload completes, and is deleted when its writer failed."""
     fs, path = filesystem(location)
     if is_uri(location):
-        with fs.open_output_stream(path) as f:
-            f.write(data)
+        try:
+            with fs.open_output_stream(path) as f:
+                yield f
+        except BaseException:
+            remove(location)
+            raise
         return
     makedirs(os.path.dirname(path))
     tmp = f"{path}.inprogress.{uuid.uuid4().hex}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
 
 
 def copy_file(source: str, target: str) -> None:
