@@ -1,5 +1,6 @@
 """A heap state's large maps settle into columns (runtime.state.state_map): the same answers as a
 dict, snapshots and restores of the same rows, and a fraction of a dict's memory."""
+import numpy as np
 import random
 import tracemalloc
 
@@ -47,6 +48,13 @@ def test_a_settling_map_answers_as_a_dict_does_under_random_operations(typed):
         elif op < 0.9:
             default = step if typed else [step]
             assert m.setdefault(key, default) == model.setdefault(key, default)
+        elif op < 0.92 and isinstance(m, CompactStateMap):
+            # A restore's chunk, keys repeated within it and of settled entries: the last wins.
+            chunk = [(rnd.choice(keys), rnd.choice(values)(step)) for _ in range(8)]
+            m.settle()
+            m.absorb([k for k, _ in chunk], [v for _, v in chunk])
+            m.settle()
+            model.update(chunk)
         elif key in model and isinstance(model[key], list) and not typed:
             m.get(key).append(step)             # changed in place, as ListState.add does
             model[key].append(step)
@@ -232,3 +240,21 @@ def test_an_increment_of_struct_values_and_deletions_reads_the_same_by_row_group
     again = HeapKeyedStateBackend("op", ALL, 128)
     again.apply(by_groups)
     assert sorted(again.snapshot()) == sorted(b.snapshot())
+
+
+def test_consecutive_int_keys_spread_over_the_index():
+    # Python hashes consecutive ints to consecutive values: taken as slots they made one run of
+    # full slots, and every re-written key walked the run (10,000 updates over 2,000,000 packed
+    # keys took 52 s). Each entry is now a few slots from its home slot, also after re-writes.
+    from runtime.state.state_map import _home_slots
+    m = StateMap()
+    m.update({i: i for i in range(100_000)})
+    m.settle()
+    for i in range(0, 100_000, 7):
+        m[i] = -i
+    m.settle()
+    index = m._index
+    placed = np.flatnonzero(index >= 0)
+    distance = (placed - _home_slots(m._hashes[index[placed]], len(index))) % len(index)
+    assert distance.max() < 64 and distance.mean() < 2
+    assert all(m[i] == (-i if i % 7 == 0 else i) for i in range(100_000))

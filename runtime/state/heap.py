@@ -528,7 +528,9 @@ class HeapKeyedStateBackend(KeyedStateBackend):
                 if isinstance(nss, list) and nss.count(VOID_NAMESPACE) == len(nss):
                     table = tables.setdefault(VOID_NAMESPACE, StateMap())
                     if isinstance(table, CompactStateMap):
+                        # Settled a chunk at a time: the chunks never wait packed beside the map.
                         table.absorb(keys, values, unique=name not in held and rows.single_part(name))
+                        table.settle()
                     else:
                         dict.update(table, zip(keys, values))
                         if self.settle_after and table.settle_due(self.settle_after):

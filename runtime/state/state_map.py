@@ -254,6 +254,7 @@ class CompactStateMap(StateMap):
         self._alive_items = memoryview(self._alive)
         self._index_items = memoryview(self._index)
         self._mask = len(self._index) - 1
+        self._shift = 64 - (len(self._index).bit_length() - 1)
         for column in (self._keys, self._values):
             if column is not None:
                 column.views()
@@ -275,7 +276,8 @@ class CompactStateMap(StateMap):
         found = -1
         if self.settled:
             h = hash(key)
-            slot, index, hashes, mask = h & self._mask, self._index_items, self._hash_items, self._mask
+            slot = ((h * _GOLDEN) & _U64) >> self._shift
+            index, hashes, mask = self._index_items, self._hash_items, self._mask
             while True:
                 e = index[slot]
                 if e < 0:
@@ -452,7 +454,7 @@ class CompactStateMap(StateMap):
         del parts
         _append(self._alive, np.ones(len(self._hashes) - first_new, np.bool_))
         if absorbed:
-            self._retire_repeated_keys()
+            self._retire_repeated_keys(first_new)
         self._absorbed = False
         live = int(np.count_nonzero(self._alive))
         if len(self._hashes) > _LOAD * len(self._index):
@@ -471,21 +473,58 @@ class CompactStateMap(StateMap):
         self._views()
         _return_freed_memory()
 
-    def _retire_repeated_keys(self) -> None:
-        """Of entries with one key (their hashes equal), only the last stays alive. Only the
-        entries whose hash repeats are compared as Python objects."""
-        order = np.argsort(self._hashes, kind="stable")
-        ordered = self._hashes[order]
+    def _retire_repeated_keys(self, first_new: int) -> None:
+        """Of entries with one key, only the last stays alive. The new entries (``first_new`` on,
+        not indexed yet) are looked for among the indexed ones by their hashes (probed in the
+        index, vectorised) and among themselves; only entries whose hashes match are compared as
+        Python objects. A restore that settles a chunk at a time costs its chunks, not the map."""
+        fresh = self._hashes[first_new:]
+        order = np.argsort(fresh, kind="stable")
+        ordered = fresh[order]
         repeats = np.flatnonzero(ordered[1:] == ordered[:-1])
-        if not len(repeats):
+        found_new, found_old = _probe(self._index, self._hashes, self._alive, fresh)
+        candidates = np.unique(np.concatenate([order[repeats] + first_new, order[repeats + 1] + first_new,
+                                               found_new + first_new, found_old]))
+        if not len(candidates):
             return
-        candidates = np.unique(np.concatenate([order[repeats], order[repeats + 1]]))
         candidates = candidates[self._alive[candidates]]
         last = {}
         for i, key in zip(candidates.tolist(), self._keys.decode(candidates)):
             last[(self._hashes[i], key)] = i       # candidates ascend: the last one wins
         self._alive[candidates] = False
         self._alive[np.array(sorted(last.values()), np.int64)] = True
+
+
+def _probe(index: np.ndarray, hashes: np.ndarray, alive: np.ndarray, wanted: np.ndarray) -> tuple:
+    """(positions in ``wanted``, entries) of the live indexed entries whose hash is one wanted,
+    vectorised: each round looks at one more slot of every probe sequence not at an empty slot."""
+    mask = len(index) - 1
+    pending = np.arange(len(wanted))
+    slots = _home_slots(wanted, len(index))
+    found_new, found_old = [], []
+    while len(pending):
+        entries = index[slots]
+        going = entries >= 0
+        pending, slots, entries = pending[going], slots[going], entries[going]
+        hit = (hashes[entries] == wanted[pending]) & alive[entries]
+        found_new.append(pending[hit])
+        found_old.append(entries[hit])
+        slots = (slots + 1) & mask
+    return (np.concatenate(found_new) if found_new else np.zeros(0, np.int64),
+            np.concatenate(found_old).astype(np.int64) if found_old else np.zeros(0, np.int64))
+
+
+# Fibonacci hashing: a slot is the top bits of the hash times 2^64 / golden ratio. Python hashes
+# consecutive ints to consecutive values; taken as they are (hash & mask), a packed map of such
+# keys was one run of full slots, and each re-written key walked the run to its end.
+_GOLDEN = 0x9E3779B97F4A7C15
+_U64 = (1 << 64) - 1
+
+
+def _home_slots(hashes: np.ndarray, size: int) -> np.ndarray:
+    """Each hash's first slot in an index of ``size`` (a power of two) slots."""
+    shift = np.uint64(64 - (size.bit_length() - 1))
+    return (hashes.astype(np.uint64) * np.uint64(_GOLDEN) >> shift).astype(np.int64)
 
 
 def _index_size(entries: int) -> int:
@@ -501,7 +540,7 @@ def _insert(index: np.ndarray, hashes: np.ndarray, first: int) -> None:
     mask = len(index) - 1
     for start in range(first, len(hashes), _INSERT_CHUNK):
         pending = np.arange(start, min(start + _INSERT_CHUNK, len(hashes)), dtype=np.int32)
-        slots = (hashes[pending] & mask).astype(np.int32)
+        slots = _home_slots(hashes[pending], len(index)).astype(np.int32)
         while len(pending):
             free = index[slots] < 0
             wanting, wanted = pending[free], slots[free]
