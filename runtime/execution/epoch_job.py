@@ -13,6 +13,7 @@ import pickle
 
 from pyspark import accumulators
 
+from runtime.common.memory import return_freed_memory
 from runtime.execution.locality import StateLocality
 from runtime.execution.python_rdds import SLOT_POOLS, PythonRDDs
 from runtime.graph.job_graph import JobGraph
@@ -82,6 +83,9 @@ def _task_function(run_id: str, broadcast, tdds: dict, job_parameters: dict, ack
             else:
                 yield row
         _settle_worker_heap(run_id)
+        # What the task freed (its input's and output's buffers, a settled state's old pages) goes
+        # back to the system: the worker's peak is then its largest task's, not their sum.
+        return_freed_memory()
     return run
 
 

@@ -31,11 +31,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from runtime.common.memory import map_large_buffers, return_freed_memory
+
 _LOAD = 0.7                     # the index's fill at most
 _INT64, _FLOAT64, _TEXT, _PICKLED = "int64", "float64", "text", "pickled"
 _INSERT_CHUNK = 1 << 18         # entries indexed at a time (the rounds' arrays stay small)
 # The columns' Arrow buffers come from malloc, not Arrow's pool (mimalloc keeps what is freed):
-# what a settling frees goes back to the system (_return_freed_memory).
+# what a settling frees goes back to the system (runtime.common.memory).
 _POOL = pa.system_memory_pool()
 
 
@@ -237,7 +239,7 @@ class CompactStateMap(StateMap):
     a settled entry also in the dict, or removed, is retired (``_alive`` false)."""
 
     def _init_columns(self) -> None:
-        _malloc()
+        map_large_buffers()
         self._hashes = np.zeros(0, np.int64)
         self._keys: Optional[PackedColumn] = None
         self._values: Optional[PackedColumn] = None
@@ -471,7 +473,7 @@ class CompactStateMap(StateMap):
         self.settled = live
         self._probed = (None, -1)
         self._views()
-        _return_freed_memory()
+        return_freed_memory()
 
     def _retire_repeated_keys(self, first_new: int) -> None:
         """Of entries with one key, only the last stays alive. The new entries (``first_new`` on,
@@ -549,29 +551,3 @@ def _insert(index: np.ndarray, hashes: np.ndarray, first: int) -> None:
             placed = np.zeros(len(pending), np.bool_)
             placed[np.flatnonzero(free)[first_wanting]] = True
             pending, slots = pending[~placed], (slots[~placed] + 1) & mask
-
-
-_MALLOC = None
-
-
-def _malloc():
-    """The C library, told once to map buffers of 1 MiB and more with mmap: the columns then grow
-    by remapping their pages (realloc), not by a copy beside them, and what a map frees goes back
-    to the system (glibc would keep freed heap memory, and serve the next large buffers from it).
-    None where that cannot be done."""
-    global _MALLOC
-    if _MALLOC is None:
-        try:
-            import ctypes
-            _MALLOC = ctypes.CDLL("libc.so.6")
-            _MALLOC.mallopt(-3, 1 << 20)      # M_MMAP_THRESHOLD
-        except (OSError, AttributeError):
-            _MALLOC = False
-    return _MALLOC or None
-
-
-def _return_freed_memory() -> None:
-    """Give the pages a settling freed back to the system: a worker holding a large state would
-    otherwise keep a settling's peak for its life."""
-    if _malloc():
-        _MALLOC.malloc_trim(0)

@@ -1,0 +1,38 @@
+"""A local session's JVM options (runtime.execution.spark.with_local_jvm_options): the serial
+collector from a 64 MB heap, unless the user's options choose a collector or an initial heap."""
+import re
+
+import pytest
+
+from runtime.execution.spark import DRIVER_JAVA_OPTIONS, with_local_jvm_options
+
+
+@pytest.mark.parametrize("given, expected", [
+    ({}, "-XX:+UseSerialGC -Xms64m"),
+    ({DRIVER_JAVA_OPTIONS: "-Dlog4j.debug=true"}, "-XX:+UseSerialGC -Xms64m -Dlog4j.debug=true"),
+    ({DRIVER_JAVA_OPTIONS: "-XX:+UseG1GC"}, "-Xms64m -XX:+UseG1GC"),         # two collectors: no JVM
+    ({DRIVER_JAVA_OPTIONS: "-Xms2g -XX:+UseParallelGC"}, "-Xms2g -XX:+UseParallelGC"),
+])
+def test_the_users_choice_of_collector_and_heap_wins(given, expected, monkeypatch):
+    for variable in ("SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS"):
+        monkeypatch.delenv(variable, raising=False)
+    settings = dict(given)
+    with_local_jvm_options(settings)
+    assert settings[DRIVER_JAVA_OPTIONS] == expected
+
+
+def test_a_collector_chosen_in_the_environment_is_left_alone(monkeypatch):
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-XX:+UseZGC")
+    settings = {}
+    with_local_jvm_options(settings)
+    assert settings[DRIVER_JAVA_OPTIONS] == "-Xms64m"
+
+
+def test_the_suites_session_runs_the_collector_its_options_name(spark):
+    management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    args = list(management.getRuntimeMXBean().getInputArguments())
+    collectors = [b.getName() for b in management.getGarbageCollectorMXBeans()]
+    if any(re.fullmatch(r"-XX:\+Use\w+GC", a) and a != "-XX:+UseSerialGC" for a in args):
+        pytest.skip("a collector chosen outside the tests")
+    assert "-XX:+UseSerialGC" in args and "-Xms64m" in args
+    assert collectors == ["Copy", "MarkSweepCompact"]
