@@ -418,10 +418,11 @@ class _Digesting:
         self.size = 0
 
     def write(self, data) -> int:
+        n = memoryview(data).nbytes
         self.digest.update(data)
-        self.size += len(memoryview(data).cast("B"))
+        self.size += n
         self.out.write(data)
-        return len(data)
+        return n
 
     def tell(self) -> int:
         return self.size
@@ -609,10 +610,10 @@ class KeyedRows:
                                    and len({p.file for p in parts}) == 1 and parts[0].file is not None)
 
     def text_key_columns(self, name: str) -> Optional[tuple]:
-        """(keys, values) of state ``name`` as chunked Arrow columns (string; int64 or float64,
-        a chunk per row group, not copied into one) when it
-        comes from one snapshot (each key once) of text keys in the void namespace with values in
-        their typed column: what a backend loads without a Python object per entry; else None."""
+        """(keys, values) of state ``name`` as chunked Arrow columns (string; int64 or float64, a
+        chunk per row group, not copied into one) when it comes from one snapshot (each key once)
+        of text keys in the void namespace with values in their typed column: what a backend loads
+        without a Python object per entry; else None."""
         parts = self._parts_of(name)
         if not parts or not self.single_part(name) or not all(isinstance(p, _StatePart) and name in p.types
                                                              for p in parts):

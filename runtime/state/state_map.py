@@ -36,8 +36,9 @@ from runtime.common.memory import map_large_buffers, return_freed_memory
 _LOAD = 0.7                     # the index's fill at most
 _INT64, _FLOAT64, _TEXT, _PICKLED = "int64", "float64", "text", "pickled"
 _INSERT_CHUNK = 1 << 18         # entries indexed at a time (the rounds' arrays stay small)
-# The columns' Arrow buffers come from malloc, not Arrow's pool (mimalloc keeps what is freed):
-# what a settling frees goes back to the system (runtime.common.memory).
+# Arrow buffers made here (a restore's slices cast to large binary) come from malloc, not Arrow's
+# pool (mimalloc keeps what is freed): what a settling frees goes back to the system
+# (runtime.common.memory).
 _POOL = pa.system_memory_pool()
 
 
