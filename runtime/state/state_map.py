@@ -467,7 +467,7 @@ class CompactStateMap(StateMap):
                 self._keys.keep(kept)
                 self._values.keep(kept)
                 _keep(self._alive, kept)
-            self._index = None
+            self._index = None      # the old index freed before the new one is made, not beside it
             self._index = np.full(_index_size(live), -1, np.int32)
             first_new = 0
         _insert(self._index, self._hashes, first_new)
