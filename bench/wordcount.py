@@ -22,7 +22,10 @@ included, is measured on its own):
   floor    pyarrow: read, split, group by (window start, word), count; no streaming machinery
   floor_python  the same, with the lines split into words in Python (as the jobs' user code)
 
-It prints words/s, wall time and peak RSS for each, the rate ratios, checks every result against
+Each job but PyFlink's runs ``--repeat`` times (3) after its warm-up, on fresh output locations
+(a new warehouse, sink and checkpoint each time): its job time is the median, every run's time
+is printed too (the first also pays the processes' first growth to the input's size; a stream's
+later epochs run in grown processes). It prints words/s, wall time and peak RSS for each, the rate ratios, checks every result against
 the counts the generator knows (Structured Streaming's append mode holds back the windows its
 final watermark has not passed), and prints a Markdown table for bench/README.md.
 
@@ -36,6 +39,7 @@ import argparse
 import datetime as _dt
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -89,6 +93,23 @@ def write_results(path, window_starts, words, counts):
 
 def window_of(ts):
     return ts - ts % WINDOW_MS
+
+
+def timed_runs(spec, run):
+    """``run(i)`` ``spec["repeat"]`` times, each on a fresh output location ``i``: the job time is
+    the median, the runs' times are kept (the first also pays its processes' first growth to the
+    input's size: memory faulted in, the JVM's heap grown). Returns (metrics, the last run's result)."""
+    times, result = [], None
+    for i in range(max(1, spec.get("repeat", 1))):
+        t = time.perf_counter()
+        result = run(i)
+        times.append(time.perf_counter() - t)
+    return {"job_s": statistics.median(times), "job_runs_s": times}, result
+
+
+def nth(path, i):
+    """Run i's output location: the path itself for the first run."""
+    return path if i == 0 else f"{path}-{i}"
 
 
 # =========================================================================================
@@ -179,9 +200,8 @@ def _run_sluice(spec, build):
     except Exception as e:
         metrics["note_capture"] = f"job result not captured ({type(e).__name__}: {e})"
 
-    t = time.perf_counter()
-    records = collect(spec["input"], spec["warehouse"])
-    metrics["job_s"] = time.perf_counter() - t
+    timing, records = timed_runs(spec, lambda i: collect(spec["input"], nth(spec["warehouse"], i)))
+    metrics.update(timing)
     if token is not None:
         current_executor.reset(token)
 
@@ -221,10 +241,12 @@ def role_sss(spec):
         metrics["warm_up_s"] = time.perf_counter() - t1
     metrics["startup_s"] = time.perf_counter() - t
 
-    t = time.perf_counter()
-    query = _sss_query(spark, spec["input"], spec["sink"], spec["checkpoint"])
-    query.awaitTermination()
-    metrics["job_s"] = time.perf_counter() - t
+    def run(i):
+        q = _sss_query(spark, spec["input"], nth(spec["sink"], i), nth(spec["checkpoint"], i))
+        q.awaitTermination()
+        return q, nth(spec["sink"], i)
+    timing, (query, sink) = timed_runs(spec, run)
+    metrics.update(timing)
 
     watermarks = []
     for p in query.recentProgress:
@@ -236,7 +258,7 @@ def role_sss(spec):
     metrics["state_rows_total"] = max(
         (sum(o.get("numRowsTotal", 0) for o in p.get("stateOperators", [])) for p in query.recentProgress),
         default=None)
-    out = spark.read.parquet(spec["sink"]).toPandas() if _has_parquet(spec["sink"]) else None
+    out = spark.read.parquet(sink).toPandas() if _has_parquet(sink) else None
     spark.stop()
     if out is None:
         write_results(spec["out"], [], [], [])
@@ -284,10 +306,15 @@ def role_floor(spec):
     pc.split_pattern(pa.array(["0 a"]), " ")
     pa.table({"k": ["a"]}).group_by("k").aggregate([("k", "count")])
     metrics["startup_s"] = time.perf_counter() - t
-    t = time.perf_counter()
+    return _floor_runs(spec, metrics, _floor_counts)
+
+
+def _floor_counts(folder):
+    import pyarrow as pa
+    import pyarrow.compute as pc
     pieces = []
-    for name in sorted(os.listdir(spec["input"])):
-        with open(os.path.join(spec["input"], name), "rb") as f:
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), "rb") as f:
             text = f.read().decode("utf-8")
         lines = pc.list_flatten(pc.split_pattern(pa.array([text], pa.large_string()), "\n"))
         lines = pc.filter(lines, pc.not_equal(lines, ""))
@@ -297,12 +324,7 @@ def role_floor(spec):
         window_start = pc.multiply(pc.divide(ts, WINDOW_MS), WINDOW_MS)   # ts > 0: truncation = floor
         pieces.append(pa.table({"window_start": pc.take(window_start, pc.list_parent_indices(words)),
                                 "word": pc.cast(pc.list_flatten(words), pa.string())}))
-    table = pa.concat_tables(pieces)
-    counts = table.group_by(["window_start", "word"]).aggregate([("word", "count")])
-    metrics["job_s"] = time.perf_counter() - t
-    metrics["result_records"] = counts.num_rows
-    write_results(spec["out"], counts["window_start"], counts["word"], counts["word_count"])
-    return metrics
+    return pa.concat_tables(pieces).group_by(["window_start", "word"]).aggregate([("word", "count")])
 
 
 def role_floor_python(spec):
@@ -313,21 +335,30 @@ def role_floor_python(spec):
     t = time.perf_counter()
     pa.table({"k": ["a"]}).group_by("k").aggregate([("k", "count")])
     metrics["startup_s"] = time.perf_counter() - t
-    t = time.perf_counter()
+    return _floor_runs(spec, metrics, _floor_python_counts)
+
+
+def _floor_runs(spec, metrics, counts_of):
+    """A floor's timed runs of ``counts_of(input folder)`` (a table of window_start, word, word_count)."""
+    timing, counts = timed_runs(spec, lambda i: counts_of(spec["input"]))
+    metrics.update(timing)
+    metrics["result_records"] = counts.num_rows
+    write_results(spec["out"], counts["window_start"], counts["word"], counts["word_count"])
+    return metrics
+
+
+def _floor_python_counts(folder):
+    import pyarrow as pa
     words, window_starts = [], []
-    for name in sorted(os.listdir(spec["input"])):
-        with open(os.path.join(spec["input"], name), encoding="utf-8") as f:
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
             for line in f:
                 ts, _, rest = line.partition(" ")
                 line_words = rest.split()
                 words.extend(line_words)
                 window_starts.extend([window_of(int(ts))] * len(line_words))
     table = pa.table({"window_start": pa.array(window_starts, pa.int64()), "word": pa.array(words, pa.string())})
-    counts = table.group_by(["window_start", "word"]).aggregate([("word", "count")])
-    metrics["job_s"] = time.perf_counter() - t
-    metrics["result_records"] = counts.num_rows
-    write_results(spec["out"], counts["window_start"], counts["word"], counts["word_count"])
-    return metrics
+    return table.group_by(["window_start", "word"]).aggregate([("word", "count")])
 
 
 def role_pyflink(spec):
@@ -563,6 +594,7 @@ def report(results, corpus, args):
         e2e = words / m["wall_s"] if ok and m.get("wall_s") else None
         rows.append({"name": name, "label": label, "words": words, "ok": ok, "rate": rate, "e2e": e2e,
                      "job_s": m.get("job_s") if ok else None, "wall_s": m.get("wall_s"),
+                     "runs": m.get("job_runs_s") if ok else None,
                      "startup_s": m.get("startup_s") if ok else None, "warm_up_s": m.get("warm_up_s") if ok else None,
                      "peak": m.get("peak_rss"), "peak_jvm": m.get("peak_rss_jvm"), "cpu_s": m.get("cpu_s"),
                      "load": m.get("load_before"),
@@ -571,12 +603,14 @@ def report(results, corpus, args):
     def f(x, fmt):
         return "-" if x is None else format(x, fmt)
 
-    header = ("| competitor | words | words/s (job) | job s | warm-up run s | wall s (incl. start-up) "
-              "| words/s (wall) | CPU s (tree) | peak RSS MiB (tree) | of which JVM MiB | load before | counts |")
-    md = [header, "|" + "---|" * 12]
+    header = ("| competitor | words | words/s (job) | job s (median) | runs s | warm-up run s "
+              "| wall s (incl. start-up) | words/s (wall) | CPU s (tree) | peak RSS MiB (tree) | of which JVM MiB "
+              "| load before | counts |")
+    md = [header, "|" + "---|" * 13]
     for r in rows:
         status = r["check"] if r["ok"] else f"FAILED: {(r['error'] or '').splitlines()[0][:80]}"
-        md.append(f"| {r['label']} | {r['words']:,} | {f(r['rate'], ',.0f')} | {f(r['job_s'], '.2f')} "
+        runs = ", ".join(f"{t:.2f}" for t in r["runs"]) if r["runs"] else "-"
+        md.append(f"| {r['label']} | {r['words']:,} | {f(r['rate'], ',.0f')} | {f(r['job_s'], '.2f')} | {runs} "
                   f"| {f(r['warm_up_s'], '.2f')} | {f(r['wall_s'], '.1f')} | {f(r['e2e'], ',.0f')} | {f(r['cpu_s'], '.1f')} "
                   f"| {_mib(r['peak'])} | {_mib(r['peak_jvm'])} | {f(r['load'], '.2f')} | {status} |")
     by = {r["name"]: r for r in rows}
@@ -622,6 +656,9 @@ def main(argv=None):
     parser.add_argument("--parallelism", type=int, default=os.cpu_count() or 2,
                         help="source splits, Spark cores and job parallelism (default: cores)")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds per competitor")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="timed runs of each job after its warm-up, each on fresh output locations; the "
+                             "job time is their median (default 3; PyFlink runs once)")
     parser.add_argument("--cold", action="store_true",
                         help="no warm-up run before the Sluice and Structured Streaming jobs' clocks")
     parser.add_argument("--pyflink-worker-mode", choices=("process", "loopback"), default="process",
@@ -641,9 +678,9 @@ def main(argv=None):
         skip.add("pyflink")
     workdir = args.workdir or tempfile.mkdtemp(prefix="sluice-bench-")
     os.makedirs(workdir, exist_ok=True)
-    for sub in ("corpus", "slice", "results", "sss", "sluice-warehouse", "sluice-batches-warehouse",
-                "sluice-warehouse-warm-up", "sluice-batches-warehouse-warm-up"):
-        shutil.rmtree(os.path.join(workdir, sub), ignore_errors=True)
+    for sub in os.listdir(workdir):
+        if sub in ("corpus", "slice", "results", "sss") or sub.startswith(("sluice-warehouse", "sluice-batches-warehouse")):
+            shutil.rmtree(os.path.join(workdir, sub), ignore_errors=True)
     par = args.parallelism
     print(f"Windowed WordCount benchmark: {args.words:,} words, vocabulary {args.vocabulary:,} "
           f"(Zipf s={args.zipf}), {par} splits/cores, event time {args.event_seconds} s in "
@@ -676,7 +713,7 @@ def main(argv=None):
 
     if "sluice" not in skip:
         results["sluice"] = run_competitor(
-            "sluice", "sluice", me, {"input": corpus_dir, "parallelism": par,
+            "sluice", "sluice", me, {"input": corpus_dir, "parallelism": par, "repeat": args.repeat,
                                      "warehouse": os.path.join(workdir, "sluice-warehouse"), "warm_up": not args.cold},
             workdir, args.timeout, spark_env)
         check("sluice", truth, "Sluice vs generator (= floor)")
@@ -684,14 +721,14 @@ def main(argv=None):
     if "sluice_batches" not in skip:
         results["sluice_batches"] = run_competitor(
             "sluice_batches", "sluice_batches", me,
-            {"input": corpus_dir, "parallelism": par,
+            {"input": corpus_dir, "parallelism": par, "repeat": args.repeat,
              "warehouse": os.path.join(workdir, "sluice-batches-warehouse"), "warm_up": not args.cold},
             workdir, args.timeout, spark_env)
         check("sluice_batches", truth, "Sluice with an Arrow-batch function vs generator")
 
     if "sss" not in skip:
         results["sss"] = run_competitor(
-            "sss", "sss", me, {"input": corpus_dir, "parallelism": par,
+            "sss", "sss", me, {"input": corpus_dir, "parallelism": par, "repeat": args.repeat,
                                "sink": os.path.join(workdir, "sss", "out"),
                                "checkpoint": os.path.join(workdir, "sss", "checkpoint"), "warm_up": not args.cold},
             workdir, args.timeout, spark_env)
@@ -710,10 +747,12 @@ def main(argv=None):
             check("sss", truth, "Structured Streaming")
 
     if "floor" not in skip:
-        results["floor"] = run_competitor("floor", "floor", me, {"input": corpus_dir}, workdir, args.timeout)
+        results["floor"] = run_competitor("floor", "floor", me, {"input": corpus_dir, "repeat": args.repeat},
+                                          workdir, args.timeout)
         check("floor", truth, "floor vs generator")
     if "floor_python" not in skip:
-        results["floor_python"] = run_competitor("floor_python", "floor_python", me, {"input": corpus_dir},
+        results["floor_python"] = run_competitor("floor_python", "floor_python", me,
+                                                 {"input": corpus_dir, "repeat": args.repeat},
                                                  workdir, args.timeout)
         check("floor_python", truth, "floor with a Python split vs generator")
 
