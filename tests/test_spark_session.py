@@ -1,5 +1,6 @@
 """A local session's JVM options (runtime.execution.spark.with_local_jvm_options): the serial
-collector from a 64 MB heap, unless the user's options choose a collector or an initial heap."""
+collector from a 64 MB heap and C1 alone, unless the user's options choose a collector, an initial
+heap or a compiler."""
 import re
 
 import pytest
@@ -8,12 +9,14 @@ from runtime.execution.spark import DRIVER_JAVA_OPTIONS, with_local_jvm_options
 
 
 @pytest.mark.parametrize("given, expected", [
-    ({}, "-XX:+UseSerialGC -Xms64m"),
-    ({DRIVER_JAVA_OPTIONS: "-Dlog4j.debug=true"}, "-XX:+UseSerialGC -Xms64m -Dlog4j.debug=true"),
-    ({DRIVER_JAVA_OPTIONS: "-XX:+UseG1GC"}, "-Xms64m -XX:+UseG1GC"),         # two collectors: no JVM
-    ({DRIVER_JAVA_OPTIONS: "-Xms2g -XX:+UseParallelGC"}, "-Xms2g -XX:+UseParallelGC"),
+    ({}, "-XX:+UseSerialGC -Xms64m -XX:TieredStopAtLevel=1"),
+    ({DRIVER_JAVA_OPTIONS: "-Dlog4j.debug=true"}, "-XX:+UseSerialGC -Xms64m -XX:TieredStopAtLevel=1 -Dlog4j.debug=true"),
+    ({DRIVER_JAVA_OPTIONS: "-XX:+UseG1GC"}, "-Xms64m -XX:TieredStopAtLevel=1 -XX:+UseG1GC"),   # two collectors: no JVM
+    ({DRIVER_JAVA_OPTIONS: "-Xms2g -XX:+UseParallelGC"}, "-XX:TieredStopAtLevel=1 -Xms2g -XX:+UseParallelGC"),
+    ({DRIVER_JAVA_OPTIONS: "-XX:+TieredCompilation"}, "-XX:+UseSerialGC -Xms64m -XX:+TieredCompilation"),
+    ({DRIVER_JAVA_OPTIONS: "-XX:TieredStopAtLevel=4 -Xms1g"}, "-XX:+UseSerialGC -XX:TieredStopAtLevel=4 -Xms1g"),
 ])
-def test_the_users_choice_of_collector_and_heap_wins(given, expected, monkeypatch):
+def test_the_users_choice_of_collector_heap_and_compiler_wins(given, expected, monkeypatch):
     for variable in ("SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS"):
         monkeypatch.delenv(variable, raising=False)
     settings = dict(given)
@@ -25,10 +28,10 @@ def test_a_collector_chosen_in_the_environment_is_left_alone(monkeypatch):
     monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-XX:+UseZGC")
     settings = {}
     with_local_jvm_options(settings)
-    assert settings[DRIVER_JAVA_OPTIONS] == "-Xms64m"
+    assert settings[DRIVER_JAVA_OPTIONS] == "-Xms64m -XX:TieredStopAtLevel=1"
 
 
-def test_the_suites_session_runs_the_collector_its_options_name(spark):
+def test_the_suites_session_runs_the_collector_and_compiler_its_options_name(spark):
     management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
     args = list(management.getRuntimeMXBean().getInputArguments())
     collectors = [b.getName() for b in management.getGarbageCollectorMXBeans()]
@@ -36,3 +39,8 @@ def test_the_suites_session_runs_the_collector_its_options_name(spark):
         pytest.skip("a collector chosen outside the tests")
     assert "-XX:+UseSerialGC" in args and "-Xms64m" in args
     assert collectors == ["Copy", "MarkSweepCompact"]
+    if any(re.match(r"-XX:[+-]?Tiered|-Xint|-Xcomp", a) and a != "-XX:TieredStopAtLevel=1" for a in args):
+        pytest.skip("a compiler chosen outside the tests")
+    diagnostics = management.getPlatformMXBean(spark.sparkContext._jvm.java.lang.Class.forName(
+        "com.sun.management.HotSpotDiagnosticMXBean"))
+    assert diagnostics.getVMOption("TieredStopAtLevel").getValue() == "1"

@@ -220,19 +220,24 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
 # The collectors a JVM option may choose (two chosen at once stop the JVM from starting).
 _COLLECTOR_OPTION = re.compile(r"-XX:\+Use\w+GC\b")
 _INITIAL_HEAP_OPTION = re.compile(r"-Xms\d")
+_COMPILER_OPTION = re.compile(r"-XX:[+-]?Tiered\w*|-Xint\b|-Xcomp\b")
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
 def with_local_jvm_options(settings: dict) -> None:
-    """A local session's JVM uses the serial collector and starts with a 64 MB heap, unless its
-    options choose otherwise. In local mode the JVM holds no state (the Python workers do): its
-    live heap stays under 100 MB, but G1 grows its committed heap with each large epoch's shuffle
-    and keeps its own remembered sets, and a JVM starts with 1/64 of the machine's memory (384 MB
-    on 24 GB) that the serial collector keeps. Measured (bench/README.md, issue 35): the JVM 50 to
-    100 MiB smaller at 10,000,000 keys, epochs as fast."""
+    """A local session's JVM uses the serial collector, starts with a 64 MB heap and compiles
+    with C1 alone, unless its options choose otherwise. In local mode the JVM holds no state and
+    runs no user code (the Python workers do): it schedules, moves shuffle bytes and answers py4j.
+    Its live heap stays under 100 MB, but G1 grows its committed heap with each large epoch's
+    shuffle and keeps its own remembered sets, and a JVM starts with 1/64 of the machine's memory
+    (384 MB on 24 GB) that the serial collector keeps: the JVM 50 to 100 MiB smaller at 10,000,000
+    keys, epochs as fast. And C2 kept compiling a long tail of Spark's methods in every epoch,
+    0.3-1.3 s of a core per word-count epoch beside the two Python workers on two cores; C1 alone
+    0.2-0.5 s (bench/README.md, issue 35). A cluster's JVMs keep Spark's defaults."""
     chosen = " ".join((settings.get(DRIVER_JAVA_OPTIONS, ""), os.environ.get("SPARK_SUBMIT_OPTS", ""),
                        os.environ.get("JAVA_TOOL_OPTIONS", ""), os.environ.get("JDK_JAVA_OPTIONS", "")))
-    ours = [option for option, pattern in (("-XX:+UseSerialGC", _COLLECTOR_OPTION), ("-Xms64m", _INITIAL_HEAP_OPTION))
+    ours = [option for option, pattern in (("-XX:+UseSerialGC", _COLLECTOR_OPTION), ("-Xms64m", _INITIAL_HEAP_OPTION),
+                                           ("-XX:TieredStopAtLevel=1", _COMPILER_OPTION))
             if not pattern.search(chosen)]
     if ours:
         settings[DRIVER_JAVA_OPTIONS] = " ".join(filter(None, (*ours, settings.get(DRIVER_JAVA_OPTIONS))))
