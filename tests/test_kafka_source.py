@@ -1,5 +1,7 @@
 """The Kafka source against the test run's real broker (tests/kafka_env.py): the enumerator's
 plans and the reader's ranges without Spark, then whole jobs on the shared Spark session."""
+import time
+
 import pyarrow as pa
 import pytest
 
@@ -68,13 +70,14 @@ def test_epochs_read_planned_ranges_at_most_n_per_partition_and_new_partitions(k
     kafka_env.add_partitions(bootstrap, topic, 3)
     kafka_env.produce(bootstrap, topic, ["p2-0"], partition=2)
     # A partition is found by a discovery after it was made (as Flink's periodic discovery: the
-    # broker's metadata may lag the producer's by a moment): the next planning or one soon after,
-    # read from its earliest offset; nothing read twice.
-    read, epoch = [], 1
-    while "p2-0" not in read and epoch < 6:
+    # broker's metadata may lag the producer's, by seconds on a busy machine): a planning soon
+    # after, read from its earliest offset; nothing read twice.
+    read, epoch, deadline = [], 1, time.monotonic() + 30
+    while "p2-0" not in read and time.monotonic() < deadline:
         got, _ = run_epoch(enumerator, reader, epoch)
         read += [v for vs in got.values() for v in vs]
         epoch += 1
+        time.sleep(0.1)
     assert sorted(read) == ["p0-3", "p0-4", "p1-3", "p1-4", "p2-0"]
     # The positions restore into another enumerator at another parallelism: nothing more to read,
     # every partition still planned (its watermark counts), owned as Flink assigns it.
