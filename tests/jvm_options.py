@@ -7,7 +7,8 @@ and loading Spark's classes: with C1 only and the serial collector, a ``sluice r
 WordCount starts and runs in about 60% of the time on a 2-core machine (15 s instead of 25 s,
 loaded), and with the classes a local session loads mapped from a class-data archive (CDS) it
 takes another 3 s less (11-12 s instead of 14-15 s for a run of tests/jobs/checkpointed_counts.py).
-The test run's own session, which lives for the whole run, keeps the JVM's defaults (conftest.py).
+The test run's own session, which lives for the whole run, keeps the JVM's tiered compilers
+(conftest.py).
 
 SPARK_SUBMIT_OPTS is what Spark's launcher adds to a driver's command line (in local mode, the
 whole of Spark); every process the tests start inherits it. A value set outside the tests wins:
@@ -24,6 +25,7 @@ import tempfile
 from run_temp import jvm_temp_option
 
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+SESSION_COMPILER = "-XX:+TieredCompilation"     # the test run's own session: C1 then C2 (conftest.py)
 VARIABLE = "SPARK_SUBMIT_OPTS"
 # Set by the test run that set VARIABLE: its xdist workers inherit both and own VARIABLE too, and
 # the archive's folder, which they share (tests/parallel.py).
