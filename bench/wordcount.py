@@ -25,9 +25,10 @@ included, is measured on its own):
 Each job but PyFlink's runs ``--repeat`` times (3) after its warm-up, on fresh output locations
 (a new warehouse, sink and checkpoint each time): its job time is the median, every run's time
 is printed too (the first also pays the processes' first growth to the input's size; a stream's
-later epochs run in grown processes). It prints words/s, wall time and peak RSS for each, the rate ratios, checks every result against
-the counts the generator knows (Structured Streaming's append mode holds back the windows its
-final watermark has not passed), and prints a Markdown table for bench/README.md.
+later epochs run in grown processes). It prints words/s, wall time and peak RSS for each, the
+rate ratios, checks every result against the counts the generator knows (Structured Streaming's
+append mode holds back the windows its final watermark has not passed), and prints a Markdown
+table for bench/README.md.
 
 The script is also its own subprocess entry point (``--role NAME --spec FILE``); the roles
 import nothing outside the standard library at module level, so the PyFlink role runs under

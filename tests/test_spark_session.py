@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+import jvm_options
 from runtime.execution.spark import DRIVER_JAVA_OPTIONS, with_local_jvm_options
 
 
@@ -41,8 +42,9 @@ def test_the_suites_session_runs_the_collector_and_compiler_its_options_name(spa
     assert collectors == ["Copy", "MarkSweepCompact"]
     # The suite's session names the tiered compilers (conftest.py): the options' choice, not C1 alone.
     chosen = [a for a in args if re.match(r"-XX:[+-]?Tiered|-Xint|-Xcomp", a)]
-    if chosen not in (["-XX:+TieredCompilation"], ["-XX:TieredStopAtLevel=1"]):
+    if chosen not in ([jvm_options.SESSION_COMPILER], ["-XX:TieredStopAtLevel=1"]):
         pytest.skip(f"a compiler chosen outside the tests: {chosen}")
     diagnostics = management.getPlatformMXBean(spark.sparkContext._jvm.java.lang.Class.forName(
         "com.sun.management.HotSpotDiagnosticMXBean"))
-    assert diagnostics.getVMOption("TieredStopAtLevel").getValue() == ("4" if chosen == ["-XX:+TieredCompilation"] else "1")
+    tiered = chosen == [jvm_options.SESSION_COMPILER]      # -XX:+TieredCompilation: up to C2, level 4
+    assert diagnostics.getVMOption("TieredStopAtLevel").getValue() == ("4" if tiered else "1")
