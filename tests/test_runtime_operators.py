@@ -260,6 +260,13 @@ class ParseEach(ProcessFunction):
         yield int(value)
 
 
+def parse_thrice(line):
+    """A flat_map that makes three records of each line: past its first run, it takes its input
+    a few records at a time (the chain's batches stay about the batch size)."""
+    for _ in range(3):
+        yield int(line)
+
+
 class RejectRepeats(MapFunction):
     """Fails on a line it saw before: the first occurrence passes, the repeat is the bad record."""
 
@@ -294,6 +301,9 @@ def test_a_malformed_record_names_the_file_and_line_it_came_from(spark, tmp_path
     env = job_env(tmp_path / "process", 1, **settings)
     env.read_text_file(str(folder)).process(ParseEach(), Types.LONG()).name("Parse").print()
     assert f"Parse (1/1) {at}" in failure(env, "process")
+    env = job_env(tmp_path / "flat_map", 1, **settings)
+    env.read_text_file(str(folder)).flat_map(parse_thrice, Types.LONG()).name("Parse").print()
+    assert f"Parse (1/1) {at}" in failure(env, "flat_map")
 
     # Past a filter (or a map, or a shuffle) the source's positions are gone: nothing is said
     # rather than something wrong.
@@ -305,6 +315,22 @@ def test_a_malformed_record_names_the_file_and_line_it_came_from(spark, tmp_path
     env.read_text_file(str(folder)).key_by(lambda line: line).map(int).name("Parse").print()
     assert "Parse (1/1) failed: ValueError: invalid literal for int() with base 10: 'seventeen' (on record " \
         "'seventeen') in epoch" in failure(env, "keyed")
+
+
+def test_a_flat_map_passes_its_output_on_in_batches_of_about_the_batch_size(collect, tmp_path):
+    """Ten records of each: the next operator gets the first batch's output whole, then batches of
+    the batch size (10 input records at a time), every record once and in order."""
+    import pyarrow as pa
+
+    def sizes(batch):     # each row: the size of the batch it came in, and its value
+        return pa.record_batch([pa.array([batch.num_rows] * batch.num_rows, pa.int64()), batch["f0"]],
+                               names=["f0", "f1"])
+    env = job_env(tmp_path, 1, task__batch_size=100)
+    got = collect(env.from_collection(list(range(1000)), Types.LONG())
+                  .flat_map(lambda n: [n] * 10, Types.LONG())
+                  .map_batches(sizes, Types.TUPLE([Types.LONG(), Types.LONG()])))
+    assert [v for _, v in got] == [n for n in range(1000) for _ in range(10)]
+    assert [size for size, _ in got] == [1000] * 1000 + [100] * 9000
 
 
 def test_the_line_of_a_repeated_record_is_its_own(spark, tmp_path):

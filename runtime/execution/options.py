@@ -12,6 +12,7 @@ from typing import Optional
 from runtime.checkpoint.incremental import FULL_EVERY, FULL_RATIO
 from runtime.state.backend import HEAP_COMPACT_AFTER
 from runtime.storage.maintenance import COMPACT_AFTER_FILES, LOG_RETENTION_S
+from runtime.task.task_context import DEFAULT_BATCH_SIZE
 
 # Sluice's keys that configure the job rather than its run (read where the job graph is).
 JOB_KEYS = (FULL_EVERY, FULL_RATIO, HEAP_COMPACT_AFTER)
@@ -45,7 +46,7 @@ class ExecutionOptions:
     epoch_interval_ms: int = 1000           # how long an unbounded epoch collects input
     max_epochs: Optional[int] = None        # stop an unbounded job after this many epochs
     max_records_per_split: Optional[int] = None   # cut bounded input into several epochs
-    batch_size: int = 4096                  # records per channel batch inside a task
+    batch_size: int = DEFAULT_BATCH_SIZE    # records per batch down a task's operator chain
     clock_start_ms: Optional[int] = None    # pin processing time (tests, replays)
     clock_step_ms: int = 1000
     quiet: bool = False                     # no progress lines

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from runtime.common.watermark_strategy import MIN_WATERMARK
+from runtime.task.task_context import DEFAULT_BATCH_SIZE
 from runtime.task.watermarks import TaskWatermarks
 
 ACK = -1        # the key of acknowledgement rows in a task's output
@@ -36,7 +37,7 @@ class TaskDeploymentDescriptor:
     splits: tuple = ()                      # SplitReads, for source subtasks
     restored_state: Optional["RestoredState"] = None   # state of the previous epoch or checkpoint
     snapshot_dir: Optional[str] = None      # where to write this epoch's snapshot ("{operator_id}" in it)
-    batch_size: int = 4096
+    batch_size: int = DEFAULT_BATCH_SIZE
     watermarks: Optional[TaskWatermarks] = None     # event time where the previous epoch left it
     # The connectors' task sides, chosen by the driver: this layer knows only their interfaces.
     source_reader: Optional[type] = None            # SourceReader class of a source vertex

@@ -72,6 +72,8 @@ class TaskOperator:
             self.timers = InternalTimerService(self.backend)
         self.records_in = 0
         self.records_out = 0
+        # Input records per run of flat_map: one record out per record in, to begin with.
+        self._flat_map_run = ctx.batch_size
         self.input_type = None      # the type of the first input's records, set by the task
 
     # ---- life cycle --------------------------------------------------------------------
@@ -228,9 +230,29 @@ class TaskOperator:
 
     def flat_map(self, f: Callable, values: list, timestamps: list, input_index: int = 0) -> None:
         """Emit what ``f`` gives for each record (a list, a generator, or None for nothing),
-        with the record's timestamp. ``f`` is called once per record (``each``); what it gives
-        is drained here, and a failure while draining names its record: the results iterator
-        has handed out exactly up to that record."""
+        with the record's timestamp, in batches of about the task's batch size: a function that
+        makes many records of one (a line's words) would otherwise hand the chain a batch many
+        times that size, whose records are out of the CPU's caches by the time the next operator
+        reads them (a word count's source subtask took a fifth longer). The input is taken in
+        runs sized by the output per input record so far."""
+        n, lo = len(values), 0
+        while lo < n:
+            hi = n if lo == 0 and n <= self._flat_map_run else min(n, lo + self._flat_map_run)
+            whole = hi - lo == n
+            try:
+                made = self._flat_map(f, values if whole else values[lo:hi],
+                                      timestamps if whole else timestamps[lo:hi], input_index)
+            except UserCodeException as e:
+                if whole or e.index is None:
+                    raise
+                # Named as in the whole batch: the source task tells a record's origin by its index there.
+                raise UserCodeException(e.where, e.record, e.error, e.trace, batch=values, index=lo + e.index,
+                                        on=e.on) from e.error
+            self._flat_map_run = max(1, (hi - lo) * self.ctx.batch_size // max(made, 1))
+            lo = hi
+
+    def _flat_map(self, f: Callable, values: list, timestamps: list, input_index: int) -> int:
+        """``flat_map`` of one run of records: the number of records emitted."""
         results = self.each_keyed(f, values, input_index, drain=True)
         out: list = []
         pending = iter(results)
@@ -249,6 +271,7 @@ class TaskOperator:
             failed = len(results) - length_hint(pending) - 1
             self.fail(e, values[failed], values, failed)
         self.output.collect(out, out_ts)
+        return len(out)
 
     def fail(self, error: BaseException, record, batch: Optional[list] = None, index: Optional[int] = None) -> None:
         """Raise the failure on ``record``, ``batch[index]`` when the operator knows its position."""

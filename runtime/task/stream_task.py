@@ -49,7 +49,7 @@ class StreamTask:
                                heap_compact_after=heap_compact_after(dict(job_graph.settings.configuration)),
                                state_dir=local_state_dir(job_graph.job_id, tdd),
                                barrier=tdd.barrier, end_of_input=tdd.end_of_input,
-                               metric_counts=tdd.metric_counts)
+                               metric_counts=tdd.metric_counts, batch_size=tdd.batch_size)
         self.ctx.batch = self.batch = job_graph.settings.runtime_mode == "BATCH"
         self.chain = OperatorChain(job_graph, tdd, self.ctx)
         self.operators = self.chain.operators       # node id -> operator

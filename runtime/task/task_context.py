@@ -8,6 +8,11 @@ from typing import Optional
 from runtime.metrics.registry import TaskMetrics
 from runtime.state.backend import DEFAULT_STATE_BACKEND
 
+# Records in a batch down an operator chain (sluice.task.batch-size): enough to spread a batch's
+# fixed costs (a call per operator, an Arrow group-by), few enough that its records are still in
+# the CPU's caches when the next operator reads them.
+DEFAULT_BATCH_SIZE = 4096
+
 
 class TaskContext:
     """What an operator knows of the subtask running it."""
@@ -17,8 +22,10 @@ class TaskContext:
                  key_group_range=None, epoch: int = 0, sink_writers: Optional[dict] = None,
                  state_backend: str = DEFAULT_STATE_BACKEND, state_dir: Optional[str] = None,
                  heap_compact_after: Optional[int] = None,
-                 barrier: bool = False, end_of_input: bool = False, metric_counts: Optional[dict] = None):
+                 barrier: bool = False, end_of_input: bool = False, metric_counts: Optional[dict] = None,
+                 batch_size: int = DEFAULT_BATCH_SIZE):
         self.epoch = epoch
+        self.batch_size = batch_size    # records in a batch down the chain (sluice.task.batch-size)
         # User metrics of the subtask, its counters and meters continuing from the run's totals.
         self.metrics = TaskMetrics(metric_counts)
         # The epoch ends in a checkpoint barrier (or, without checkpoints, commits its sinks), and
