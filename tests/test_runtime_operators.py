@@ -318,19 +318,27 @@ def test_a_malformed_record_names_the_file_and_line_it_came_from(spark, tmp_path
 
 
 def test_a_flat_map_passes_its_output_on_in_batches_of_about_the_batch_size(collect, tmp_path):
-    """Ten records of each: the next operator gets the first batch's output whole, then batches of
-    the batch size (10 input records at a time), every record once and in order."""
+    """Ten records of each: the next operator gets batches of the batch size, every record once and
+    in order (of a flat_map: the first batch's output whole, then 10 input records at a time)."""
     import pyarrow as pa
 
     def sizes(batch):     # each row: the size of the batch it came in, and its value
         return pa.record_batch([pa.array([batch.num_rows] * batch.num_rows, pa.int64()), batch["f0"]],
                                names=["f0", "f1"])
-    env = job_env(tmp_path, 1, task__batch_size=100)
-    got = collect(env.from_collection(list(range(1000)), Types.LONG())
-                  .flat_map(lambda n: [n] * 10, Types.LONG())
-                  .map_batches(sizes, Types.TUPLE([Types.LONG(), Types.LONG()])))
-    assert [v for _, v in got] == [n for n in range(1000) for _ in range(10)]
-    assert [size for size, _ in got] == [1000] * 1000 + [100] * 9000
+    def tenfold(stream):
+        return stream.flat_map(lambda n: [n] * 10, Types.LONG())
+
+    class Tenfold(ProcessFunction):
+        def process_element(self, value, ctx):
+            yield from [value] * 10
+
+    for name, make, first in (("flat_map", tenfold, 1000), ("process", lambda s: s.process(Tenfold(), Types.LONG()), 100)):
+        env = job_env(tmp_path / name, 1, task__batch_size=100)
+        got = collect(make(env.from_collection(list(range(1000)), Types.LONG()))
+                      .map_batches(sizes, Types.TUPLE([Types.LONG(), Types.LONG()])))
+        assert [v for _, v in got] == [n for n in range(1000) for _ in range(10)], name
+        # A process function's output goes on as soon as it holds a batch.
+        assert [size for size, _ in got] == [first] * first + [100] * (10000 - first), name
 
 
 def test_the_line_of_a_repeated_record_is_its_own(spark, tmp_path):

@@ -84,6 +84,9 @@ class ProcessOperatorBase(TaskOperator):
         keyed = self.backend is not None and self.key_selectors[max(input_index - 1, 0)] is not None
         keys = self.keys_of(values, input_index) if keyed else None
         i = 0
+        # The main output goes on when it holds a batch (a function that yields many records of
+        # one, as flat_map in runtime.task.operators); side outputs after it, as before.
+        limit = self.ctx.batch_size
         try:
             for i, (v, t) in enumerate(zip(values, timestamps)):
                 ctx._timestamp = t
@@ -93,6 +96,9 @@ class ProcessOperatorBase(TaskOperator):
                 result = method(v, ctx)
                 if result is not None:
                     ctx.side_outputs.split(result, t, out, out_ts)
+                    if len(out) >= limit:
+                        self.output.collect(out, out_ts)
+                        out, out_ts = [], []
         except UserCodeException:
             raise
         except Exception as e:
