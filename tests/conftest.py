@@ -80,7 +80,16 @@ def pytest_collection_modifyitems(config, items):
 @pytest.hookimpl(optionalhook=True)     # a hook of pytest-xdist's
 def pytest_xdist_make_scheduler(config, log):
     if config.getoption("dist") == "loadgroup":
-        return parallel.slowest_groups_first(lambda f, t: any(_slow_tiers(f, t)))(config, log)
+        return parallel.slowest_groups_first(_cost)(config, log)
+
+
+def _cost(file_name, test_name) -> float:
+    """Seconds a test takes, roughly, for the order the workers take the files in: the suite's own
+    slowest tests as measured (parallel.LONG_TESTS), another slow-tier test a few, a fast one a
+    fraction."""
+    name = f"{file_name}::{test_name}"
+    known = next((s for pattern, s in parallel.LONG_TESTS.items() if re.fullmatch(pattern, name)), None)
+    return known if known is not None else 3.0 if any(_slow_tiers(file_name, test_name)) else 0.1
 
 
 def pytest_collection_finish(session):
