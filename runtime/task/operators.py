@@ -233,7 +233,7 @@ class TaskOperator:
         with the record's timestamp, in batches of about the task's batch size: a function that
         makes many records of one (a line's words) would otherwise hand the chain a batch many
         times that size, whose records are out of the CPU's caches by the time the next operator
-        reads them (a word count's source subtask took a fifth longer). The input is taken in
+        reads them (a word count's source subtasks used a fifth more CPU). The input is taken in
         runs sized by the output per input record so far."""
         n, lo = len(values), 0
         while lo < n:
