@@ -10,6 +10,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "include"))
 from kafka_broker import LocalKafkaBroker  # noqa: E402
+from waiting import wait_until  # noqa: E402
 
 _names = itertools.count()
 
@@ -41,17 +42,27 @@ def add_partitions(bootstrap: str, topic: str, total: int) -> None:
     client = admin(bootstrap)
     for future in client.create_partitions([NewPartitions(topic, total)]).values():
         future.result(30)
+    # The broker's metadata may show the new partitions a moment later: a producer started before
+    # would drop a record for one of them (unknown partition).
+    wait_until(lambda: len(client.list_topics(topic, timeout=10).topics[topic].partitions) == total, 30,
+               f"{topic}'s {total} partitions in the broker's metadata", interval=0.1)
 
 
 def produce(bootstrap: str, topic: str, values, partition: int = None, timestamps=None) -> None:
     from confluent_kafka import Producer
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    failed = []     # a record that fails leaves the queue too: flush() alone would not say it
+
+    def delivered(error, message):
+        if error is not None:
+            failed.append(error)
     for i, value in enumerate(values):
         kwargs = {} if partition is None else {"partition": partition}
         if timestamps is not None:
             kwargs["timestamp"] = timestamps[i]
-        producer.produce(topic, value.encode() if isinstance(value, str) else value, **kwargs)
+        producer.produce(topic, value.encode() if isinstance(value, str) else value, on_delivery=delivered, **kwargs)
     assert producer.flush(30) == 0
+    assert not failed, f"records not delivered to {topic}: {failed[:3]}"
 
 
 def read_committed(bootstrap: str, topic: str) -> list[str]:
