@@ -50,6 +50,11 @@ class UserCodeException(RuntimeError):
     def at(self, origin: str) -> "UserCodeException":
         return UserCodeException(self.where, self.record, self.error, self.trace, origin, on=self.on)
 
+    def within(self, batch: list, offset: int) -> "UserCodeException":
+        """The failure on a slice of ``batch`` that starts at ``offset``, named as in ``batch``."""
+        return UserCodeException(self.where, self.record, self.error, self.trace, self.origin, batch,
+                                 offset + self.index, self.on)
+
 
 class TaskOperator:
     """Base of the executing operators."""
@@ -237,7 +242,7 @@ class TaskOperator:
         runs sized by the output per input record so far."""
         n, lo = len(values), 0
         while lo < n:
-            hi = n if lo == 0 and n <= self._flat_map_run else min(n, lo + self._flat_map_run)
+            hi = min(n, lo + self._flat_map_run)
             whole = hi - lo == n
             try:
                 made = self._flat_map(f, values if whole else values[lo:hi],
@@ -246,8 +251,7 @@ class TaskOperator:
                 if whole or e.index is None:
                     raise
                 # Named as in the whole batch: the source task tells a record's origin by its index there.
-                raise UserCodeException(e.where, e.record, e.error, e.trace, batch=values, index=lo + e.index,
-                                        on=e.on) from e.error
+                raise e.within(values, lo) from e.error
             self._flat_map_run = max(1, (hi - lo) * self.ctx.batch_size // max(made, 1))
             lo = hi
 
