@@ -8,6 +8,8 @@ returns one subtask's records, then the other's: [0, 20, ..., 180, 10, 30, ..., 
 halves the other way round, as the subtasks finish)."""
 import json
 
+import pytest
+
 from runtime_env import job_env
 
 
@@ -29,3 +31,74 @@ def test_a_parallel_map_after_it_is_collected_a_subtask_at_a_time(tmp_path):
     assert [(n["type"], n["parallelism"]) for n in nodes] == [("Source: Collection Source", 1), ("Map", 2)]
     assert nodes[1]["predecessors"][0]["ship_strategy"] == "REBALANCE"
     assert list(mapped.execute_and_collect()) == list(range(0, 200, 20)) + list(range(10, 200, 20))
+
+
+class Reading:
+    """A class of the job's own: the workers know it by value (with the job graph), not by name."""
+
+    def __init__(self, sensor, value):
+        self.sensor, self.value = sensor, value
+
+    def __eq__(self, other):
+        return type(other) is Reading and (other.sensor, other.value) == (self.sensor, self.value)
+
+    def __lt__(self, other):
+        return (self.sensor, self.value) < (other.sensor, other.value)
+
+
+READINGS = [Reading(f"s{i % 3}", i) for i in range(12)]
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_records_of_the_jobs_own_class_cross_shuffles_and_state_and_restores(tmp_path, backend):
+    # As PyFlink pickles them (cloudpickle): through a shuffle, in keyed state, in the checkpoint
+    # a restored run reads, and back to the driver as its own class.
+    out = []
+    for settings in (dict(epoch__max_epochs=2), dict()):    # stopped after 2 epochs, then restored
+        env = job_env(tmp_path, 2, epoch__max_records_per_split=4, **settings)
+        env.get_configuration().set_string("state.backend.type", backend)
+        env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
+        out += env.from_collection(READINGS).key_by(lambda r: r.sensor).reduce(
+            lambda a, b: Reading(a.sensor, a.value + b.value)).execute_and_collect()
+    assert all(type(r) is Reading for r in out)
+    running = {}
+    for r in READINGS:
+        running[r.sensor] = running.get(r.sensor, 0) + r.value
+        assert Reading(r.sensor, running[r.sensor]) in out
+    assert len(out) == len(READINGS)
+
+
+def test_a_collection_of_plain_values_or_rows_reaches_its_source(tmp_path):
+    from runtime.common import Row, Types
+    env = job_env(tmp_path, 2)
+    plain = env.from_collection([(f"k{i}", i) for i in range(5000)],
+                                Types.TUPLE([Types.STRING(), Types.LONG()])).map(lambda r: r[1])
+    assert sorted(plain.execute_and_collect()) == list(range(5000))
+    rows = env.from_collection([Row(name="a", n=1), Row(name="b", n=2)]).map(lambda r: r.name * r.n)
+    assert sorted(rows.execute_and_collect()) == ["a", "bb"]
+
+
+def test_a_collection_of_plain_values_is_unpickled_only_when_read():
+    import pickle
+    from runtime.common import Row
+    from runtime.datastream.connectors.collection import CollectionSource, PackedItems
+    items = tuple((f"k{i}", i, Row(a=i)) for i in range(100))
+    shipped = pickle.loads(pickle.dumps(CollectionSource(items)))
+    assert type(shipped.items) is PackedItems and "_items" not in vars(shipped.items)
+    assert len(shipped.items) == 100 and "_items" not in vars(shipped.items)
+    assert list(shipped.items[10:12]) == list(items[10:12]) and tuple(shipped.items) == items
+    assert type(pickle.loads(pickle.dumps(shipped)).items) is PackedItems      # and again, as it came
+    cyclic = [1]
+    cyclic.append(cyclic)
+    own = (Reading("s1", 1),)
+    for kept in ((cyclic,), own):       # what plain pickling cannot take goes as it is
+        assert type(pickle.loads(pickle.dumps(CollectionSource(kept))).items) is tuple
+
+
+def test_a_key_of_the_jobs_own_class_fails_naming_the_key_and_the_fix(tmp_path):
+    from runtime.execution.job_execution_result import JobExecutionException
+    env = job_env(tmp_path, 2)
+    keyed = env.from_collection(READINGS).key_by(lambda r: r).reduce(lambda a, b: b)
+    with pytest.raises(JobExecutionException, match=r"key_by: the key .*Reading.* cannot be pickled by name .* "
+                                                    r"return a key of plain values"):
+        list(keyed.execute_and_collect())

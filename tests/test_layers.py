@@ -3,6 +3,7 @@
 import that breaks the layering.
 """
 import ast
+import functools
 import os
 from collections import defaultdict
 
@@ -42,8 +43,14 @@ def package_of(path: str) -> str:
     return parts[0][:-3] if len(parts) == 1 else parts[0]
 
 
-def imports():
-    """(file, line, importing package, imported module, imported names) of every import."""
+@functools.cache
+def imports() -> tuple:
+    """(file, line, importing package, imported module, imported names) of every import (the
+    source parsed once for all the checks)."""
+    return tuple(_imports())
+
+
+def _imports():
     for folder, _, files in os.walk(RUNTIME):
         for name in sorted(files):
             if not name.endswith(".py"):
@@ -121,7 +128,9 @@ def test_there_is_no_import_cycle_between_modules():
     graph = defaultdict(set)
     annotations_only: dict = {}
     for path, line, _, target, names in imports():
-        if line in annotations_only.setdefault(path, type_checking_lines(path)):
+        if path not in annotations_only:       # parsed once a file, not once an import
+            annotations_only[path] = type_checking_lines(path)
+        if line in annotations_only[path]:
             continue
         source = module_of(path)
         for name in names or (None,):

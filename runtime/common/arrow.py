@@ -25,6 +25,7 @@ from typing import Any, Iterable, Optional, Sequence, Union
 import numpy as np
 import pyarrow as pa
 
+from runtime.common.pickling import dumps_each
 from runtime.common.typeinfo import (
     BasicType, BasicTypeInfo, CollectionTypeInfo, CompositeTypeInfo, InstantTypeInfo, MapTypeInfo,
     PickledBytesTypeInfo, PrimitiveArrayTypeInfo, RowTypeInfo, TypeInformation, arrow_type, check_type_info,
@@ -37,7 +38,6 @@ __all__ = [
     "FieldTypeError", "CONVERSION_ERRORS", "big_decimal", "as_shipped",
 ]
 
-_PICKLE_PROTOCOL = pickle.HIGHEST_PROTOCOL
 _MAPS = "strict"  # decode Arrow maps as dicts, not lists of pairs
 
 # What a value that does not fit its Arrow type raises while it is converted.
@@ -178,8 +178,11 @@ def _instant_millis(value: Any) -> Any:
 
 @_encode.register
 def _(t: PickledBytesTypeInfo, values: list) -> pa.Array:
-    dumps = pickle.dumps
-    return pa.array([None if v is None else dumps(v, _PICKLE_PROTOCOL) for v in values], type=pa.binary())
+    present = dumps_each([v for v in values if v is not None])
+    if len(present) < len(values):
+        present = iter(present)
+        present = [None if v is None else next(present) for v in values]
+    return pa.array(present, type=pa.binary())
 
 
 @_decode.register

@@ -127,7 +127,7 @@ def _user_modules() -> list:
 
 def dumps_by_value(obj) -> bytes:
     # Ship the job's own classes and functions by value, as PyFlink ships the job's files.
-    from pyspark import cloudpickle
+    import cloudpickle      # the one runtime.common.pickling uses: a class shipped by value keeps its identity
     registered = []
     # Modules the program registered itself stay registered after the job's pickling.
     already = cloudpickle.list_registry_pickle_by_value()

@@ -44,6 +44,7 @@ import struct
 import numpy as np
 
 from runtime.common import typeinfo as ti
+from runtime.common.pickling import NOT_BY_NAME
 from runtime.datastream.key_selector import ListKey, plain_key
 from runtime.state.pyflink_pickle import SLUICE_TYPES_MODULE, pyflink_dumps
 
@@ -225,7 +226,14 @@ def pickled_key(key) -> bytes:
         return pickle.dumps(key, 5)
     if isinstance(key, ListKey):
         key = plain_key(key)
-    data = pickle.dumps(key, 5)
+    try:
+        data = pickle.dumps(key, 5)
+    except NOT_BY_NAME as e:
+        raise TypeError(
+            f"key_by: the key {key!r} cannot be pickled by name ({e}). A key of a class the workers "
+            f"know only by value (one defined in the job's script) would fall in another key group in "
+            f"every run; return a key of plain values instead: a str, a number, or a tuple or Row of "
+            f"them (the fields that identify it)") from None
     # A key holding a Row pickles naming Sluice's module (after a global, STACK_GLOBAL: a quick
     # first test); PyFlink's Row pickles otherwise.
     return pyflink_dumps(key) if b"\x93" in data and SLUICE_TYPES_MODULE in data else data

@@ -20,8 +20,9 @@ import pickle
 import struct
 from typing import Callable, Optional
 
+from runtime.common.pickling import dumps
 from runtime.common.typeinfo import Types
-from runtime.state.rocksdb_keys import PICKLE_PROTOCOL, UINT32
+from runtime.state.rocksdb_keys import UINT32
 
 __all__ = ["Codec", "CODECS", "LONG_CODEC", "codec_of", "encode_value", "encode_list", "appended", "decode_value"]
 
@@ -80,7 +81,7 @@ def encode_value(value, codec: Optional[Codec]) -> bytes:
         payload = codec.encode(value)
         if payload is not None:
             return b"\x00" + payload
-    return b"\x01" + pickle.dumps(value, protocol=PICKLE_PROTOCOL)
+    return b"\x01" + dumps(value)
 
 
 def encode_list(values, codec: Optional[Codec]) -> bytes:

@@ -7,16 +7,16 @@ backend (``get``, ``read``, ``put``, ``delete``): it knows nothing of the store'
 """
 from __future__ import annotations
 
-import pickle
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
+from runtime.common.pickling import dumps
 from runtime.common.typeinfo import Types
 from runtime.datastream import state as api
 from runtime.state.backend import (
     TTL_PREFIX, VOID_NAMESPACE, AggregatingStateOps, MapStateReads, ReducingStateOps, StateBase, TtlListStateOps,
     TtlMapStateOps, ValueStateOps)
 from runtime.state.rocksdb_codecs import CODECS, LONG_CODEC, Codec, appended, decode_value, encode_list, encode_value
-from runtime.state.rocksdb_keys import INT64, PICKLE_PROTOCOL, UINT32, encode_namespace
+from runtime.state.rocksdb_keys import INT64, UINT32, encode_namespace
 
 __all__ = ["RocksDBState", "RocksDBValueState", "RocksDBListState", "RocksDBMapState", "RocksDBTtlListState",
            "RocksDBTtlMapState", "RocksDBReducingState", "RocksDBAggregatingState", "STATE_CLASSES", "TTL_CLASSES",
@@ -182,7 +182,7 @@ class RocksDBMapState(MapStateReads, RocksDBState, api.MapState):
         return self._get() or {}
 
     def _encode(self, value) -> bytes:
-        return b"\x01" + pickle.dumps(value, protocol=PICKLE_PROTOCOL)
+        return b"\x01" + dumps(value)
 
     def put(self, key, value) -> None:
         m = self._map()

@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from runtime.common.arrow import arrow_to_records, records_to_arrow
+from runtime.common.pickling import dumps_each
 from runtime.common.typeinfo import PickledBytesTypeInfo, TypeInformation
 from runtime.datastream.window import GlobalWindow, TimeWindow
 from runtime.state.backend import TOMBSTONE, KeyedColumns, chunked, rows_by_state
@@ -194,8 +195,7 @@ def _decode_typed(array: pa.ChunkedArray, type_info: TypeInformation) -> list:
 
 
 def _pickled(values: list) -> pa.Array:
-    dumps = pickle.dumps
-    return pa.array([dumps(v, protocol=5) for v in values], pa.binary())
+    return pa.array(dumps_each(values), pa.binary())
 
 
 # ---- writing -------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from runtime.common.pickling import dumps_each
 from runtime.common.memory import map_large_buffers, return_freed_memory
 
 _LOAD = 0.7                     # the index's fill at most
@@ -123,7 +124,7 @@ class PackedColumn:
             return cls(_FLOAT64, np.array(values, np.float64))
         if keys and values and all(type(v) is str for v in values):
             return cls._of_bytes(_TEXT, [v.encode("utf-8", "surrogatepass") for v in values])
-        return cls._of_bytes(_PICKLED, [pickle.dumps(v, protocol=5) for v in values])
+        return cls._of_bytes(_PICKLED, dumps_each(values))
 
     @classmethod
     def _of_bytes(cls, kind: str, raws: list) -> "PackedColumn":

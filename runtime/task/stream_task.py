@@ -10,12 +10,12 @@ acknowledgement naming operator, subtask and record, so Spark does not retry a d
 from __future__ import annotations
 
 import gc
-import pickle
 import time
 import traceback
 from typing import Iterable, Iterator
 
 from runtime.common.faults import fault_point
+from runtime.common.pickling import dumps
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.graph.job_graph import JobGraph
 from runtime.state.backend import heap_compact_after, state_backend_type
@@ -114,7 +114,7 @@ class StreamTask:
             for op in operators:
                 ack.late_records_dropped += getattr(op, "num_late_records_dropped", 0)
         ack.duration_ms = (time.time() - started) * 1000
-        yield ACK, pickle.dumps(ack, protocol=5)
+        yield ACK, dumps(ack)     # with the collected records
 
     def _finish_sinks(self, ack: Acknowledgement) -> None:
         """Each sink's committable of the epoch, for the driver to commit (the deployment names
