@@ -40,7 +40,9 @@ def test_a_broker_killed_and_started_mid_run_fails_the_attempt_and_the_restart_l
             kafka_env.produce(bootstrap, source_topic, [f"w{p}-{i}" for i in range(40)], partition=p)
         env = job_env(tmp_path, 2, epoch__max_records_per_split=4, airflow__dag_run_id=DAG_RUN)
         env.enable_checkpointing(10)        # every epoch
-        env.set_restart_strategy(RestartStrategies.fixed_delay_restart(10, 1_000))
+        # Room for the broker's own restart, which takes 5 s on a quiet machine and more than 20 s on a
+        # loaded one (ten attempts 1 s apart ran out before it listened again).
+        env.set_restart_strategy(RestartStrategies.fixed_delay_restart(30, 3_000))
         source = (KafkaSource.builder().set_bootstrap_servers(bootstrap).set_topics(source_topic)
                   .set_group_id(f"{source_topic}-group").set_starting_offsets(KafkaOffsetsInitializer.earliest())
                   .set_bounded(KafkaOffsetsInitializer.latest())
@@ -54,7 +56,7 @@ def test_a_broker_killed_and_started_mid_run_fails_the_attempt_and_the_restart_l
         def fault():
             # Once two checkpoints completed (10 epochs in all), the broker dies and is started
             # again at once (some seconds): the epoch then running fails on it, and so do the
-            # restart attempts' preflights until the broker is up (each a failed attempt, 1 s apart).
+            # restart attempts' preflights until the broker is up (each a failed attempt, 3 s apart).
             from runtime.checkpoint.storage import CheckpointStorage
             wait_until(lambda: os.path.isdir(checkpoints) and len(CheckpointStorage(checkpoints).completed()) >= 2,
                        120, "two checkpoints", interval=0.05)
