@@ -254,3 +254,19 @@ def test_event_time_without_timestamps_names_the_record_and_the_fix(tmp_path):
                                              r"record timestamps.*call assign_timestamps_and_watermarks.*"
                                              r"\(on record \('k', 'a', 1, 0\)\)"):
         collect_in_tasks(CEP.pattern(stream, PATTERNS["next within"](simple)).process(Matches()))
+
+
+def test_a_failing_start_condition_fails_the_operator_naming_its_pattern(tmp_path):
+    # In event time a key's one due event is tested by the start's condition before anything else.
+    def broken(e):
+        if e[2] == 7:
+            raise ValueError("no temperature")
+        return e[1] == "a"
+    stream = (job_env(tmp_path).from_collection([("k", "a", 1, 0), ("j", "b", 7, 1000)], EVENT)
+              .assign_timestamps_and_watermarks(WatermarkStrategy.for_monotonous_timestamps()
+                                                .with_timestamp_assigner(lambda e, _: e[3]))
+              .key_by(lambda e: e[0]))
+    pattern = Pattern.begin("hot").where(broken).next("b").where(is_("b"))
+    with pytest.raises(AssertionError, match=r"CepOperator \(1/1\) failed: RuntimeError: Failure happened in filter "
+                                             r"function of pattern 'hot' \(TAKE edge\) on event \('j', 'b', 7, 1000\)"):
+        collect_in_tasks(CEP.pattern(stream, pattern).process(Matches()))
