@@ -16,8 +16,8 @@ import pytest
 
 from runtime.common.typeinfo import Types
 from runtime.common.types import Row, RowKind
-from runtime.datastream.functions import KeyedProcessFunction
-from runtime.datastream.key_selector import freeze
+from runtime.datastream.functions import KeyedProcessFunction, KeySelector, as_function
+from runtime.datastream.key_selector import KeyByKeySelector, ListKey, freeze, select_keys
 from runtime.state.java_hash import pickled_key
 from runtime.state.key_groups import assign_key_to_parallel_operator, assign_operator_indexes
 from tests.runtime_env import job_env
@@ -201,3 +201,26 @@ def test_batch_mode_emits_keys_in_the_order_of_their_serialized_form(tmp_path):
     counts = (env.from_collection([(w, 1) for w in words]).key_by(lambda r: r[0])
               .reduce(lambda a, b: (a[0], a[1] + b[1])).execute_and_collect())
     assert list(counts) == [("B", 1), ("a", 2), ("é", 1), ("ab", 1), ("bb", 2), ("ccc", 1)]
+
+
+class FirstField(KeySelector):
+    def get_key(self, value):
+        return value[0]
+
+
+def test_a_batchs_keys_are_its_selectors_with_list_keys_frozen():
+    calls = []
+    plain = KeyByKeySelector(as_function(lambda v: calls.append(v) or v[0], KeySelector, "key_by"), None)
+    values = [("a", 1), ("b", 2), ("a", 3)]
+    assert select_keys(plain, values) == ["a", "b", "a"] == [plain.get_key(v) for v in values]
+    assert calls == values * 2      # once a record
+    assert select_keys(KeyByKeySelector(FirstField(), None), values) == ["a", "b", "a"]
+    lists = KeyByKeySelector(as_function(lambda v: [v, [v]], KeySelector, "key_by"), None)
+    keys = select_keys(lists, [1, 2])
+    assert keys == [[1, [1]], [2, [2]]] == [lists.get_key(1), lists.get_key(2)]
+    assert all(type(k) is ListKey and type(k[1]) is ListKey for k in keys)      # hashable: state per key
+    named = []
+    with pytest.raises(ZeroDivisionError):
+        select_keys(KeyByKeySelector(as_function(lambda v: 1 // v, KeySelector, "key_by"), None), [1, 0],
+                    lambda f, vs: named.append(vs) or list(map(f, vs)))
+    assert named == [[1, 0]]        # the operator's map, which names the record that failed

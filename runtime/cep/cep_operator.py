@@ -20,6 +20,7 @@ from __future__ import annotations
 import heapq
 
 from runtime.common import Types
+from runtime.datastream.key_selector import select_keys
 from runtime.datastream.output_tag import is_side_output
 from runtime.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from runtime.state.backend import VOID_NAMESPACE
@@ -88,7 +89,7 @@ class CepOperator(TaskOperator):
     # ---- records -----------------------------------------------------------------------
 
     def process_batch(self, values, timestamps, input_index) -> None:
-        keys = self.each(self.key_selectors[0].get_key, values)
+        keys = select_keys(self.key_selectors[0], values, self.each)
         if not self.event_time:
             self._match_in_processing_time(values, timestamps, keys)
             return

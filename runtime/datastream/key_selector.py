@@ -13,7 +13,7 @@ import pickle
 
 from runtime.datastream import functions as fn
 
-__all__ = ["KeyByKeySelector", "ListKey", "plain_key"]
+__all__ = ["KeyByKeySelector", "ListKey", "plain_key", "select_keys"]
 
 
 class ListKey(list):
@@ -53,3 +53,21 @@ class KeyByKeySelector(fn.KeySelector):
     def get_key(self, value):
         key = self.selector.get_key(value)
         return ListKey(map(freeze, key)) if type(key) is list else key
+
+
+def select_keys(selector: fn.KeySelector, values: list, each=None) -> list:
+    """``[selector.get_key(v) for v in values]``, calling a ``key_by`` selector's own function
+    directly: one Python call per record instead of three. ``each(f, values)`` maps ``f`` (an
+    operator's, which names a record that fails)."""
+    if each is None:
+        each = _map
+    if type(selector) is not KeyByKeySelector:
+        return each(selector.get_key, values)
+    keys = each(fn.method_of(selector.selector, "get_key"), values)
+    if list in set(map(type, keys)):
+        keys = [ListKey(map(freeze, k)) if type(k) is list else k for k in keys]
+    return keys
+
+
+def _map(f, values: list) -> list:
+    return list(map(f, values))

@@ -17,6 +17,7 @@ from typing import Callable, Optional
 
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.datastream import functions as fn
+from runtime.datastream.key_selector import select_keys
 from runtime.state.backend import KeyedStateBackend
 from runtime.state.key_groups import key_type_of
 from runtime.task.output import Output
@@ -184,7 +185,7 @@ class TaskOperator:
 
     def keys_of(self, values: list, input_index: int = 0) -> list:
         """The keys of a batch of records, announced to the keyed backend (``prepare_keys``)."""
-        keys = self.each(self.key_selectors[max(input_index - 1, 0)].get_key, values)
+        keys = select_keys(self.key_selectors[max(input_index - 1, 0)], values, self.each)
         self.backend.prepare_keys(keys)
         return keys
 

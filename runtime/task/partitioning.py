@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from runtime.datastream import partitioner as part
+from runtime.datastream.key_selector import select_keys
 from runtime.graph.execution_graph import consumed_partitions
 from runtime.state.key_groups import assign_key_to_parallel_operator, assign_operator_indexes, key_type_of
 from runtime.task.record_columns import take
@@ -86,7 +87,7 @@ class ChannelSelector:
         elif isinstance(p, part.ShufflePartitioner):
             channels = np.fromiter((self.random.randrange(n) for _ in range(count)), dtype=np.int64, count=count)
         elif isinstance(p, part.KeyGroupStreamPartitioner):
-            keys = [self.key_of(p.key_selector, v) for v in values]
+            keys = select_keys(p.key_selector, values)
             channels = key_channels(keys, p.max_parallelism, n, key_type_of(p.key_selector))
         elif isinstance(p, part.CustomPartitionerWrapper):
             def channel(v):

@@ -23,6 +23,7 @@ from runtime.common.arrow import arrow_schema, arrow_to_records
 from runtime.common.watermark_strategy import MAX_WATERMARK
 from runtime.datastream import window as w
 from runtime.datastream.data_stream import FieldKeySelector
+from runtime.datastream.key_selector import select_keys
 from runtime.datastream.operators import WindowSpec
 from runtime.task.arrow_batch import ArrowBatch
 from runtime.task.channel_events import PreAggregatedPanes
@@ -79,7 +80,7 @@ class _Windows:
 def _keys(selector, values: list) -> list:
     if isinstance(selector, FieldKeySelector) and isinstance(selector.field, int):
         return list(map(itemgetter(selector.field), values))
-    return list(map(selector.get_key, values))
+    return select_keys(selector, values)
 
 
 _NOT_ARROW = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError)
