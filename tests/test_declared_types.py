@@ -41,6 +41,15 @@ def test_ints_declared_double_are_floats_and_lists_declared_tuples_are_tuples(en
     assert env.from_collection([1, 2], type_info=Types.DOUBLE())._t.operator.source.items == (1.0, 2.0)
     pairs = env.from_collection([["a", 1]], type_info=Types.TUPLE([Types.STRING(), Types.LONG()]))
     assert pairs._t.operator.source.items == (("a", 1),)
+    # Tuples already of their fields' exact types stay as they are; any other value is converted.
+    mixed = Types.TUPLE([Types.STRING(), Types.LONG(), Types.DOUBLE(), Types.BOOLEAN()])
+    exact = [("a", 1, 0.5, True), ("b", 2, -0.0, False)]
+    items = env.from_collection(exact, type_info=mixed)._t.operator.source.items
+    assert items == tuple(exact) and all(a is b for a, b in zip(items, exact))
+    items = env.from_collection([("a", 1, 1, False)], type_info=mixed)._t.operator.source.items
+    assert items == (("a", 1, 1.0, False),) and [type(v) for v in items[0]] == [str, int, float, bool]
+    with pytest.raises(TypeError, match=r"record 0, \('a', 2147483648\), does not fit"):
+        env.from_collection([("a", 2 ** 31)], type_info=Types.TUPLE([Types.STRING(), Types.INT()]))
 
 
 def test_a_record_that_does_not_fit_its_type_fails_when_the_job_is_built(env):
