@@ -110,6 +110,17 @@ def test_the_compiled_nfa_matches_as_the_general_search(name, seed):
     assert run_nfa(PATTERNS[name](simple), stream) == expected
 
 
+@pytest.mark.parametrize("name", list(PATTERNS))
+def test_what_the_nfa_passes_over_leaves_its_state_as_it_is(name):
+    nfa = compile_pattern(PATTERNS[name](simple))
+    passed = [e for e in events(4) if nfa.passes_over(nfa.initial, e)]
+    assert passed or nfa.start_test is None
+    for e in passed:
+        assert nfa.process(nfa.initial, e, e[2]) == (nfa.initial, [])
+    started = nfa.process(nfa.initial, ("k", "a", 1, 1), 1)[0]
+    assert started is nfa.initial or not any(nfa.passes_over(started, e) for e in events(4))
+
+
 def test_a_failing_condition_is_named_on_every_path():
     def broken(e):
         raise ValueError("no temperature")

@@ -184,12 +184,10 @@ class CepOperator(TaskOperator):
         if due:
             self.backend.prepare_keys(list(due))
             if due_at is not None:
-                # The usual key: nothing started and one event the start does not take, which
-                # changes nothing (NFA.process's own shortcut, without the call and the run).
-                cache, initial, starts = self.cache, self.nfa.initial, self.nfa.start_test
+                # The usual key: one event that changes nothing, passed over without the release.
+                cache, nfa = self.cache, self.nfa
                 for key, events in due.items():
-                    if starts is not None and len(events) == 1 and \
-                            (cache.get(key) or self._read_state(key)) is initial and _refused(starts, events[0]):
+                    if len(events) == 1 and nfa.passes_over(cache.get(key) or self._read_state(key), events[0]):
                         continue
                     self._release(key, ((due_at, events),), watermark, due_at)
             else:
@@ -338,15 +336,6 @@ class CepOperator(TaskOperator):
             self.out, self.out_ts = [], []
             self.output.collect(out, out_ts)
         self.side_outputs.flush(self.output)
-
-
-def _refused(test, event) -> bool:
-    """Whether the start's condition refuses ``event``; a failing condition is left to
-    ``NFA.process``, which names its pattern."""
-    try:
-        return not test(event)
-    except Exception:
-        return False
 
 
 def _started(state) -> int:

@@ -471,6 +471,17 @@ class NFA:
         nfa_state, more = self.process(nfa_state, event, timestamp)
         return nfa_state, matches + more, timed_out
 
+    def passes_over(self, nfa_state: NFAState, event) -> bool:
+        """Whether ``process`` would leave ``nfa_state`` as it is with no match, known without it:
+        nothing started and an event the start's one condition refuses (``process``'s first
+        shortcut). A condition that fails says False: ``process`` then names its pattern."""
+        if nfa_state is not self.initial or self.start_test is None:
+            return False
+        try:
+            return not self.start_test(event)
+        except Exception:
+            return False
+
     def process(self, nfa_state: NFAState, event, timestamp: int):
         """Feed one event: ``(state, matches)``, matches as ``{pattern name: [events]}``."""
         current = nfa_state.partial_matches

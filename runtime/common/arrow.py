@@ -474,11 +474,12 @@ def to_declared_type(records: Sequence[Any], type_info: TypeInformation, what: s
     """``records`` as values of ``type_info``, as PyFlink's serializers make them: a tuple declared
     as a ROW becomes a Row, an int declared DOUBLE a float, a FLOAT is rounded to 32 bits.
     A record that does not fit fails naming it, its index in ``what`` and the type."""
+    records = list(records)
     if isinstance(type_info, PickledBytesTypeInfo):
-        return list(records)
+        return records
     try:
-        batch = records_to_arrow(list(records), type_info)      # checks every record
-        return list(records) if _unchanged_by_arrow(records, type_info) else arrow_to_records(batch, type_info)
+        batch = records_to_arrow(records, type_info)        # checks every record
+        return records if _unchanged_by_arrow(records, type_info) else arrow_to_records(batch, type_info)
     except CONVERSION_ERRORS as error:
         found = first_misfit(records, type_info)
         if found is not None:

@@ -1,7 +1,7 @@
 """``from_collection``: one split holding the items; the offset is the next item's index."""
 from __future__ import annotations
 
-from runtime.connectors.base import SourceReader, SplitEnumerator
+from runtime.connectors.base import SourceReader, SplitEnumerator, index_range_batches
 from runtime.task.deployment import SplitRead
 
 SPLIT = "collection"
@@ -22,7 +22,4 @@ class CollectionEnumerator(SplitEnumerator):
 
 class CollectionReader(SourceReader):
     def read(self, split, batch_size):
-        items = self.source.items
-        for lo in range(split.start, split.end, batch_size):
-            values = list(items[lo:min(lo + batch_size, split.end)])
-            yield values, [None] * len(values)
+        return index_range_batches(split.start, split.end, batch_size, self.source.unpacked_items().__getitem__)

@@ -23,6 +23,10 @@ class CollectionSource(Source):
     def produced_type(self):
         return self.type_info
 
+    def unpacked_items(self) -> tuple:
+        """The items themselves, unpickled if they came packed (what the source's reader reads)."""
+        return self.items.unpacked() if isinstance(self.items, PackedItems) else self.items
+
     def __reduce__(self):
         # The job graph goes to every task, the items are read by the source's one subtask: they
         # travel as one blob, unpickled on its first read. Pickled without a memo (5x faster over
@@ -47,6 +51,9 @@ class PackedItems:
     @cached_property
     def _items(self) -> tuple:
         return pickle.loads(self.blob)
+
+    def unpacked(self) -> tuple:
+        return self._items
 
     def __len__(self) -> int:
         return self.length
