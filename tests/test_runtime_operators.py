@@ -2,6 +2,7 @@
 rich functions, sources, and how a failing user function is reported. A job of one epoch runs
 through the task harness without Spark as well (the ``collect`` fixture)."""
 import os
+from types import SimpleNamespace
 
 import pytest
 
@@ -10,6 +11,7 @@ from runtime.datastream import (
     CoFlatMapFunction, CoMapFunction, KeyedCoProcessFunction, KeyedProcessFunction, MapFunction, OutputTag,
     ProcessFunction)
 from runtime.datastream.connectors import DataGeneratorSource, NumberSequenceSource
+from runtime.datastream.partitioner import RebalancePartitioner
 from runtime.datastream.state import ValueStateDescriptor
 from runtime.execution.executor import JobExecutionException
 from runtime.state.key_groups import assign_key_to_parallel_operator
@@ -151,6 +153,24 @@ def test_rebalance_spreads_records_round_robin(collect, tmp_path):
     got = collect(env.from_collection(list(range(8))).rebalance().map(WhereAmI()).set_parallelism(4))
     per_subtask = {i: sum(1 for _, j, _ in got if j == i) for i in range(4)}
     assert per_subtask == {0: 2, 1: 2, 2: 2, 3: 2}
+
+
+@pytest.mark.parametrize("sizes", [[8], [3, 1, 5, 0, 2], [1, 1, 1, 1, 1, 1, 1]])
+def test_rebalance_continues_its_round_robin_from_batch_to_batch(sizes):
+    """Record i of a producer goes to channel (start + i) % n, however its records are batched;
+    each channel keeps their order and their timestamps."""
+    from runtime.task.partitioning import ChannelSelector
+    edge = SimpleNamespace(partitioner=RebalancePartitioner())
+    selector = ChannelSelector(edge, producer_index=1, producer_parallelism=2, consumer_parallelism=3,
+                               seed=0, key_of=None)
+    got, i = {c: [] for c in range(3)}, 0
+    for size in sizes:
+        values = list(range(i, i + size))
+        for c, (vs, ts) in selector.select(values, [v * 10 for v in values]).items():
+            assert ts == [v * 10 for v in vs]
+            got[c] += vs
+        i += size
+    assert got == {c: [v for v in range(i) if (1 + v) % 3 == c] for c in range(3)}
 
 
 def test_a_failing_user_function_names_operator_subtask_and_record(spark, tmp_path):

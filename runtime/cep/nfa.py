@@ -558,9 +558,10 @@ class NFA:
             return self.initial
         return NFAState(tuple(partial), tuple(completed), next_sequence)
 
-    def advance_time(self, nfa_state: NFAState, timestamp: int):
+    def advance_time(self, nfa_state: NFAState, timestamp: int, with_timed_out: bool = True):
         """Time out partial matches older than ``within``: ``(state, matches, timed_out)``, each
-        timed-out partial match as ``(match, timeout timestamp)``."""
+        timed-out partial match as ``(match, timeout timestamp)``; none made without
+        ``with_timed_out`` (nothing handles them)."""
         if self.window_ms <= 0:
             return nfa_state, [], []
         limit = timestamp - self.window_ms
@@ -572,7 +573,8 @@ class NFA:
         partial, timed_out = [], []
         for cs in nfa_state.partial_matches:
             if cs.start_id is not None and cs.start_id[0] <= limit:
-                timed_out.append((materialize(cs), cs.start_id[0] + self.window_ms))
+                if with_timed_out:
+                    timed_out.append((materialize(cs), cs.start_id[0] + self.window_ms))
             else:
                 partial.append(cs)
         matches, completed = [], nfa_state.completed_matches

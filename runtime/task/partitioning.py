@@ -82,8 +82,10 @@ class ChannelSelector:
             channels = targets[(np.arange(count) + self.next) % len(targets)]
             self.next = (self.next + count) % len(targets)
         elif isinstance(p, part.RebalancePartitioner):
-            channels = (np.arange(count) + self.next) % n
-            self.next = (self.next + count) % n
+            # Round robin: record i goes to channel (i + start) % n, every n-th record a slice.
+            start, self.next = self.next, (self.next + count) % n
+            firsts = ((c, (c - start) % n) for c in range(n))
+            return {c: (values[i::n], timestamps[i::n]) for c, i in firsts if i < count}
         elif isinstance(p, part.ShufflePartitioner):
             channels = np.fromiter((self.random.randrange(n) for _ in range(count)), dtype=np.int64, count=count)
         elif isinstance(p, part.KeyGroupStreamPartitioner):
