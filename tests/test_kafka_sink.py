@@ -1,13 +1,16 @@
 """The Kafka sink against the test run's real broker: exactly once through Kafka transactions
 committed by the driver when a checkpoint completes (runtime/connectors/kafka_sink.py), and a
 whole Kafka -> Kafka job on the shared Spark session."""
+import threading
+import time
+
 import pytest
 
 import kafka_env
 from runtime.common import Types, WatermarkStrategy
 from runtime.common.serialization import SimpleStringSchema
 from runtime.connectors.base import CommitterContext
-from runtime.connectors.kafka_clients import KafkaConnectorError
+from runtime.connectors.kafka_clients import KafkaConnectorError, StuckCall, bounded
 from runtime.connectors.kafka_sink import KafkaCommitter
 from runtime.datastream.connectors import DeliveryGuarantee
 from runtime.datastream.connectors.kafka import (KafkaOffsetsInitializer, KafkaRecordSerializationSchema, KafkaSink,
@@ -43,6 +46,42 @@ def test_a_replayed_checkpoint_commits_nothing_and_a_lingering_transaction_is_ab
     assert sorted(kafka_env.read_committed(bootstrap, topic)) == ["a", "b", "c", "d"]
     committer.close()
     again.close()
+
+
+def test_a_bounded_call_returns_raises_or_is_given_up_at_its_deadline():
+    assert bounded(lambda: 42, 5) == 42
+    with pytest.raises(ZeroDivisionError):
+        bounded(lambda: 1 // 0, 5)
+    release = threading.Event()
+    started = time.monotonic()
+    with pytest.raises(StuckCall):
+        bounded(release.wait, 0.3)
+    assert 0.3 <= time.monotonic() - started < 5
+    release.set()
+
+
+def test_a_commit_whose_offsets_call_hangs_fails_and_its_retry_writes_each_record_once(kafka_broker, monkeypatch):
+    """librdkafka's send_offsets_to_transaction can wait past its timeout after a broker restart
+    (confluentinc/librdkafka#5456): the commit fails at the deadline, dropping its producer with
+    the transaction open; the retry's producer fences it, and the records are written once."""
+    import runtime.connectors.kafka_sink as kafka_sink_module
+    bootstrap = kafka_broker.bootstrap
+    topic = kafka_env.create_topic(bootstrap, "eo-stuck", 1)
+    committer = KafkaCommitter(kafka_sink(bootstrap, topic, prefix=topic), CommitterContext("job", 3, "op-3", "app"))
+    hung = threading.Event()
+
+    def hang_once(call, timeout_s):
+        if hung.is_set():
+            return bounded(call, timeout_s)
+        hung.set()
+        return bounded(threading.Event().wait, 0.2)     # still blocked at its deadline
+    monkeypatch.setattr(kafka_sink_module, "bounded", hang_once)
+    with pytest.raises(KafkaConnectorError, match=rf"checkpoint 1's transaction .* the consumer group "
+                                                  rf"'{topic}-app''s coordinator did not answer within 60 s"):
+        committer.commit([[(topic, None, b"a"), (topic, None, b"b")]], 1)
+    committer.commit([[(topic, None, b"a"), (topic, None, b"b")]], 1)
+    assert sorted(kafka_env.read_committed(bootstrap, topic)) == ["a", "b"]
+    committer.close()
 
 
 def test_a_sink_to_a_missing_topic_or_an_unreachable_broker_fails_before_the_job(kafka_broker):

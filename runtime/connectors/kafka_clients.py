@@ -10,6 +10,7 @@ after a timeout that says "transport failure".
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Callable, Optional
 
@@ -109,6 +110,34 @@ def with_errors(errors: ClientErrors, doing: str, call: Callable, timeout_s: flo
             errors.raise_if_failed(doing)
             if time.monotonic() >= deadline:
                 raise errors.error(doing, str(e.args[0].str() if e.args else e)) from None
+
+
+class StuckCall(Exception):
+    """A client call still blocked past its deadline (``bounded``)."""
+
+
+def bounded(call: Callable, timeout_s: float):
+    """``call()``'s result, waiting at most ``timeout_s``: for a librdkafka call that may block past
+    its own timeout (``send_offsets_to_transaction`` waits for a group coordinator connection
+    that may never come up again after a broker restart, until the broker closes an idle
+    connection ten minutes later: confluentinc/librdkafka#5456, #5511). Raises ``StuckCall`` then;
+    the call goes on in its (daemon) thread, so its client must not be used again."""
+    outcome: list = []
+
+    def run():
+        try:
+            outcome.append((True, call()))
+        except BaseException as e:      # handed to the caller's thread
+            outcome.append((False, e))
+    thread = threading.Thread(target=run, name="sluice-kafka-call", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if not outcome:
+        raise StuckCall
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 def java_string_hash(text: str) -> int:

@@ -30,13 +30,14 @@ driver's producer writes them; AT_LEAST_ONCE writes from the tasks.
 from __future__ import annotations
 
 from runtime.connectors.base import Committer
-from runtime.connectors.kafka_clients import (ClientErrors, KafkaConnectorError, client_config, log,
-                                              with_errors)
+from runtime.connectors.kafka_clients import (ClientErrors, KafkaConnectorError, StuckCall, bounded,
+                                              client_config, log, with_errors)
 from runtime.datastream.connectors.base import DeliveryGuarantee
 from runtime.task.sink_writer import SinkWriter
 
 CHECK_TIMEOUT_S = 10.0
 FLUSH_TIMEOUT_S = 60.0
+OFFSETS_TIMEOUT_S = 60.0
 # Java's default partitioner hashes keys with murmur2; librdkafka's default is CRC32: the Java one,
 # so a key lands in the partition a Flink job (or any Java producer) puts it in.
 PARTITIONER = "murmur2_random"
@@ -163,8 +164,22 @@ class KafkaCommitter(Committer):
             producer.begin_transaction()
             for topic, key, value in records:
                 _produce(producer, topic, key, value)
-            producer.send_offsets_to_transaction(markers, group.consumer_group_metadata(), 60)
+            # Delivered first: the producer's connections are up when it asks for the group's
+            # coordinator, which it would otherwise wait for past its timeout (``bounded``).
+            producer.flush(FLUSH_TIMEOUT_S)
+            bounded(lambda: producer.send_offsets_to_transaction(
+                markers, group.consumer_group_metadata(), OFFSETS_TIMEOUT_S), OFFSETS_TIMEOUT_S + 5)
             producer.commit_transaction(FLUSH_TIMEOUT_S)
+        except StuckCall:
+            # Still blocked in its thread (which keeps it alive): the producer is dropped, not
+            # aborted (a second call into it would wait as well); the next commit's producer fences
+            # it, aborting its transaction, and the checkpoint's replay writes the records again.
+            self.close()
+            raise KafkaConnectorError(
+                f"Kafka sink: committing checkpoint {version}'s transaction (transactional.id "
+                f"{self.transactional_id}) on {self.sink.bootstrap_servers} failed: the consumer group "
+                f"'{self.marker_group}''s coordinator did not answer within {OFFSETS_TIMEOUT_S:.0f} s; "
+                f"{self.errors.describe()}") from None
         except KafkaException as e:
             error = e.args[0] if e.args else None
             try:
