@@ -1,12 +1,14 @@
 """A local session's JVM options (runtime.execution.spark.with_local_jvm_options): the serial
 collector from a 64 MB heap and C1 alone, unless the user's options choose a collector, an initial
-heap or a compiler."""
+heap or a compiler; and the class-data archive bin/dev makes, mapped when it is there."""
+import os
 import re
+import subprocess
 
 import pytest
 
 import jvm_options
-from runtime.execution.spark import DRIVER_JAVA_OPTIONS, with_local_jvm_options
+from runtime.execution.spark import CLASS_ARCHIVE_ENV, DRIVER_JAVA_OPTIONS, with_local_jvm_options
 
 
 @pytest.mark.parametrize("given, expected", [
@@ -18,7 +20,7 @@ from runtime.execution.spark import DRIVER_JAVA_OPTIONS, with_local_jvm_options
     ({DRIVER_JAVA_OPTIONS: "-XX:TieredStopAtLevel=4 -Xms1g"}, "-XX:+UseSerialGC -XX:TieredStopAtLevel=4 -Xms1g"),
 ])
 def test_the_users_choice_of_collector_heap_and_compiler_wins(given, expected, monkeypatch):
-    for variable in ("SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS"):
+    for variable in ("SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", CLASS_ARCHIVE_ENV):
         monkeypatch.delenv(variable, raising=False)
     settings = dict(given)
     with_local_jvm_options(settings)
@@ -26,6 +28,7 @@ def test_the_users_choice_of_collector_heap_and_compiler_wins(given, expected, m
 
 
 def test_a_collector_chosen_in_the_environment_is_left_alone(monkeypatch):
+    monkeypatch.delenv(CLASS_ARCHIVE_ENV, raising=False)
     monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-XX:+UseZGC")
     settings = {}
     with_local_jvm_options(settings)
@@ -48,3 +51,33 @@ def test_the_suites_session_runs_the_collector_and_compiler_its_options_name(spa
         "com.sun.management.HotSpotDiagnosticMXBean"))
     tiered = chosen == [jvm_options.SESSION_COMPILER]      # -XX:+TieredCompilation: up to C2, level 4
     assert diagnostics.getVMOption("TieredStopAtLevel").getValue() == ("4" if tiered else "1")
+
+
+def test_the_class_archive_is_mapped_when_it_is_there_unless_the_options_choose_class_data(tmp_path, monkeypatch):
+    for variable in ("SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS"):
+        monkeypatch.delenv(variable, raising=False)
+    archive = tmp_path / "spark-classes.jsa"
+    monkeypatch.setenv(CLASS_ARCHIVE_ENV, str(archive))
+    settings = {}
+    with_local_jvm_options(settings)
+    assert "SharedArchiveFile" not in settings[DRIVER_JAVA_OPTIONS]     # not made (yet)
+    archive.write_bytes(b"classes")
+    for given, mapped in ((None, True), ("-Xshare:off", False), ("-XX:ArchiveClassesAtExit=/tmp/x.jsa", False)):
+        settings = {} if given is None else {DRIVER_JAVA_OPTIONS: given}
+        with_local_jvm_options(settings)
+        assert (f"-XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
+                in settings[DRIVER_JAVA_OPTIONS]) is mapped, settings
+
+
+def test_the_suites_session_maps_the_class_archive_bin_dev_made(spark):
+    archive = os.environ.get(CLASS_ARCHIVE_ENV)
+    if not archive or not os.path.isfile(archive):
+        pytest.skip("no class archive: the tests did not start through bin/dev")
+    from pyspark import SparkContext
+    jvm = getattr(SparkContext._gateway, "proc", None)
+    if jvm is None:
+        pytest.skip("the session's JVM is not this process's child")
+    info = subprocess.run(["jcmd", str(jvm.pid), "VM.info"], capture_output=True, text=True, timeout=60).stdout
+    mapped = re.search(r"CDS archive\(s\) mapped at: .*, size (\d+)", info)
+    # the JDK's own archive (~13 MB) and, above it, the classes of the one bin/dev made
+    assert mapped is not None and int(mapped.group(1)) > os.path.getsize(archive), info[:2000]
