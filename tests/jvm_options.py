@@ -36,19 +36,6 @@ QUIET_CDS = "-Xlog:cds*=off"
 OWNED = VARIABLE not in os.environ or OWNER in os.environ        # set here, not by whoever runs the tests
 _archive = {}
 
-# Started as a driver is, through runtime.execution.spark: the session with its Python workers.
-# The JVM writes the archive as it exits, after the Python side closed its stdin: wait for it.
-_DUMP = """
-from pyspark import SparkContext
-from runtime.execution.spark import get_spark_session
-get_spark_session("local[1]", "class-data-archive")
-proc = SparkContext._gateway.proc
-SparkContext._active_spark_context.stop()
-proc.stdin.close()
-proc.wait(300)
-"""
-
-
 def short_lived_jvm() -> str:
     """The options, with the test run's temporary folder (run_temp.py) as the JVM's."""
     return f"{SHORT_LIVED_JVM} {jvm_temp_option()}"
@@ -63,28 +50,32 @@ def use_short_lived_jvms() -> None:
 
 
 def want_shared_classes() -> None:
-    """The run starts enough drivers for the archive to pay for itself (about 15 s to write, about
-    3 s saved in each driver): conftest.py says so when it runs the slow tiers."""
+    """The run starts enough drivers for the archive to pay for itself (about 15 s to write when
+    bin/dev made none, about 3 s saved in each driver): conftest.py says so when it runs the slow
+    tiers."""
     _archive["wanted"] = True
 
 
 def share_spark_classes() -> None:
     """Once per test run that wants it, before the first process that starts a local Spark
-    driver: dump the classes a local session loads into a CDS archive and map it in every later
-    driver JVM. Without it (not wanted, the dump failed, or the variable is not the tests'),
-    drivers start as before."""
+    driver: map a class-data archive in every later driver JVM (spark-submit's too, which
+    ``runtime.execution.spark`` does not start): the one bin/dev made at set-up
+    (``SLUICE_JVM_CLASS_ARCHIVE``), else one written here by the same module. Without it (not
+    wanted, the dump failed, or the variable is not the tests'), drivers start as before."""
     if not OWNED or "wanted" not in _archive or "done" in _archive:
         return
     _archive["done"] = True
-    path = os.path.join(os.environ[OWNER], "spark-classes.jsa")
-    with open(path + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)        # one worker writes it, the others wait and map it
-        if not os.path.exists(path):
-            env = {**os.environ, VARIABLE: f"{short_lived_jvm()} -XX:ArchiveClassesAtExit={path} {QUIET_CDS}",
-                   "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
-            root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-            done = subprocess.run([sys.executable, "-c", _DUMP], cwd=root, env=env, capture_output=True, timeout=600)
-            if done.returncode != 0 and os.path.exists(path):
-                os.remove(path)
+    from runtime.execution.spark import CLASS_ARCHIVE_ENV      # here: conftest imports this module first
+    path = os.environ.get(CLASS_ARCHIVE_ENV)
+    if not path or not os.path.isfile(path):
+        path = os.path.join(os.environ[OWNER], "spark-classes.jsa")
+        with open(path + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)        # one worker writes it, the others wait and map it
+            if not os.path.exists(path):
+                env = {**os.environ, VARIABLE: short_lived_jvm(),
+                       "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
+                root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+                subprocess.run([sys.executable, "-m", "runtime.execution.class_archive", path], cwd=root, env=env,
+                               capture_output=True, timeout=600)
     if os.path.exists(path) and os.path.getsize(path) > 0:
         os.environ[VARIABLE] = f"{short_lived_jvm()} -XX:SharedArchiveFile={path} {QUIET_CDS}"
