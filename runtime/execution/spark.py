@@ -224,8 +224,9 @@ _COMPILER_OPTION = re.compile(r"-XX:[+-]?Tiered\w*|-Xint\b|-Xcomp\b")
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 # A class-data archive of a local session's JVM (the JDK's AppCDS: its and Spark's classes
 # parsed and verified once, mapped at each start), named by this variable: bin/dev makes one at
-# set-up (runtime.execution.class_archive). A session starts 3.7 s sooner with it (8.7 s instead
-# of 12.4 on the 2-core machine), which every `sluice run`, Airflow task and test process pays.
+# set-up (runtime.execution.class_archive). A session starts a third sooner with it (10.1-11.3 s
+# instead of 15.9-16.3 on the 2-core machine), which every `sluice run`, Airflow task and test
+# process pays.
 # The JVM ignores an archive of another JDK or class path.
 CLASS_ARCHIVE_ENV = "SLUICE_JVM_CLASS_ARCHIVE"
 _CLASS_DATA_OPTION = re.compile(r"-XX:(SharedArchiveFile|ArchiveClassesAtExit)=|-Xshare:")
