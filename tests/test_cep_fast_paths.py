@@ -111,14 +111,38 @@ def test_the_compiled_nfa_matches_as_the_general_search(name, seed):
 
 
 @pytest.mark.parametrize("name", list(PATTERNS))
-def test_what_the_nfa_passes_over_leaves_its_state_as_it_is(name):
+def test_what_the_start_refuses_leaves_the_state_as_it_is_and_what_it_takes_processes_as_asked_anew(name):
     nfa = compile_pattern(PATTERNS[name](simple))
-    passed = [e for e in events(4) if nfa.passes_over(nfa.initial, e)]
+    hits = [(e, nfa.start_hit(nfa.initial, e)) for e in events(4)]
+    passed = [e for e, hit in hits if hit is False]
     assert passed or nfa.start_test is None
     for e in passed:
         assert nfa.process(nfa.initial, e, e[2]) == (nfa.initial, [])
+    for e, hit in hits:
+        if hit is not None:
+            assert nfa.process(nfa.initial, e, e[2], hit) == nfa.process(nfa.initial, e, e[2])
     started = nfa.process(nfa.initial, ("k", "a", 1, 1), 1)[0]
-    assert started is nfa.initial or not any(nfa.passes_over(started, e) for e in events(4))
+    assert started is nfa.initial or all(nfa.start_hit(started, e) is None for e in events(4))
+
+
+def test_the_start_condition_runs_once_per_event_in_event_time(tmp_path):
+    """As Flink evaluates an edge's condition once per event: the operator's shortcut hands the
+    start's answer on to the NFA instead of asking the condition again."""
+    calls = tmp_path / "calls"
+
+    def counted(e):
+        with open(calls, "a") as f:
+            f.write(f"{e}\n")
+        return e[1] == "a"
+    records = [(k, kind, 1, t * 1000) for t, kinds in enumerate(["ab", "ba", "aa"]) for k, kind in zip("kj", kinds)]
+    stream = (job_env(tmp_path).from_collection(records, EVENT)
+              .assign_timestamps_and_watermarks(WatermarkStrategy.for_monotonous_timestamps()
+                                                .with_timestamp_assigner(lambda e, _: e[3]))
+              .key_by(lambda e: e[0]))
+    pattern = Pattern.begin("hot").where(counted).next("b").where(is_("b"))
+    found = collect_in_tasks(CEP.pattern(stream, pattern).process(Matches()))
+    assert sorted(calls.read_text().split("\n")[:-1]) == sorted(map(str, records))
+    assert len(found) == 1      # k: a then b; j: b, a, a
 
 
 def test_a_failing_condition_is_named_on_every_path():

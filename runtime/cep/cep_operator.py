@@ -187,12 +187,14 @@ class CepOperator(TaskOperator):
         if due:
             self.backend.prepare_keys(list(due))
             if due_at is not None:
-                # The usual key: one event that changes nothing, passed over without the release.
+                # The usual key: one event the start refuses while nothing has started, which
+                # changes nothing: passed over without the release.
                 cache, nfa = self.cache, self.nfa
                 for key, events in due.items():
-                    if len(events) == 1 and nfa.passes_over(cache.get(key) or self._read_state(key), events[0]):
+                    hit = nfa.start_hit(cache.get(key) or self._read_state(key), events[0]) if len(events) == 1 else None
+                    if hit is False:
                         continue
-                    self._release(key, ((due_at, events),), watermark, due_at)
+                    self._release(key, ((due_at, events),), watermark, due_at, hit)
             else:
                 for key, runs in due.items():
                     self._release(key, runs, watermark, runs[0][0])
@@ -224,10 +226,11 @@ class CepOperator(TaskOperator):
             self.fail(e, f"timer {timestamp} of key {key!r}")
         self._emit()
 
-    def _release(self, key, runs, watermark: int, stamp: int) -> None:
+    def _release(self, key, runs, watermark: int, stamp: int, first_hit=None) -> None:
         """Match ``key``'s events due at ``watermark``, ``runs`` of (timestamp, events) in
         timestamp order. What it emits is stamped ``stamp``, the first timer's time, as each
-        timer's output is. The backend's current key is set only to read or write."""
+        timer's output is. The backend's current key is set only to read or write. ``first_hit``:
+        ``NFA.start_hit`` of the key's state and first event, when it was asked."""
         try:
             nfa = self.nfa
             initial = nfa.initial
@@ -236,7 +239,8 @@ class CepOperator(TaskOperator):
                 if state is not initial:    # the initial state has nothing to time out
                     state = self._advance(state, timestamp, stamp)
                 for event in events:
-                    state, matches = nfa.process(state, event, timestamp)
+                    state, matches = nfa.process(state, event, timestamp, first_hit)
+                    first_hit = None
                     if matches:
                         self._matches(matches, timestamp, stamp)
             if state is not initial:

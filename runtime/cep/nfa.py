@@ -471,28 +471,33 @@ class NFA:
         nfa_state, more = self.process(nfa_state, event, timestamp)
         return nfa_state, matches + more, timed_out
 
-    def passes_over(self, nfa_state: NFAState, event) -> bool:
-        """Whether ``process`` would leave ``nfa_state`` as it is with no match, known without it:
-        nothing started and an event the start's one condition refuses (``process``'s first
-        shortcut). A condition that fails says False: ``process`` then names its pattern."""
+    def start_hit(self, nfa_state: NFAState, event) -> Optional[bool]:
+        """Whether the start's one condition takes ``event`` when nothing has started: False means
+        ``process`` would leave ``nfa_state`` as it is with no match (its first shortcut); the
+        answer goes to ``process`` so the condition runs once per event. None when the start has
+        more to it, something has started, or the condition fails (``process`` then names its
+        pattern)."""
         if nfa_state is not self.initial or self.start_test is None:
-            return False
+            return None
         try:
-            return not self.start_test(event)
+            return bool(self.start_test(event))
         except Exception:
-            return False
+            return None
 
-    def process(self, nfa_state: NFAState, event, timestamp: int):
-        """Feed one event: ``(state, matches)``, matches as ``{pattern name: [events]}``."""
+    def process(self, nfa_state: NFAState, event, timestamp: int, start_hit: Optional[bool] = None):
+        """Feed one event: ``(state, matches)``, matches as ``{pattern name: [events]}``;
+        ``start_hit``: what ``start_hit`` said of this state and event, if it was asked."""
         current = nfa_state.partial_matches
         takes = self.start_takes
         start_edges = None  # the start state's edges for this event, when known without the search
         if takes is not None:
             if self.start_test is not None:
-                try:
-                    hit = self.start_test(event)
-                except Exception:
-                    hit = _holds(takes[0], event, None)  # raises, naming the pattern
+                hit = start_hit
+                if hit is None:
+                    try:
+                        hit = self.start_test(event)
+                    except Exception:
+                        hit = _holds(takes[0], event, None)  # raises, naming the pattern
                 start_edges = takes if hit else ()
             else:
                 start_edges = [edge for edge in takes if edge.test is None or _holds(edge, event, None)]
