@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 
 from jvm_options import share_spark_classes
-from waiting import wait_until
+from waiting import log_tail, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 USER, PASSWORD = "admin", "sluice-test-password"
@@ -60,11 +60,29 @@ class Airflow:
     def trigger(self, dag_id: str, conf: dict) -> str:
         return self.api("POST", f"/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})["dag_run_id"]
 
-    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 900) -> str:
+    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 420) -> str:
         def ended():
             state = self.api("GET", f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}")["state"]
             return state if state in ("success", "failed") else None
-        return wait_until(ended, timeout, f"the end of {dag_id} run {run_id}", interval=0.5, log=self.log)
+        return wait_until(ended, timeout, f"the end of {dag_id} run {run_id}", interval=0.5,
+                          log=lambda: self.run_report(dag_id, run_id))
+
+    def run_report(self, dag_id: str, run_id: str) -> str:
+        """Why a run did not end: the end of Airflow's own log without the API server's access lines
+        (the wait's polls), then the run's task instances and the end of each unfinished one's log
+        (last: the failure shows the end of this text)."""
+        own = [line[:300] for line in log_tail(self.log, 200_000).splitlines() if "http.access" not in line]
+        lines = ["--- Airflow's log, without the API server's access lines:", *own[-15:], f"--- {dag_id} {run_id}:"]
+        try:
+            tis = self.api("GET", f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}/taskInstances")
+            for ti in tis["task_instances"]:
+                lines.append(f"task {ti['task_id']}: {ti['state']}, try {ti['try_number']}")
+                if ti["state"] not in ("success", "skipped", None) and ti["try_number"]:
+                    events = self.task_log(dag_id, run_id, ti["task_id"], ti["try_number"])
+                    lines += [f"  {e.get('event', '')} {e.get('error_detail', '')}"[:300] for e in events[-12:]]
+        except Exception as e:      # the report is for a failure message: say what it could not read
+            lines.append(f"(the run's task instances could not be read: {e!r})")
+        return "\n".join(lines)
 
     def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> list[dict]:
         path = (f"/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}/taskInstances/{task_id}/logs/{try_number}"

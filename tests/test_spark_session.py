@@ -4,11 +4,12 @@ heap or a compiler; and the class-data archive bin/dev makes, mapped when it is 
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
 import jvm_options
-from runtime.execution.spark import CLASS_ARCHIVE_ENV, DRIVER_JAVA_OPTIONS, with_local_jvm_options
+from runtime.execution.spark import CLASS_ARCHIVE_ENV, DRIVER_JAVA_OPTIONS, with_local_jvm_options, without_class_data
 
 
 @pytest.mark.parametrize("given, expected", [
@@ -81,3 +82,22 @@ def test_the_suites_session_maps_the_class_archive_bin_dev_made(spark):
     mapped = re.search(r"CDS archive\(s\) mapped at: .*, size (\d+)", info)
     # the JDK's own archive (~13 MB) and, above it, the classes of the one bin/dev made
     assert mapped is not None and int(mapped.group(1)) > os.path.getsize(archive), info[:2000]
+
+
+def test_class_data_options_are_taken_out_of_jvm_options_and_nothing_else():
+    assert without_class_data("-XX:TieredStopAtLevel=1 -XX:SharedArchiveFile=/a/b.jsa -Xlog:cds*=off -Xshare:auto "
+                              "-XX:ArchiveClassesAtExit=/c.jsa -Dx=1") == "-XX:TieredStopAtLevel=1 -Xlog:cds*=off -Dx=1"
+    assert without_class_data("") == ""
+
+
+def test_an_archive_is_made_whatever_archive_the_environment_names(tmp_path):
+    # As a test's Airflow (bin/dev) would have remade it: SPARK_SUBMIT_OPTS names the archive being
+    # replaced, gone. The JVM took that as the new archive's base and did not start.
+    gone, made = tmp_path / "gone.jsa", tmp_path / "made.jsa"
+    env = {**os.environ, "SPARK_SUBMIT_OPTS": f"{jvm_options.short_lived_jvm()} -XX:SharedArchiveFile={gone} "
+           f"{jvm_options.QUIET_CDS}", CLASS_ARCHIVE_ENV: str(gone), "SPARK_LOCAL_IP": "127.0.0.1"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-m", "runtime.execution.class_archive", str(made)], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert made.stat().st_size > 20_000_000 and not (tmp_path / "made.jsa.partial").exists()

@@ -9,13 +9,25 @@ from __future__ import annotations
 import os
 import sys
 
-from runtime.execution.spark import CLASS_ARCHIVE_ENV, DRIVER_JAVA_OPTIONS, get_spark_session
+from runtime.execution.spark import (
+    CLASS_ARCHIVE_ENV,
+    DRIVER_JAVA_OPTIONS,
+    JVM_OPTION_VARIABLES,
+    get_spark_session,
+    without_class_data,
+)
 
 EXIT_TIMEOUT_S = 300
 
 
 def make(path: str) -> None:
-    os.environ.pop(CLASS_ARCHIVE_ENV, None)     # an archive is made from classes loaded, not mapped
+    # An archive is made from classes loaded, not mapped: with an archive to map as well (say the
+    # one this replaces, named in SPARK_SUBMIT_OPTS), the JVM takes that one as the base of the new
+    # one, and does not start when it is gone.
+    os.environ.pop(CLASS_ARCHIVE_ENV, None)
+    for variable in JVM_OPTION_VARIABLES:
+        if variable in os.environ:
+            os.environ[variable] = without_class_data(os.environ[variable])
     partial = f"{path}.partial"
     if os.path.exists(partial):
         os.remove(partial)

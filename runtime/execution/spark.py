@@ -229,7 +229,13 @@ DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 # process pays.
 # The JVM ignores an archive of another JDK or class path.
 CLASS_ARCHIVE_ENV = "SLUICE_JVM_CLASS_ARCHIVE"
-_CLASS_DATA_OPTION = re.compile(r"-XX:(SharedArchiveFile|ArchiveClassesAtExit)=|-Xshare:")
+_CLASS_DATA_OPTION = re.compile(r"-XX:(SharedArchiveFile|ArchiveClassesAtExit)=\S*|-Xshare:\S*")
+JVM_OPTION_VARIABLES = ("SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS")
+
+
+def without_class_data(options: str) -> str:
+    """JVM options without those that choose class data (an archive to map or to write, -Xshare)."""
+    return " ".join(_CLASS_DATA_OPTION.sub("", options).split())
 
 
 def with_local_jvm_options(settings: dict) -> None:
@@ -244,8 +250,7 @@ def with_local_jvm_options(settings: dict) -> None:
     0.2-0.5 s (bench/README.md, issue 35). It maps the class-data archive ``CLASS_ARCHIVE_ENV``
     names, when that file is there and the options choose no class data of their own. A cluster's
     JVMs keep Spark's defaults."""
-    chosen = " ".join((settings.get(DRIVER_JAVA_OPTIONS, ""), os.environ.get("SPARK_SUBMIT_OPTS", ""),
-                       os.environ.get("JAVA_TOOL_OPTIONS", ""), os.environ.get("JDK_JAVA_OPTIONS", "")))
+    chosen = " ".join((settings.get(DRIVER_JAVA_OPTIONS, ""), *(os.environ.get(v, "") for v in JVM_OPTION_VARIABLES)))
     ours = [option for option, pattern in (("-XX:+UseSerialGC", _COLLECTOR_OPTION), ("-Xms64m", _INITIAL_HEAP_OPTION),
                                            ("-XX:TieredStopAtLevel=1", _COMPILER_OPTION))
             if not pattern.search(chosen)]
