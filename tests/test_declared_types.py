@@ -58,3 +58,16 @@ def test_a_record_that_does_not_fit_its_type_fails_when_the_job_is_built(env):
     with pytest.raises(TypeError, match=r"from_collection\(\): record 1, \('pear',\), does not fit its declared "
                                         r"type Row\(word: String, price: Float\): \('pear',\) has 1 fields"):
         env.from_collection([("apple", 1.0), ("pear",)], type_info=WORDS)
+
+
+def test_records_of_their_fields_exact_types_are_checked_as_the_conversion_checks_them(env):
+    # Checked a column at a time without Arrow (arrow._fit_as_they_are): the ranges, encodings,
+    # lengths and bools Arrow's conversion refuses are refused the same way, naming the record.
+    ints = Types.TUPLE([Types.STRING(), Types.LONG(), Types.INT(), Types.SHORT(), Types.BYTE()])
+    fit = [("a", 2 ** 63 - 1, 2 ** 31 - 1, 2 ** 15 - 1, 127), ("é", -2 ** 63, -2 ** 31, -2 ** 15, -128)]
+    items = env.from_collection(fit, type_info=ints)._t.operator.source.items
+    assert items == tuple(fit) and all(a is b for a, b in zip(items, fit))
+    for misfit in (("b", 2 ** 63, 0, 0, 0), ("b", 0, -2 ** 31 - 1, 0, 0), ("b", 0, 0, 2 ** 15, 0),
+                   ("b", 0, 0, 0, 128), ("\ud800", 0, 0, 0, 0), ("b", 0, 0, 0), ("b", 0, 0, 0, True)):
+        with pytest.raises(TypeError, match=r"from_collection\(\): record 1, .* does not fit its declared type"):
+            env.from_collection([fit[0], misfit], type_info=ints)

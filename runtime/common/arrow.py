@@ -477,9 +477,10 @@ def to_declared_type(records: Sequence[Any], type_info: TypeInformation, what: s
     records = list(records)
     if isinstance(type_info, PickledBytesTypeInfo):
         return records
+    if _fit_as_they_are(records, type_info):
+        return records
     try:
-        batch = records_to_arrow(records, type_info)        # checks every record
-        return records if _unchanged_by_arrow(records, type_info) else arrow_to_records(batch, type_info)
+        return arrow_to_records(records_to_arrow(records, type_info), type_info)     # checks every record
     except CONVERSION_ERRORS as error:
         found = first_misfit(records, type_info)
         if found is not None:
@@ -489,21 +490,38 @@ def to_declared_type(records: Sequence[Any], type_info: TypeInformation, what: s
         raise TypeError(f"{what}: the records do not fit their declared type {type_info}: {error}") from None
 
 
-# Declared types whose values come back from Arrow as they went in, by their Python type.
+# Declared types whose values come back from Arrow as they went in, by their Python type, and the
+# bits of the integer types' magnitudes.
 _SAME_AFTER_ARROW = {BasicType.STRING: str, BasicType.LONG: int, BasicType.INT: int, BasicType.SHORT: int,
                      BasicType.BYTE: int, BasicType.BOOLEAN: bool, BasicType.DOUBLE: float}
+_INTEGER_BITS = {BasicType.LONG: 63, BasicType.INT: 31, BasicType.SHORT: 15, BasicType.BYTE: 7}
 
 
-def _unchanged_by_arrow(records: Sequence[Any], type_info: TypeInformation) -> bool:
-    """Whether records that fit ``type_info`` come back from Arrow as they are (a from_collection
-    of 300,000 such records spared a third of its conversion): tuples of a TUPLE type, each field
-    holding exactly the Python type its declared type decodes to (not a bool for a LONG)."""
+def _fit_as_they_are(records: list, type_info: TypeInformation) -> bool:
+    """Whether ``records`` are values of ``type_info`` already, as Arrow's conversion would check
+    them and give them back: tuples of a TUPLE type's arity, each field holding exactly the Python
+    type its declared type decodes to (not a bool for a LONG), integers in the type's range,
+    strings that encode as UTF-8. A column at a time in C (a from_collection of 300,000 records of
+    four fields: 0.14-0.15 s instead of 0.18-0.27 s through Arrow); False sends them through the conversion,
+    which names a record that does not fit."""
     if type(type_info) is not TupleTypeInfo or set(map(type, records)) != {tuple}:
         return False
-    for i, t in enumerate(type_info.get_field_types()):
+    fields = type_info.get_field_types()
+    if set(map(len, records)) != {len(fields)}:
+        return False
+    for i, t in enumerate(fields):
         kind = _SAME_AFTER_ARROW.get(t._basic_type) if type(t) is BasicTypeInfo else None
-        if kind is None or set(map(type, map(itemgetter(i), records))) != {kind}:
+        column = list(map(itemgetter(i), records))
+        if kind is None or set(map(type, column)) != {kind}:
             return False
+        bits = _INTEGER_BITS.get(t._basic_type)
+        if bits is not None and not (-(1 << bits) <= min(column) and max(column) < 1 << bits):
+            return False
+        if kind is str:
+            try:
+                "".join(column).encode()        # a lone surrogate does not
+            except UnicodeEncodeError:
+                return False
     return True
 
 
