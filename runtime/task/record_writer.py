@@ -9,7 +9,7 @@ import pickle
 from typing import Iterator
 
 from runtime.common.arrow import as_shipped
-from runtime.common.pickling import dumps
+from runtime.common.pickling import dumps_unshared
 from runtime.common.watermark_strategy import MIN_WATERMARK
 from runtime.task.arrow_batch import ArrowBatch, takes_arrow
 from runtime.task.channel_events import IDLE, RecordBatch, Watermark
@@ -59,7 +59,7 @@ class RecordWriter:
         # Dropped once pickled: held until the task ends, they would be freed by a cyclic
         # collection (operators and writers reference each other), at ~2 µs per record.
         events, self.channels[c], self.buffered[c] = self.channels[c], [], 0
-        self.sealed[c].append(dumps(events))
+        self.sealed[c].append(dumps_unshared(events))
 
     def process_watermark(self, watermark, input_index):
         if watermark > self.watermark:
