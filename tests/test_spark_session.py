@@ -9,7 +9,8 @@ import sys
 import pytest
 
 import jvm_options
-from runtime.execution.spark import CLASS_ARCHIVE_ENV, DRIVER_JAVA_OPTIONS, with_local_jvm_options, without_class_data
+from runtime.execution.spark import (CLASS_ARCHIVE_ENV, DRIVER_JAVA_OPTIONS, JVM_OPTION_VARIABLES, with_local_jvm_options,
+                                     without_class_data)
 
 
 @pytest.mark.parametrize("given, expected", [
@@ -21,7 +22,7 @@ from runtime.execution.spark import CLASS_ARCHIVE_ENV, DRIVER_JAVA_OPTIONS, with
     ({DRIVER_JAVA_OPTIONS: "-XX:TieredStopAtLevel=4 -Xms1g"}, "-XX:+UseSerialGC -XX:TieredStopAtLevel=4 -Xms1g"),
 ])
 def test_the_users_choice_of_collector_heap_and_compiler_wins(given, expected, monkeypatch):
-    for variable in ("SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", CLASS_ARCHIVE_ENV):
+    for variable in (*JVM_OPTION_VARIABLES, CLASS_ARCHIVE_ENV):
         monkeypatch.delenv(variable, raising=False)
     settings = dict(given)
     with_local_jvm_options(settings)

@@ -38,7 +38,9 @@ def dumps_unshared(value) -> bytes:
     pickler.fast = True
     try:
         pickler.dump(value)
-    except (_TooLarge, ValueError, RecursionError, *NOT_BY_NAME):   # fast mode refuses cycles (ValueError)
+    except NOT_BY_NAME:
+        return _by_value(value)
+    except (_TooLarge, ValueError, RecursionError):     # fast mode refuses cycles (ValueError)
         return dumps(value)
     return out.getvalue()
 
