@@ -10,6 +10,8 @@ import json
 
 import pytest
 
+from runtime.datastream.functions import MapFunction
+from runtime.graph.job_graph import create_job_graph
 from runtime_env import job_env
 
 
@@ -31,6 +33,34 @@ def test_a_parallel_map_after_it_is_collected_a_subtask_at_a_time(tmp_path):
     assert [(n["type"], n["parallelism"]) for n in nodes] == [("Source: Collection Source", 1), ("Map", 2)]
     assert nodes[1]["predecessors"][0]["ship_strategy"] == "REBALANCE"
     assert list(mapped.execute_and_collect()) == list(range(0, 200, 20)) + list(range(10, 200, 20))
+
+
+class TagSubtask(MapFunction):
+    def open(self, runtime_context):
+        self.subtask = runtime_context.get_index_of_this_subtask()
+
+    def map(self, value):
+        return self.subtask, value
+
+
+@pytest.mark.parametrize("read_by_consumers", [True, False])
+def test_a_rebalanced_collection_deals_each_epoch_round_robin_and_restores_at_another_parallelism(
+        tmp_path, read_by_consumers):
+    # Read by the map's subtasks (the map chains to the source) or through Flink's rebalance (the
+    # map does not chain): each epoch's records are dealt from channel 0, a stopped run's restore
+    # at parallelism 3 reads on from the checkpointed offset, every record once.
+    out = []
+    for parallelism, settings in ((2, dict(epoch__max_epochs=2)), (3, dict())):
+        env = job_env(tmp_path, parallelism, epoch__max_records_per_split=5, **settings)
+        env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
+        tagged = env.from_collection(list(range(23))).map(TagSubtask())
+        if not read_by_consumers:
+            tagged = tagged.disable_chaining()
+        graph = create_job_graph(env.get_stream_graph())
+        assert [v.parallelism for v in graph.vertices][:1] == [parallelism if read_by_consumers else 1]
+        out += [(parallelism, *r) for r in tagged.execute_and_collect()]
+    assert sorted(x for _, _, x in out) == list(range(23))
+    assert sorted(out) == sorted((2 if x < 10 else 3, x % 5 % (2 if x < 10 else 3), x) for x in range(23))
 
 
 class Reading:

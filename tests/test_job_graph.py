@@ -1,7 +1,11 @@
 """JobGraph: Flink's chaining rules, chained names, job edges and distribution patterns."""
+import json
+
 import pytest
 
+from runtime.common import WatermarkStrategy
 from runtime.datastream import StreamExecutionEnvironment
+from runtime.datastream.connectors import NumberSequenceSource
 from runtime.graph.job_graph import DistributionPattern, create_job_graph
 
 
@@ -18,10 +22,36 @@ def test_forward_edges_with_equal_parallelism_chain(env):
     assert chains(env) == [("Source: Collection Source -> Map -> Filter -> Sink: Print to Std. Out", 1)]
 
 
+def numbers(env):
+    """A source its consumers cannot read for it (from_collection's they can, below)."""
+    return env.from_source(NumberSequenceSource(1, 3), WatermarkStrategy.no_watermarks(), "Numbers")
+
+
 def test_parallelism_change_breaks_the_chain(env):
+    numbers(env).map(lambda x: x).set_parallelism(2).filter(lambda x: True).set_parallelism(2).print()
+    assert chains(env) == [("Source: Numbers", 1), ("Map -> Filter", 2), ("Sink: Print to Std. Out", 1)]
+
+
+def test_a_rebalance_out_of_a_collection_is_read_by_the_consumers_it_chains_to(env):
     src(env).map(lambda x: x).set_parallelism(2).filter(lambda x: True).set_parallelism(2).print()
-    assert chains(env) == [("Source: Collection Source", 1), ("Map -> Filter", 2),
-                           ("Sink: Print to Std. Out", 1)]
+    graph = create_job_graph(env.get_stream_graph())
+    assert [(v.name, v.parallelism) for v in graph.vertices] == [
+        ("Source: Collection Source -> Map -> Filter", 2), ("Sink: Print to Std. Out", 1)]
+    source = graph.vertices[0].head
+    assert source.operator.source.shares == 2 and source.max_parallelism == graph.vertices[0].operators[1].max_parallelism
+    assert json.loads(env.get_execution_plan())["nodes"][0]["parallelism"] == 1    # the StreamGraph is Flink's
+
+
+@pytest.mark.parametrize("build", [
+    lambda env: src(env).key_by(lambda x: x).map(lambda x: x).set_parallelism(2).print(),      # keyed
+    lambda env: src(env).map(lambda x: x).set_parallelism(2).disable_chaining().print(),       # does not chain
+    lambda env: src(env).map(lambda x: x).set_parallelism(2).slot_sharing_group("other").print(),
+    lambda env: [s.map(lambda x: x).set_parallelism(2).print() for s in [src(env)] * 2],      # two consumers
+])
+def test_a_collection_keeps_its_one_subtask_where_the_consumers_cannot_read_it(env, build):
+    build(env)
+    graph = create_job_graph(env.get_stream_graph())
+    assert all(v.parallelism == 1 for v in graph.vertices if v.is_input_vertex)
 
 
 def test_non_forward_partitioner_breaks_the_chain(env):
@@ -83,13 +113,13 @@ def test_sources_are_chain_heads_and_never_chain_to_a_predecessor():
 
 
 def test_job_edges_and_data_sets(env):
-    s = src(env)
+    s = numbers(env)
     s.map(lambda x: x).set_parallelism(2).rescale().map(lambda x: x).set_parallelism(4).print()
     graph = create_job_graph(env.get_stream_graph())
     edges = [(graph.vertex(e.source_vertex).name, graph.vertex(e.target_vertex).name,
               e.ship_strategy, e.distribution_pattern) for e in graph.edges]
     assert edges == [
-        ("Source: Collection Source", "Map", "REBALANCE", DistributionPattern.ALL_TO_ALL),
+        ("Source: Numbers", "Map", "REBALANCE", DistributionPattern.ALL_TO_ALL),
         ("Map", "Map", "RESCALE", DistributionPattern.POINTWISE),
         ("Map", "Sink: Print to Std. Out", "REBALANCE", DistributionPattern.ALL_TO_ALL),
     ]

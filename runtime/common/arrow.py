@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import pickle
+from array import array
 from decimal import Decimal, InvalidOperation
 from functools import singledispatch
 from itertools import repeat
@@ -494,7 +495,8 @@ def to_declared_type(records: Sequence[Any], type_info: TypeInformation, what: s
 # bits of the integer types' magnitudes.
 _SAME_AFTER_ARROW = {BasicType.STRING: str, BasicType.LONG: int, BasicType.INT: int, BasicType.SHORT: int,
                      BasicType.BYTE: int, BasicType.BOOLEAN: bool, BasicType.DOUBLE: float}
-_INTEGER_BITS = {BasicType.LONG: 63, BasicType.INT: 31, BasicType.SHORT: 15, BasicType.BYTE: 7}
+# The machine types of the integer types: an array of one refuses a value out of its range.
+_INTEGER_ARRAYS = {BasicType.LONG: "q", BasicType.INT: "i", BasicType.SHORT: "h", BasicType.BYTE: "b"}
 
 
 def _fit_as_they_are(records: list, type_info: TypeInformation) -> bool:
@@ -516,9 +518,12 @@ def _fit_as_they_are(records: list, type_info: TypeInformation) -> bool:
         column = list(map(itemgetter(i), records))
         if set(map(type, column)) != {kind}:
             return False
-        bits = _INTEGER_BITS.get(t._basic_type)
-        if bits is not None and not (-(1 << bits) <= min(column) and max(column) < 1 << bits):
-            return False
+        typecode = _INTEGER_ARRAYS.get(t._basic_type)
+        if typecode is not None:
+            try:
+                array(typecode, column)
+            except OverflowError:
+                return False
         if kind is str:
             try:
                 "".join(column).encode()        # a lone surrogate does not

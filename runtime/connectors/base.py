@@ -106,7 +106,7 @@ class SourceReader:
     def origin(self, split: SplitRead, index: int) -> str:
         """Where the ``index``-th record this epoch read of ``split`` came from, for error
         messages (sources whose offsets count records: the split and the record's offset)."""
-        return f"split {split.split_id}, offset {split.start + index}"
+        return f"split {split.split_id}, offset {split.start + index * split.step}"
 
 
 def index_range_batches(start: int, end: int, batch_size: int, make) -> Iterator[Batch]:

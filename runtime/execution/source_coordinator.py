@@ -26,7 +26,7 @@ class PlannedRead(SplitRead):
     subtask: int = 0
 
     def as_read(self) -> SplitRead:
-        return SplitRead(self.split_id, self.start, self.end, self.state)
+        return SplitRead(self.split_id, self.start, self.end, self.state, self.step)
 
 
 class SourceCoordinator:
@@ -84,7 +84,7 @@ class SourceCoordinator:
     def logged_plan(self, source_plans: dict) -> dict:
         """The plan as the epoch log keeps it: each source operator's reads, subtask by subtask,
         each read naming its subtask."""
-        return {self.operator_ids[vid]: [PlannedRead(r.split_id, r.start, r.end, r.state, s)
+        return {self.operator_ids[vid]: [PlannedRead(r.split_id, r.start, r.end, r.state, r.step, subtask=s)
                                          for s in sorted(plan) for r in plan[s]]
                 for vid, plan in source_plans.items()}
 

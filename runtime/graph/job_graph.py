@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from runtime.datastream.operators import ChainingStrategy
-from runtime.datastream.partitioner import ForwardPartitioner
+from runtime.datastream.partitioner import ForwardPartitioner, RebalancePartitioner
 from runtime.graph.stream_graph import StreamEdge, StreamGraph, StreamGraphError, StreamNode
 
 
@@ -125,8 +125,34 @@ def is_chainable(edge: StreamEdge, graph: StreamGraph) -> bool:
             and graph.settings.chaining_enabled)
 
 
+def rebalances_read_by_consumers(graph: StreamGraph) -> StreamGraph:
+    """``graph`` with each rebalance out of a strided non-parallel source (``from_collection``
+    into an operator of another parallelism) done by the source's reader: the source runs at its
+    consumer's parallelism and chains to it, subtask k reading the records the rebalance would deal
+    channel k (every n-th of the epoch's, from its k-th: the round-robin of a producer that starts
+    at channel 0, ``runtime.task.partitioning``). The consumer sees the same records in the same
+    order, without a one-task stage and a shuffle of every record (bench/README.md, issue 35).
+    A source with watermarks of its own keeps its rebalance: they are the whole input's."""
+    nodes = {n.id: n for n in graph.nodes}
+    edges = list(graph.edges)
+    for i, e in enumerate(graph.edges):
+        up, down = graph.node(e.source_id), graph.node(e.target_id)
+        if (up.kind == "source" and up.operator.source.strided and up.operator.watermark_strategy is None
+                and isinstance(e.partitioner, RebalancePartitioner) and e.output_tag is None
+                and len(graph.out_edges(up.id)) == 1):
+            forward = replace(e, partitioner=ForwardPartitioner())
+            spec = replace(up.operator, source=up.operator.source.dealt(down.parallelism))
+            fused = replace(up, parallelism=down.parallelism, max_parallelism=down.max_parallelism, operator=spec)
+            as_read = replace(graph, nodes=tuple(fused if n.id == up.id else n for n in graph.nodes),
+                              edges=tuple(forward if x is e else x for x in graph.edges))
+            if is_chainable(forward, as_read):
+                nodes[up.id], edges[i] = fused, forward
+    return replace(graph, nodes=tuple(nodes[n.id] for n in graph.nodes), edges=tuple(edges))
+
+
 def create_job_graph(graph: StreamGraph) -> JobGraph:
     """Chain operators and connect the chains (pure: the same StreamGraph gives the same JobGraph)."""
+    graph = rebalances_read_by_consumers(graph)
     order = graph.topological_order()     # also refuses cycles
     chained_names: dict[int, str] = {}
     head_of: dict[int, int] = {}

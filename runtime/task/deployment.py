@@ -18,12 +18,15 @@ ACK = -1        # the key of acknowledgement rows in a task's output
 
 @dataclass(frozen=True)
 class SplitRead:
-    """What a source subtask reads of one split this epoch: [start, end) and the split's state."""
+    """What a source subtask reads of one split this epoch: [start, end) and the split's state;
+    with a ``step``, every step-th record of it from ``start`` (a consumer's share of a rebalance,
+    ``runtime.graph.job_graph``)."""
 
     split_id: str
     start: Any
     end: Any
     state: dict = field(default_factory=dict)   # watermark generator, idleness clock
+    step: int = 1
 
 
 @dataclass(frozen=True)

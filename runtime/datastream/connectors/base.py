@@ -25,14 +25,22 @@ class Boundedness(enum.Enum):
 
 @dataclass(frozen=True)
 class Source:
-    """A source of records. ``parallel = False`` pins the source operator to parallelism 1."""
+    """A source of records. ``parallel = False`` pins the source operator to parallelism 1.
+    ``strided``: its offsets are record indexes and its reader can read every n-th record of a
+    split, so the rebalance out of it can be done by its consumers reading their shares
+    (``runtime.graph.job_graph``)."""
 
     default_name: ClassVar[str] = "Custom Source"
     parallel: ClassVar[bool] = True
+    strided: ClassVar[bool] = False
 
     @property
     def boundedness(self) -> Boundedness:
         return Boundedness.BOUNDED
+
+    def dealt(self, n: int) -> "Source":
+        """A ``strided`` source as ``n`` subtasks read it, each its every n-th record."""
+        raise TypeError(f"{type(self).__name__} is not strided")
 
     def get_boundedness(self) -> Boundedness:
         return self.boundedness
