@@ -283,6 +283,18 @@ def test_the_operator_matches_as_the_per_event_path(tmp_path, name, event_time):
     assert (("late", 1000) in got) == event_time
 
 
+@pytest.mark.parametrize("name", ["next within", "loop, skip past last", "not next, not followed by"])
+def test_events_in_timestamp_order_wait_a_run_of_one_timestamp_at_a_time(tmp_path, name):
+    # In-order batches take the run-at-a-time path: four records a timestamp, a key twice in some
+    # runs, runs across two batches of 7; the late records' batch takes the record-at-a-time one.
+    stream = [(k, kind, ts // 4, n) for k, kind, ts, n in events(11, n=300, keys=6, disorder=0)]
+    stream += [("k1", "a", 3, 1000), ("k2", "b", 10, 1001)]
+    pattern = PATTERNS[name](simple)
+    got = run_operator(tmp_path / "fast", pattern, stream, True, per_event=False)
+    assert got == run_operator(tmp_path / "per-event", pattern, stream, True, per_event=True)
+    assert any(r[0] == "match" for r in got) and ("late", 1000) in got
+
+
 def test_event_time_without_timestamps_names_the_record_and_the_fix(tmp_path):
     stream = job_env(tmp_path).from_collection([("k", "a", 1, 0)], EVENT).key_by(lambda e: e[0])
     with pytest.raises(AssertionError, match=r"CepOperator \(1/1\) failed: ValueError: CEP in event time needs "
