@@ -393,6 +393,13 @@ def _sort_key(cs: ComputationState):
     return (0, cs.start_id) if cs.start_id is not None else (1,)
 
 
+def _first_start(nfa_state) -> Optional[tuple]:
+    """The earliest start event's id of the partial matches, None when none has started: a state's
+    partial matches are kept in ``_sort_key`` order, the earliest start first."""
+    partial = nfa_state.partial_matches
+    return partial[0].start_id if partial else None
+
+
 class _Edge:
     """A transition compiled for the run: its condition a call of the event alone when it reads
     no context (``event_test``), its target a ``_Node``."""
@@ -460,6 +467,10 @@ class NFA:
         # the usual start: one TAKE edge with a condition, called here without the edge search
         single = self.start_takes is not None and len(edges) == 1 and edges[0].test is not None
         self.start_test = edges[0].test if single else None
+        # ... into a state with no PROCEED edge that is neither final nor a stop: what it takes
+        # from the initial state is one partial match, made without the search.
+        into = edges[0].target if single else None
+        self.start_into = into if into is not None and into.kind not in (FINAL, STOP) and not into.proceeds else None
 
     def initial_state(self) -> NFAState:
         return self.initial
@@ -504,6 +515,12 @@ class NFA:
             if not start_edges and (nfa_state is self.initial or (
                     len(current) == 1 and current[0].start_id is None and not nfa_state.completed_matches)):
                 return self.initial, []  # nothing started, nothing taken: nothing changes
+            if start_edges is takes and nfa_state is self.initial and self.start_into is not None:
+                # the one partial match the start takes, before the start state (Flink's order)
+                event_id = (timestamp, 0)
+                taken = ComputationState(self.start_into.name, ((takes[0].pattern, event_id, event),),
+                                         event_id, timestamp)
+                return NFAState((taken, current[0]), (), 1), []
         event_id = (timestamp, nfa_state.next_sequence)
         nodes, needs_ctx = self.nodes, self.needs_ctx
         partial, potential = [], []
@@ -570,10 +587,8 @@ class NFA:
         if self.window_ms <= 0:
             return nfa_state, [], []
         limit = timestamp - self.window_ms
-        for cs in nfa_state.partial_matches:
-            if cs.start_id is not None and cs.start_id[0] <= limit:
-                break
-        else:
+        first = _first_start(nfa_state)
+        if first is None or first[0] > limit:
             return nfa_state, [], []
         partial, timed_out = [], []
         for cs in nfa_state.partial_matches:
@@ -590,13 +605,12 @@ class NFA:
     def earliest_timeout(self, nfa_state: NFAState) -> Optional[int]:
         if self.window_ms <= 0:
             return None
-        starts = [cs.start_id[0] for cs in nfa_state.partial_matches if cs.start_id is not None]
-        return min(starts) + self.window_ms if starts else None
+        first = _first_start(nfa_state)
+        return first[0] + self.window_ms if first is not None else None
 
     def is_empty(self, nfa_state: NFAState) -> bool:
         """Only the start state left: nothing worth keeping in state."""
-        return nfa_state is self.initial or (
-            not nfa_state.completed_matches and all(cs.start_id is None for cs in nfa_state.partial_matches))
+        return nfa_state is self.initial or (not nfa_state.completed_matches and _first_start(nfa_state) is None)
 
     def _release(self, completed: list, partial: list):
         """Emit the held-back matches no earlier partial match can precede, pruning by the skip

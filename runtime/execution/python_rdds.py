@@ -121,8 +121,8 @@ class Stage:
 
 class _JavaSide:
     """What every run of a SparkContext builds its RDDs with: the Java classes, the Python workers'
-    environment and includes, the broadcast threshold, the empty RDDs of source stages and the
-    shuffles' partitioners; made once (40-odd py4j calls, 20-90 ms) and only read afterwards."""
+    environment and includes, the broadcast threshold, the empty RDDs of source stages, the
+    shuffles' partitioners and the pinned stages' pools; made once (40-odd py4j calls, 20-90 ms) and only read afterwards."""
 
     def __init__(self, sc, key: tuple) -> None:
         self.sc, self.key = sc, key
@@ -141,6 +141,7 @@ class _JavaSide:
         self.threshold = jvm.org.apache.spark.api.python.PythonUtils.getBroadcastThreshold(sc._jsc)
         self.partitioners: dict = {}    # parallelism -> PythonPartitioner (setdefault: any thread)
         self.empty: dict = {}           # parallelism -> an empty RDD of that many partitions
+        self.slots: dict = {}           # (pool group, partition index) -> (its environment, the set of it alone)
 
 
 _JAVA_SIDE: Optional[_JavaSide] = None     # of the one live SparkContext (a stopped one's objects go)
@@ -169,7 +170,6 @@ class PythonRDDs:
         self.sc = sc
         self._java = _java_side(sc)
         self._broadcast_lists: dict = {}
-        self._slots: dict = {}          # (pool group, partition index) -> (its environment, the set of it alone)
         self._pickler = CloudPickleSerializer()
         # spark.python.profile: the per-RDD profiles PySpark's show_profiles() prints.
         self._profiling = (sc.profiler_collector is not None
@@ -234,7 +234,7 @@ class PythonRDDs:
         return RDD(self.union(rdds).toJavaRDD(), self.sc, _ROWS_OUT).collect()
 
     def _slot(self, group: int, index: int) -> tuple:
-        slot = self._slots.get((group, index))
+        slot = self._java.slots.get((group, index))
         if slot is None:
             env = self._java.jvm.java.util.HashMap(self._java.env)
             env.put(SLOT, f"{group}-{index}")
@@ -242,7 +242,7 @@ class PythonRDDs:
             only.add(index)
             # A Scala Set is an Int => Boolean: the partition filter of a PartitionPruningRDD.
             converters = self._java.jvm.scala.jdk.javaapi.CollectionConverters
-            slot = self._slots[(group, index)] = (env, converters.asScala(only))
+            slot = self._java.slots.setdefault((group, index), (env, converters.asScala(only)))
         return slot
 
     def _slot_rdd(self, parent, command: tuple, group: int, index: int):

@@ -23,6 +23,8 @@ like the Python int ``-1``, not like ``Long.valueOf(-1)``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
+from operator import is_
 from typing import ClassVar, Iterator
 
 import numpy as np
@@ -447,7 +449,7 @@ def _hash_values(values) -> tuple[np.ndarray, int]:
         values = np.asarray(values)  # pandas Series and the like
     if not isinstance(values, np.ndarray):
         values = list(values)
-        if values and all(type(v) is str for v in values):
+        if values and set(map(type, values)) == {str}:
             try:
                 return _string_hashes(pa.array(values, type=pa.large_string())), 0
             except UnicodeEncodeError:
@@ -478,10 +480,10 @@ def _key_by_hashes(values, key_type) -> tuple[np.ndarray, int]:
     by one, their bytes hashed vectorised; Row.of(x) adds 31 + 31 to x's hash for a scalar x."""
     if not isinstance(values, list):
         values = values.to_pylist() if isinstance(values, (pa.Array, pa.ChunkedArray)) else list(values)
-    nulls = sum(v is None for v in values)
+    nulls = sum(map(is_, values, repeat(None)))
     if isinstance(key_type, PickledBytesTypeInfo) and not nulls:
         hashes = _binary_hashes(_binary_array(list(map(pickled_key, values))))
-    elif str(key_type) == "String" and values and all(type(v) is str for v in values):
+    elif str(key_type) == "String" and values and set(map(type, values)) == {str}:
         hashes = _hash_values(values)[0]
     else:
         return np.fromiter((key_by_hash(v, key_type) for v in values), dtype=np.int32, count=len(values)), nulls
