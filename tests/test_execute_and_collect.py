@@ -12,6 +12,7 @@ import pytest
 
 from runtime.datastream.functions import MapFunction
 from runtime.graph.job_graph import create_job_graph
+from runtime.task.deployment import SplitRead
 from runtime_env import job_env
 
 
@@ -123,6 +124,23 @@ def test_a_collection_of_plain_values_is_unpickled_only_when_read():
     own = (Reading("s1", 1),)
     for kept in ((cyclic,), own):       # what plain pickling cannot take goes as it is
         assert type(pickle.loads(pickle.dumps(CollectionSource(kept))).items) is tuple
+
+
+@pytest.mark.parametrize("dealt_for", [2, 3])
+@pytest.mark.parametrize("items", [tuple(range(23)), tuple(Reading("s", i) for i in range(23))],
+                         ids=["plain, packed", "the job's own class, as they are"])
+def test_a_subtask_reads_its_share_of_a_collection_however_it_travelled(items, dealt_for):
+    # Dealt into 2 shares and read by 2 subtasks (one share each), or read at another
+    # parallelism than it was dealt for (a replayed plan), or not packed: every n-th from start.
+    import pickle
+    from runtime.connectors.collection import CollectionReader
+    from runtime.datastream.connectors.collection import CollectionSource
+    shipped = pickle.loads(pickle.dumps(CollectionSource(items).dealt(2)))
+    for start, end in ((0, 23), (5, 10), (10, 10), (21, 23)):
+        for k in range(dealt_for):
+            split = SplitRead("collection", start + k, end, step=dealt_for)
+            read = [v for values, _ in CollectionReader(shipped, None).read(split, 2) for v in values]
+            assert read == list(items[start + k:end:dealt_for])
 
 
 def test_a_key_of_the_jobs_own_class_fails_naming_the_key_and_the_fix(tmp_path):

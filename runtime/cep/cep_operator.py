@@ -137,9 +137,11 @@ class CepOperator(TaskOperator):
         for any other batch."""
         n = len(timestamps)
         try:
-            if not n or not timestamps[0] > self.current_watermark or not all(map(le, timestamps, islice(timestamps, 1, None))):
-                return False
+            in_order = n and timestamps[0] > self.current_watermark and \
+                all(map(le, timestamps, islice(timestamps, 1, None)))
         except TypeError:       # a record without a timestamp: named as it fails
+            return False
+        if not in_order:
             return False
         waiting, lo = self.waiting, 0
         while lo < n:

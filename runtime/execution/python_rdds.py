@@ -122,7 +122,8 @@ class Stage:
 class _JavaSide:
     """What every run of a SparkContext builds its RDDs with: the Java classes, the Python workers'
     environment and includes, the broadcast threshold, the empty RDDs of source stages, the
-    shuffles' partitioners and the pinned stages' pools; made once (40-odd py4j calls, 20-90 ms) and only read afterwards."""
+    shuffles' partitioners and the pinned stages' pools; made once (40-odd py4j calls, 20-90 ms)
+    and only read afterwards."""
 
     def __init__(self, sc, key: tuple) -> None:
         self.sc, self.key = sc, key

@@ -33,10 +33,14 @@ class CollectionSource(Source):
         return replace(self, shares=n)
 
     def share(self, k: int, n: int) -> Sequence:
-        """Items k, k + n, k + 2n, ... (all of them for n = 1), unpickled if they came packed."""
-        if isinstance(self.items, PackedItems):
-            return self.items.share(k, n)
-        return self.items if n == 1 else self.items[k::n]
+        """Items k, k + n, k + 2n, ... (all of them for n = 1), to slice a batch at a time: the
+        share unpickled when the items came dealt into n shares, else a view of the items."""
+        items = self.items
+        if isinstance(items, PackedItems):
+            if n == len(items.blobs):
+                return items.share(k)
+            items = items.unpacked()    # read at another parallelism than they were dealt for
+        return items if n == 1 else _Strided(items, k, n)
 
     def __reduce__(self):
         # The job graph goes to every task, the items are read by the source's subtasks only: they
@@ -62,9 +66,7 @@ class PackedItems:
         self.blobs, self.length = (blobs,) if isinstance(blobs, bytes) else blobs, length
         self._shares: dict = {}
 
-    def share(self, k: int, n: int) -> Sequence:
-        if n != len(self.blobs):        # read at another parallelism than it was dealt for
-            return self.unpacked()[k::n]
+    def share(self, k: int) -> tuple:
         if k not in self._shares:
             self._shares[k] = pickle.loads(self.blobs[k])
         return self._shares[k]
@@ -73,10 +75,10 @@ class PackedItems:
     def _items(self) -> tuple:
         n = len(self.blobs)
         if n == 1:
-            return self.share(0, 1)
+            return self.share(0)
         items = [None] * self.length
         for k in range(n):
-            items[k::n] = self.share(k, n)
+            items[k::n] = self.share(k)
         return tuple(items)
 
     def unpacked(self) -> tuple:
@@ -93,6 +95,19 @@ class PackedItems:
 
     def __reduce__(self):
         return PackedItems, (self.blobs, self.length)
+
+
+class _Strided:
+    """Items k, k + n, k + 2n, ... of ``items`` without a copy of them all: what a slice
+    [lo:hi] of the share would hold, sliced from the items (a reader's batch)."""
+    __slots__ = ("items", "k", "n")
+
+    def __init__(self, items: Sequence, k: int, n: int):
+        self.items, self.k, self.n = items, k, n
+
+    def __getitem__(self, batch: slice):
+        k, n = self.k, self.n
+        return self.items[k + batch.start * n:k + batch.stop * n:n]
 
 
 _RUNTIME = __name__.split(".")[0] + "."
