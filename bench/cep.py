@@ -9,12 +9,13 @@ event every second, a Gaussian total (mean 180, std 100, seed 42) and its delta 
 previous total. The pattern is the job's: ``first`` over 70% ``next`` ``second`` over 70%,
 ``within(Time.minutes(15))``.
 
-- **sluice**: ``from_collection`` (2 splits) -> ``assign_timestamps_and_watermarks``
-  (monotonous) -> ``key_by(geohash)`` -> ``CEP.pattern(...)`` in event time (events wait until
-  the watermark passes them, then each key's are matched at once, the NFA state per key in keyed
-  state) -> ``select`` -> ``execute_and_collect``; Spark ``local[2]``, parallelism 2, one epoch
-  ending in a checkpoint. Timed from building the job to having its alerts; the SparkSession is
-  started (and warmed up by a small run) before the clock.
+- **sluice**: ``from_collection`` -> ``assign_timestamps_and_watermarks`` (monotonous; the
+  assigner's two subtasks read the collection, each the records the rebalance would deal it)
+  -> ``key_by(geohash)`` -> ``CEP.pattern(...)`` in event time (events wait until the watermark
+  passes them, then each key's are matched at once, the NFA state per key in keyed state)
+  -> ``select`` -> ``execute_and_collect``; Spark ``local[2]``, parallelism 2, one epoch ending
+  in a checkpoint. Timed from building the job to having its alerts; the SparkSession is started
+  (and warmed up by a small run) before the clock.
 - **nfa**: the compiled pattern's ``NFA.step`` per event with each key's state in a dict, in one
   process: the matching alone, without the operator, state backend, time order or checkpoint.
 - **floor**: a dict of each key's last event in one Python loop: what matching the same
