@@ -282,10 +282,11 @@ class CepOperator(TaskOperator):
                     first_hit = None
                     if matches:
                         self._matches(matches, timestamp, stamp)
-            if state is not initial:
+            timeout = nfa.earliest_timeout(state)
+            if timeout is not None and timeout <= watermark:    # else nothing times out
                 state = self._advance(state, watermark, stamp)
-            if state is not before:
                 timeout = nfa.earliest_timeout(state)
+            if state is not before:
                 # a timeout already registered for the state as it was is not registered again
                 if timeout is not None and timeout != nfa.earliest_timeout(before):
                     self.backend.set_current_key(key)
