@@ -111,10 +111,7 @@ class CepOperator(TaskOperator):
                         f"assign_timestamps_and_watermarks(...) before CEP.pattern(...), or use "
                         f"PatternStream.in_processing_time()")
                 if timestamp > watermark:
-                    by_key = waiting.get(timestamp)
-                    if by_key is None:
-                        by_key = waiting[timestamp] = {}
-                        heapq.heappush(self.waiting_times, timestamp)
+                    by_key = waiting.get(timestamp) or self._waiting_at(timestamp)
                     events = by_key.get(key)
                     if events is None:
                         by_key[key] = [value]
@@ -143,26 +140,28 @@ class CepOperator(TaskOperator):
             return False
         if not in_order:
             return False
-        waiting, lo = self.waiting, 0
+        lo = 0
         while lo < n:
             timestamp = timestamps[lo]
             hi = bisect_right(timestamps, timestamp, lo)
-            by_key = waiting.get(timestamp)
-            if by_key is None:
-                by_key = waiting[timestamp] = {}
-                heapq.heappush(self.waiting_times, timestamp)
+            by_key = self._waiting_at(timestamp)
             run = keys[lo:hi]
             if len(set(run)) == hi - lo and by_key.keys().isdisjoint(run):
                 by_key.update(zip(run, [[v] for v in values[lo:hi]]))
-            else:
+            else:       # a key twice in the run, or waiting at its timestamp already
                 for key, value in zip(run, values[lo:hi]):
-                    events = by_key.get(key)
-                    if events is None:
-                        by_key[key] = [value]
-                    else:
-                        events.append(value)
+                    by_key.setdefault(key, []).append(value)
             lo = hi
         return True
+
+    def _waiting_at(self, timestamp) -> dict:
+        """The events waiting at ``timestamp``, by key: a dict made, and its time queued, when
+        none wait there yet (a dict in ``waiting`` is never empty)."""
+        by_key = self.waiting.get(timestamp)
+        if by_key is None:
+            by_key = self.waiting[timestamp] = {}
+            heapq.heappush(self.waiting_times, timestamp)
+        return by_key
 
     def _match_in_processing_time(self, values, timestamps, keys) -> None:
         # Key by key (each key's state read and written once), each key's records in arrival order.

@@ -450,10 +450,7 @@ def _hash_values(values) -> tuple[np.ndarray, int]:
     if not isinstance(values, np.ndarray):
         values = list(values)
         if values and set(map(type, values)) == {str}:
-            try:
-                return _string_hashes(pa.array(values, type=pa.large_string())), 0
-            except UnicodeEncodeError:
-                pass  # lone surrogates: valid in Java and Python strings, not in Arrow
+            return _str_hashes(values), 0
         return _fallback_hashes(values), sum(v is None for v in values)
     if values.ndim != 1:
         raise ValueError(f"expected a one-dimensional array of keys, got shape {values.shape}")
@@ -464,6 +461,15 @@ def _hash_values(values) -> tuple[np.ndarray, int]:
         arr = pa.array(values)
         return _hash_arrow(arr), arr.null_count
     return _hash_values(values.tolist())
+
+
+def _str_hashes(values: list) -> np.ndarray:
+    """Java hash codes of a list of ``str``: vectorised, or one by one when a lone surrogate (valid
+    in Java and Python strings, not in Arrow) is among them."""
+    try:
+        return _string_hashes(pa.array(values, type=pa.large_string()))
+    except UnicodeEncodeError:
+        return _fallback_hashes(values)
 
 
 def _binary_array(data: list) -> pa.Array:
@@ -484,7 +490,7 @@ def _key_by_hashes(values, key_type) -> tuple[np.ndarray, int]:
     if isinstance(key_type, PickledBytesTypeInfo) and not nulls:
         hashes = _binary_hashes(_binary_array(list(map(pickled_key, values))))
     elif str(key_type) == "String" and values and set(map(type, values)) == {str}:
-        hashes = _hash_values(values)[0]
+        hashes = _str_hashes(values)
     else:
         return np.fromiter((key_by_hash(v, key_type) for v in values), dtype=np.int32, count=len(values)), nulls
     return (hashes.view(np.uint32) + np.uint32(62)).view(np.int32), nulls
