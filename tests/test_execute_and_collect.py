@@ -143,6 +143,16 @@ def test_a_subtask_reads_its_share_of_a_collection_however_it_travelled(items, d
             assert read == list(items[start + k:end:dealt_for])
 
 
+def test_a_failing_record_of_a_collection_read_by_its_consumers_is_named_by_its_index(env):
+    # Record 7 of 10 is the 4th that subtask 2 of 2 reads (items 1, 3, 5, 7, 9): named as item 7.
+    from task_harness import collect_in_tasks
+    env.set_parallelism(2)
+    failing = env.from_collection(list(range(10))).map(lambda x: 1 // (x - 7))
+    with pytest.raises(AssertionError, match=r"Map \(2/2\) failed: ZeroDivisionError.*\(on record 7, split "
+                                             r"collection, offset 7\)"):
+        collect_in_tasks(failing)
+
+
 def test_a_key_of_the_jobs_own_class_fails_naming_the_key_and_the_fix(tmp_path):
     from runtime.execution.job_execution_result import JobExecutionException
     env = job_env(tmp_path, 2)
