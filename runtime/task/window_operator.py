@@ -87,9 +87,10 @@ class WindowOperator(TaskOperator):
         self.assigner_ctx.timestamp = timestamp
         windows = self.assigner.assign_windows(value, timestamp, self.assigner_ctx)
         skipped = True
-        mapping = None
+        mapping = stored = None
         if self.merging:
-            mapping = dict(self.merging_windows.value() or {})
+            stored = self.merging_windows.value() or {}
+            mapping = dict(stored)
         for window in windows:
             state_window = window
             if self.merging:
@@ -107,7 +108,7 @@ class WindowOperator(TaskOperator):
             self._apply_trigger_result(result, key, window, state_window)
             self._register_cleanup_timer(window)
         if self.merging:
-            self.merging_windows.update(mapping)
+            self._persist_merging_windows(stored, mapping)
         if skipped and self._is_element_late(timestamp):
             if self.late_tag is not None:
                 self._late[0].append(value)
@@ -145,6 +146,12 @@ class WindowOperator(TaskOperator):
         if not merges or (result_window == new_window and not merged_new):
             mapping[result_window] = result_window
         return result_window
+
+    def _persist_merging_windows(self, stored: dict, mapping: dict) -> None:
+        """Flink's MergingWindowSet.persist: written only when changed, and removed once the key
+        has no window left (an empty set would stay in every checkpoint for good)."""
+        if mapping != stored:
+            self.merging_windows.update(mapping or None)
 
     def _on_merge(self, merge_result, merged_windows, state_window, merged_state_windows) -> None:
         if self.event_time and merge_result.max_timestamp() + self.allowed_lateness <= self.current_watermark:
@@ -207,10 +214,11 @@ class WindowOperator(TaskOperator):
         self._on_timer(timestamp, key, window, self.trigger.on_processing_time, cleanup=not self.event_time)
 
     def _on_timer(self, timestamp, key, window, trigger_method, cleanup: bool) -> None:
-        mapping = None
+        mapping = stored = None
         state_window = window
         if self.merging:
-            mapping = dict(self.merging_windows.value() or {})
+            stored = self.merging_windows.value() or {}
+            mapping = dict(stored)
             state_window = mapping.get(window)
             if state_window is None:
                 return      # merged away; its timers are stale
@@ -228,7 +236,7 @@ class WindowOperator(TaskOperator):
             if mapping is not None:
                 mapping.pop(window, None)
         if mapping is not None:
-            self.merging_windows.update(mapping)
+            self._persist_merging_windows(stored, mapping)
 
     # ---- emitting ----------------------------------------------------------------------
 
