@@ -214,6 +214,12 @@ def test_in_a_chain_strings_reach_map_batches_as_arrow_and_skipped_records_keep_
     with pytest.raises(AssertionError, match=rf"ZeroDivisionError.*topic '{json_topic}', partition 0, offset 3"):
         collect_in_tasks(from_kafka("rows", rows, WatermarkStrategy.no_watermarks())
                          .map(lambda r: 1 // r.id, output_type=Types.INT()))
+    # An assigner without an event time for a record fails in the assigner, naming the record's offset.
+    no_time = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(
+        lambda r, _: r.id * 1000 if r.id else None)
+    with pytest.raises(AssertionError, match=rf"Source: rows \(1/1\) failed: TypeError: the timestamp assigner "
+                                             rf"returned None .*topic '{json_topic}', partition 0, offset 3\)"):
+        collect_in_tasks(from_kafka("rows", rows, no_time))
 
 
 def test_a_kept_consumer_reads_exactly_the_next_epochs_records_across_transactions_and_after_a_replay(kafka_broker):

@@ -2,6 +2,8 @@
 the timestamp assignment a source chain also uses (runtime.task.stream_task)."""
 from __future__ import annotations
 
+from array import array
+from datetime import date, datetime
 from itertools import repeat
 
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
@@ -11,10 +13,46 @@ from runtime.task.record_helpers import extreme, no_timestamps
 
 
 def assign_timestamps(op: TaskOperator, assigner, values: list, timestamps: list) -> list:
-    """The assigner's timestamp of each record (its previous timestamp, or Long.MIN_VALUE)."""
+    """The assigner's timestamp of each record (its previous timestamp, or Long.MIN_VALUE).
+
+    Each must be an int of epoch milliseconds in Java's long range, as PyFlink's assigner returns
+    a Java long: anything else fails here, naming the record (and, chained to the source, where it
+    came from) instead of leaving a window or timer to fail later on a record without time."""
     previous = repeat(MIN_WATERMARK) if no_timestamps(timestamps) else \
         [MIN_WATERMARK if t is None else t for t in timestamps]
-    return op.each(assigner.extract_timestamp, values, previous)
+    assigned = op.each(assigner.extract_timestamp, values, previous)
+    try:
+        array("q", assigned)        # every one a long, checked in C
+    except (TypeError, OverflowError):
+        index, (kind, problem) = next((i, p) for i, p in enumerate(map(_not_a_timestamp, assigned)) if p)
+        try:
+            raise kind(f"the timestamp assigner returned {problem}; it must return the event time as an int "
+                       f"of epoch milliseconds") from None
+        except kind as e:
+            op.fail(e, values[index], values, index)
+    return assigned
+
+
+def _not_a_timestamp(t) -> tuple:
+    """What is wrong with ``t`` as a timestamp (the error's class, what it is and the fix), or ()."""
+    try:
+        array("q", (t,))
+        return ()
+    except OverflowError:
+        return ValueError, f"{t!r}, outside Java's long range (milliseconds, not micro- or nanoseconds?)"
+    except TypeError:
+        pass
+    if t is None:
+        what = "None (a record without an event time: filter such records out before the assigner)"
+    elif isinstance(t, float):
+        what = f"the float {t!r} (int(...) of it; time.time() counts seconds, * 1000 for milliseconds)"
+    elif isinstance(t, (datetime, date)):
+        what = f"the {type(t).__name__} {t!r} (int(dt.timestamp() * 1000) for a datetime)"
+    elif isinstance(t, (str, bytes)):
+        what = f"the {type(t).__name__} {t!r} (parse it, e.g. int(datetime.fromisoformat(s).timestamp() * 1000))"
+    else:
+        what = f"{t!r} of type {type(t).__name__}"
+    return TypeError, what
 
 
 class TimestampsAndWatermarksOperator(TaskOperator):
