@@ -57,6 +57,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def check_port_free(port: int, what: str) -> None:
+    """Fail at once, in one line, when something listens on 127.0.0.1:``port`` already (another
+    broker): the broker itself would keep retrying its bind and fail minutes later with a stack trace.
+    SO_REUSEADDR as the JVM binds: only a listening socket takes the port, not a closed connection."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as e:
+            raise KafkaBrokerError(f"port {port} on 127.0.0.1 ({what}) is taken: another broker or program listens "
+                                   f"there ({e.strerror}); stop it or choose another port (--port)") from None
+
+
 def java() -> str:
     home = os.environ.get("JAVA_HOME")
     exe = str(Path(home) / "bin" / "java") if home else shutil.which("java")
@@ -164,6 +177,9 @@ class LocalKafkaBroker:
                                    f"{done.stdout}{done.stderr}")
 
     def start(self, timeout: float = 90) -> "LocalKafkaBroker":
+        for port, what in ((self.port, "PLAINTEXT listener"), (self.sasl_port, "SASL listener"),
+                           (self.controller_port, "controller listener")):
+            check_port_free(port, what)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._format()
         started_before = self._log_text().count(STARTED)
@@ -249,28 +265,40 @@ def main(argv: Optional[list[str]] = None) -> int:
     except ValueError:
         parser.error(f"--topic takes NAME or NAME:PARTITIONS (a number), got {args.topic}")
     broker = LocalKafkaBroker(args.dir, port=args.port)
+    # SIGTERM as Ctrl-C: it interrupts whatever runs (the start, the wait below), and the broker
+    # stops after it. (Stopping it in the handler waited on the Popen whose interrupted wait() holds
+    # its lock: a deadlock that only SIGKILL ended.)
+    signal.signal(signal.SIGTERM, _interrupt)
+    code = None
     try:
         broker.start()
         made = broker.create_topics(topics)
+        if made:
+            print(f"Topics made: {', '.join(f'{t} ({topics[t]} partitions)' for t in made)}", flush=True)
+        print(f"Kafka {broker.bootstrap} (bootstrap.servers); SASL/PLAIN on {broker.sasl_bootstrap} "
+              f"as {SASL_USER}/{SASL_PASSWORD}; folder {broker.directory}, log {broker.log_file}. Ctrl-C stops it.",
+              flush=True)
+        code = broker.proc.wait()
     except KafkaBrokerError as e:
         print(f"bin/dev kafka: {e}", file=sys.stderr)
         return 1
-    if made:
-        print(f"Topics made: {', '.join(f'{t} ({topics[t]} partitions)' for t in made)}", flush=True)
-    print(f"Kafka {broker.bootstrap} (bootstrap.servers); SASL/PLAIN on {broker.sasl_bootstrap} "
-          f"as {SASL_USER}/{SASL_PASSWORD}; folder {broker.directory}, log {broker.log_file}. Ctrl-C stops it.",
-          flush=True)
-    stopping = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True) or broker.stop())
-    try:
-        broker.proc.wait()
     except KeyboardInterrupt:
         pass
     finally:
-        broker.stop()
-    if not stopping and broker.proc is None:
-        print("bin/dev kafka: the broker stopped", file=sys.stderr)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)     # a second one does not cut the clean stop short
+        try:
+            broker.stop()
+        except KeyboardInterrupt:       # a second Ctrl-C: now
+            broker.kill()
+    if code is not None:
+        print(f"bin/dev kafka: the broker exited by itself (exit code {code}); see {broker.log_file}", file=sys.stderr)
+        return 1
+    print("bin/dev kafka: the broker stopped", file=sys.stderr)
     return 0
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

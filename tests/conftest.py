@@ -49,6 +49,7 @@ SLOW_TESTS = {
              r"test_cli\.py::test_sluice_(stop|run_restarts)_.*",     # test_job_stop.py decides stops without Spark
              r"test_spark_session\.py::test_an_archive_is_made_.*"),     # a JVM's start and its dump
     "delta_spark": DELTA_SPARK,
+    "kafka": (r"test_kafka_broker\.py::test_sigterm_.*",),     # a real broker; the taken port's test stays
     # The Asset rule's own tests stay; its job DAGs run through dag.test() and the real scheduler.
     "airflow": (r"test_airflow_assets\.py::test_a_job_.*",),
 }
