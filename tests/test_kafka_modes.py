@@ -42,6 +42,31 @@ def test_batch_mode_reads_a_bounded_source_to_its_stopping_offsets_in_one_epoch(
     assert sorted(got) == sorted(expected.items())
 
 
+def test_a_bounded_job_reads_up_to_a_stopping_offset_that_arrives_while_it_runs(spark, kafka_broker, tmp_path):
+    """set_bounded(offsets({tp: 20})) on a partition of 10: the job reads the 10, polls an epoch
+    interval at a time, and ends once records 10-19 came (Flink's reader waits for its stopping
+    offset); record 20 on is not read."""
+    import threading
+    import time
+    from runtime.datastream.connectors.kafka import KafkaTopicPartition
+    bootstrap = kafka_broker.bootstrap
+    topic = kafka_env.create_topic(bootstrap, "stop-later", 1)
+    kafka_env.produce(bootstrap, topic, [f"w{i}" for i in range(10)])
+    env = job_env(tmp_path, 1, epoch__interval=200)
+    source = words(bootstrap, topic).set_bounded(
+        KafkaOffsetsInitializer.offsets({KafkaTopicPartition(topic, 0): 20})).build()
+    late = threading.Timer(3.0, kafka_env.produce, (bootstrap, topic, [f"w{i}" for i in range(10, 25)]))
+    late.start()
+    started = time.monotonic()
+    try:
+        got = list(env.from_source(source, WatermarkStrategy.no_watermarks(), "words")
+                   .execute_and_collect("kafka-stop-later"))
+    finally:
+        late.join()
+    assert got == [f"w{i}" for i in range(20)]
+    assert time.monotonic() - started >= 3.0
+
+
 def test_an_event_time_window_waits_for_every_partition_unless_one_is_idle(spark, kafka_broker, tmp_path):
     """One source subtask reads two partitions, each with its own watermark generator: the
     subtask's watermark is their minimum. Partition 0 runs ahead to 22 s; partition 1 stops at

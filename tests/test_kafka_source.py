@@ -120,6 +120,32 @@ def test_starting_offsets_committed_timestamp_and_offsets(kafka_broker):
         [str(i) for i in range(6)]
 
 
+def test_a_bounded_stopping_offset_past_the_end_is_taken_as_given_and_waited_for(kafka_broker):
+    """Flink's SpecifiedOffsetsInitializer takes a listed offset as given and the reader reads
+    until its position reaches it: stopping at 20 on a partition of 10 reads the 10, then waits
+    (an epoch interval at a time) for the rest, and ends at 20."""
+    bootstrap = kafka_broker.bootstrap
+    topic = kafka_env.create_topic(bootstrap, "stop-past-end", 1)
+    kafka_env.produce(bootstrap, topic, [str(i) for i in range(10)])
+    src = source(bootstrap, topic).set_bounded(KafkaOffsetsInitializer.offsets({KafkaTopicPartition(topic, 0): 20}))
+    enumerator = KafkaSourceEnumerator(src.build(), EnumeratorContext(parallelism=1))
+    reader = reader_for(enumerator.source)
+    try:
+        got, plan = run_epoch(enumerator, reader)
+        assert got == {0: [str(i) for i in range(10)]}
+        assert not enumerator.input_ends_with_plan and not enumerator.finished
+        assert enumerator.paced         # caught up short of the stop: the next epoch waits its interval
+        got, _ = run_epoch(enumerator, reader, 1)
+        assert got == {0: []} and not enumerator.finished
+        kafka_env.produce(bootstrap, topic, [str(i) for i in range(10, 25)])
+        got, plan = run_epoch(enumerator, reader, 2)
+        assert got == {0: [str(i) for i in range(10, 20)]}
+        assert [(s.start, s.end) for s in plan[0]] == [(10, 20)]
+        assert enumerator.input_ends_with_plan and enumerator.finished and not enumerator.paced
+    finally:
+        enumerator.close()
+
+
 def test_a_record_that_does_not_deserialize_names_topic_partition_and_offset(kafka_broker):
     bootstrap = kafka_broker.bootstrap
     topic = kafka_env.create_topic(bootstrap, "bad-bytes", 1)

@@ -4,7 +4,10 @@ KafkaPartitionSplit.
 The driver's enumerator plans each epoch's offset range [start, end) per partition: from the
 partition's position to its latest offset (the last stable offset under read_committed), at most
 ``sluice.epoch.max-records-per-split`` records (Structured Streaming's maxOffsetsPerTrigger), and
-not past a bounded source's stopping offset. The plan goes to the epoch log before the epoch
+not past a bounded source's stopping offset. A stopping offset given by
+``KafkaOffsetsInitializer.offsets`` is taken as given, as Flink's reader does: past the partition's
+end, each epoch reads what has come and the source waits, an epoch interval at a time, until the
+partition reaches it. The plan goes to the epoch log before the epoch
 runs, so a replay reads exactly the same records. Every partition a subtask owns is planned each
 epoch, even with nothing to read, so its watermark generator and idleness clock stay in the
 subtask's minimum as Flink's per-split watermarks do. Partitions are owned as Flink assigns them
@@ -75,6 +78,8 @@ class KafkaSourceEnumerator(SplitEnumerator):
         self._discovered_at: Optional[float] = None
         self._first_discovery = True
         self._latest_planned: dict = {}   # split id -> the partition's latest offset when last planned
+        self._waiting = False           # a bounded source read all there is, short of its stopping offsets
+        self._waiting_told: set = set()     # split ids whose wait for their stopping offset was logged
 
     # ---- clients ---------------------------------------------------------------------------
 
@@ -185,8 +190,11 @@ class KafkaSourceEnumerator(SplitEnumerator):
                                                timeout=_api_timeout_s(self.source))
         return {(tp.topic, tp.partition): tp.offset for tp in done if tp.offset >= 0}
 
-    def _resolve(self, initializer, partitions, earliest: dict, latest: dict) -> dict:
-        """Each partition's offset as ``initializer`` (a KafkaOffsetsInitializer) says."""
+    def _resolve(self, initializer, partitions, earliest: dict, latest: dict, stopping: bool = False) -> dict:
+        """Each partition's offset as ``initializer`` (a KafkaOffsetsInitializer) says. A listed
+        stopping offset is taken as given, even past the partition's end (Flink's
+        SpecifiedOffsetsInitializer: the reader reads until its position reaches it); a listed
+        starting offset outside the log starts where the committed offset or the reset strategy says."""
         kind = initializer.kind
         if kind == "earliest":
             return {tp: earliest[tp] for tp in partitions}
@@ -198,7 +206,8 @@ class KafkaSourceEnumerator(SplitEnumerator):
         found = {}
         if kind == "offsets":
             listed = {(t, p): o for t, p, o in initializer.offsets_by_partition}
-            found = {tp: listed[tp] for tp in partitions if tp in listed and earliest[tp] <= listed[tp] <= latest[tp]}
+            found = {tp: listed[tp] for tp in partitions
+                     if tp in listed and (stopping or earliest[tp] <= listed[tp] <= latest[tp])}
         rest = [tp for tp in partitions if tp not in found]
         if rest and self.source.group_id is not None:
             found.update(self._committed(rest))
@@ -234,7 +243,7 @@ class KafkaSourceEnumerator(SplitEnumerator):
             else:
                 starts = {tp: earliest[tp] for tp in new}
             stops = ({} if self.source.stopping_offsets is None
-                     else self._resolve(self.source.stopping_offsets, new, earliest, latest))
+                     else self._resolve(self.source.stopping_offsets, new, earliest, latest, stopping=True))
             for tp in new:
                 state = {"topic": tp[0], "partition": tp[1], "offset": starts[tp]}
                 if tp in stops:
@@ -243,7 +252,7 @@ class KafkaSourceEnumerator(SplitEnumerator):
         self._first_discovery = False
         limit = self.max_records_per_split
         plan: dict[int, list] = {s: [] for s in range(self.parallelism)}
-        ends_all = True
+        ends_all = caught_up = True
         for tp in partitions:
             sid = split_id(*tp)
             state = self.positions[sid]
@@ -256,8 +265,14 @@ class KafkaSourceEnumerator(SplitEnumerator):
                 end = min(end, stop)
             end = max(end, start)
             ends_all = ends_all and stop is not None and end >= stop
+            caught_up = caught_up and end >= latest[tp]
+            if self.source.bounded and stop is not None and latest[tp] < stop and sid not in self._waiting_told:
+                self._waiting_told.add(sid)
+                log.info("Kafka source: partition %s ends at offset %d, before its stopping offset %d: the "
+                         "bounded source reads what comes until the partition reaches it", sid, latest[tp], stop)
             plan[split_owner(tp[0], tp[1], self.parallelism)].append(SplitRead(sid, start, end, dict(state)))
         self.input_ends_with_plan = self.source.bounded and ends_all
+        self._waiting = self.source.bounded and caught_up and not ends_all
         return {s: tuple(reads) for s, reads in plan.items()}
 
     def _in_log(self, tp, state: dict, earliest: int) -> int:
@@ -289,6 +304,12 @@ class KafkaSourceEnumerator(SplitEnumerator):
         return {sid: {"offset": self.positions[sid]["offset"], "latest": latest,
                       "lag": max(0, latest - self.positions[sid]["offset"])}
                 for sid, latest in self._latest_planned.items() if sid in self.positions}
+
+    @property
+    def paced(self) -> bool:
+        # A bounded source waiting for records up to its stopping offsets polls as an unbounded one
+        # does, an epoch interval at a time, instead of running empty epochs back to back.
+        return super().paced or self._waiting
 
     @property
     def finished(self):

@@ -42,9 +42,13 @@ class SourceCoordinator:
                     max_records_per_split=None if batch else options.max_records_per_split,
                     epoch_interval_ms=options.epoch_interval_ms, work_dir=join(job_dir, "sources"),
                     job_name=job_graph.job_name, operator_id=v.head.operator_id))
-        # Whether epochs wait out sluice.epoch.interval: only a source whose epoch is a span of time.
-        self.paced = any(e.paced for e in self.enumerators.values())
         self.operator_ids = {vid: job_graph.vertex(vid).head.operator_id for vid in self.enumerators}
+
+    @property
+    def paced(self) -> bool:
+        """Whether the next epoch waits out sluice.epoch.interval: only when a source's epoch is a
+        span of time (asked each epoch: a bounded Kafka source waiting for its stopping offsets)."""
+        return any(e.paced for e in self.enumerators.values())
 
     def check(self) -> None:
         """Each source's input is there (the preflight's)."""

@@ -103,8 +103,10 @@ class KafkaOffsetsInitializer:
     def offsets(offsets: Dict[KafkaTopicPartition, int],
                 offset_reset_strategy: KafkaOffsetResetStrategy = KafkaOffsetResetStrategy.EARLIEST
                 ) -> "KafkaOffsetsInitializer":
-        """The given offset of each listed partition; others (and an offset out of range) start
-        from the committed offset, else where ``offset_reset_strategy`` says."""
+        """The given offset of each listed partition; others (and a starting offset out of range)
+        start from the committed offset, else where ``offset_reset_strategy`` says. A stopping
+        offset is taken as given, as Flink does: past the partition's end, a bounded source
+        reads the records as they come and ends once the partition reaches it."""
         listed = []
         for tp, offset in offsets.items():
             if not isinstance(tp, KafkaTopicPartition):
