@@ -29,7 +29,7 @@ from runtime.datastream.window import (
     TumblingEventTimeWindows, TumblingProcessingTimeWindows)
 from runtime.graph.job_graph import create_job_graph
 from runtime.state import kept_stores
-from runtime.state.snapshot import read_state_file
+from runtime.state.snapshot import TIMER_PREFIX, decode_keys, read_state_file
 from runtime.task.deployment import Acknowledgement, RestoredState, TaskDeploymentDescriptor
 from runtime.task.stream_task import StreamTask
 from runtime_env import job_env
@@ -108,6 +108,7 @@ class KeyedEpochs:
         """One epoch; what the operator emitted."""
         task = self._task(self.epoch, epoch.now, incremental=self.epoch > 0)
         head = task.head
+        incremental = task.state.incremental(head)
         try:
             head.advance_processing_time(epoch.now)
             if epoch.records:
@@ -123,11 +124,11 @@ class KeyedEpochs:
             self.live_state = self._rows(head.snapshot())
         finally:
             task.chain.dispose()
-        for f in ack.state_files:
-            if not f.increment:
-                self.chain = []
-            self.chain.append(f.path)
-            self.checksums[f.path] = f.checksum
+        # As the driver's StateChains: a whole snapshot replaces the chain (none written: no
+        # state), an increment extends it.
+        paths = [f.path for f in ack.state_files]
+        self.chain = self.chain + paths if incremental else paths
+        self.checksums.update((f.path, f.checksum) for f in ack.state_files)
         self.epoch += 1
         self.out.extend(head.output.records)
         return head.output.records
@@ -145,14 +146,12 @@ class KeyedEpochs:
         return {"keyed": sorted((name, str(ns), key, value) for _, name, ns, key, value in snapshot.get("keyed", ())),
                 "timers": sorted((domain, t, key, str(ns)) for _, domain, t, key, ns in snapshot.get("timers", ()))}
 
-    def deletions(self) -> int:
-        """The tombstones the increments of the checkpoint's chain carry."""
-        deleted = 0
-        for path in self.chain:
-            table = read_state_file(path)
-            if "deleted" in table.column_names:
-                deleted += sum(bool(d) for d in table.column("deleted").to_pylist())
-        return deleted
+    def last_increment(self) -> list:
+        """(state, key, deleted) of the keyed rows the last checkpoint's increment wrote."""
+        table = read_state_file(self.chain[-1])
+        assert "deleted" in table.column_names, "the last snapshot was a full one"
+        return sorted(zip(table.column("state_name").to_pylist(), decode_keys(table),
+                          table.column("deleted").fill_null(False).to_pylist()))
 
 
 @pytest.fixture(params=["hashmap", "rocksdb"])
@@ -210,7 +209,235 @@ def test_a_session_windows_merging_set_goes_with_its_last_window(tmp_path, backe
     run.run(Epoch([(("b", 5), 100_000)], watermark=100_000))       # a's session (0, 31000) fires
     assert run.out == [("a", 3)]
     assert [r[2] for r in run.live_state["keyed"]] == ["b", "b"]   # b's merging set and contents
+    # The increment deletes a's rows (a tombstone each, not an empty set), and writes b's.
+    assert [r for r in run.last_increment() if not r[0].startswith(TIMER_PREFIX)] == [
+        ("merging-window-set", "a", True), ("merging-window-set", "b", False),
+        ("window-contents", "a", True), ("window-contents", "b", False)]
     run.run(Epoch([], watermark=MAX_WATERMARK))
     assert run.out == [("a", 3), ("b", 5)]
+    assert [r for r in run.last_increment() if not r[0].startswith(TIMER_PREFIX)] == [
+        ("merging-window-set", "b", True), ("window-contents", "b", True)]
     assert_no_state(run)
-    assert run.deletions() > 0
+
+
+# ---- every window kind: its contents, trigger state and timers go when the window does ------
+
+class Sizes(ProcessWindowFunction):
+    """Emits (key, window start, elements) and keeps a count per window in window state, which
+    its ``clear`` removes when the window is cleaned up (Flink calls it then)."""
+
+    def process(self, key, context, elements):
+        fired = context.window_state().get_state(ValueStateDescriptor("fired", Types.LONG()))
+        fired.update((fired.value() or 0) + 1)
+        yield key, getattr(context.window(), "start", None), sorted(v for _, v in elements)
+
+    def clear(self, context):
+        context.window_state().get_state(ValueStateDescriptor("fired", Types.LONG())).clear()
+
+
+def _tumbling_event_time(s):
+    return s.window(TumblingEventTimeWindows.of(Time.seconds(10)))
+
+
+def _processing_time(assigner):
+    return lambda s: s.window(assigner).reduce(_sum)
+
+
+# Records of keys a and b in windows of 10 s, the watermark passing them epoch by epoch.
+IN_EVENT_TIME = [Epoch([(("a", 1), 1000), (("b", 2), 2000)], watermark=2000),
+                 Epoch([(("a", 3), 11_000), (("a", 4), 12_000)], watermark=12_000),
+                 Epoch([(("b", 5), 13_000)], watermark=13_000),
+                 Epoch([], watermark=MAX_WATERMARK)]
+# The same at processing times T0 + 1 s, + 11 s..., the last epoch's end of input firing the rest.
+IN_PROCESSING_TIME = [Epoch([(("a", 1), None), (("b", 2), None)], now=T0 + 1000),
+                      Epoch([(("a", 3), None), (("a", 4), None)], now=T0 + 11_000),
+                      Epoch([(("b", 5), None)], now=T0 + 13_000),
+                      Epoch([], now=T0 + 14_000, end=True)]
+# Two elements of each key's count windows an epoch apart, every window full at the end.
+IN_COUNTS = IN_PROCESSING_TIME[:3] + [Epoch([(("a", 6), None)], now=T0 + 14_000, end=True)]
+
+CASES = {
+    # name: (build, epochs, what it emits (sorted), states Flink keeps per key for good)
+    "tumbling event time, reduce": (
+        lambda s: _tumbling_event_time(s).reduce(_sum), IN_EVENT_TIME,
+        [("a", 1), ("a", 7), ("b", 2), ("b", 5)], ()),
+    "tumbling event time, built-in sum (local-global)": (
+        lambda s: _tumbling_event_time(s).sum(1), IN_EVENT_TIME,
+        [("a", 1), ("a", 7), ("b", 2), ("b", 5)], ()),
+    "sliding event time, process with window state": (
+        lambda s: s.window(SlidingEventTimeWindows.of(Time.seconds(10), Time.seconds(5))).process(Sizes()),
+        IN_EVENT_TIME,
+        [("a", -5000, [1]), ("a", 0, [1]), ("a", 5000, [3, 4]), ("a", 10_000, [3, 4]), ("b", -5000, [2]),
+         ("b", 0, [2]), ("b", 5000, [5]), ("b", 10_000, [5])], ()),
+    "tumbling event time, aggregate with evictor": (
+        lambda s: _tumbling_event_time(s).evictor(CountEvictor.of(1)).reduce(_sum), IN_EVENT_TIME,
+        [("a", 1), ("a", 4), ("b", 2), ("b", 5)], ()),
+    "tumbling event time, count trigger": (
+        lambda s: _tumbling_event_time(s).trigger(CountTrigger.of(2)).reduce(_sum), IN_EVENT_TIME,
+        [("a", 7)], ()),
+    "tumbling event time, continuous event-time trigger": (
+        lambda s: _tumbling_event_time(s).trigger(ContinuousEventTimeTrigger.of(Time.seconds(4))).reduce(_sum),
+        IN_EVENT_TIME, [("a", 1)] * 3 + [("a", 7)] * 3 + [("b", 2)] * 3 + [("b", 5)] * 2, ()),
+    "event-time sessions, count trigger": (
+        lambda s: s.window(EventTimeSessionWindows.with_gap(Time.seconds(5))).trigger(CountTrigger.of(2)).reduce(_sum),
+        IN_EVENT_TIME, [("a", 7)], ()),
+    "event-time sessions, process with window state": (
+        lambda s: s.window(EventTimeSessionWindows.with_gap(Time.seconds(5))).process(Sizes()), IN_EVENT_TIME,
+        [("a", 1000, [1]), ("a", 11_000, [3, 4]), ("b", 2000, [2]), ("b", 13_000, [5])], ()),
+    "tumbling processing time": (
+        _processing_time(TumblingProcessingTimeWindows.of(Time.seconds(10))), IN_PROCESSING_TIME,
+        [("a", 1), ("a", 7), ("b", 2), ("b", 5)], ()),
+    "sliding processing time": (
+        _processing_time(SlidingProcessingTimeWindows.of(Time.seconds(10), Time.seconds(5))), IN_PROCESSING_TIME,
+        [("a", 1), ("a", 1), ("a", 7), ("a", 7), ("b", 2), ("b", 2), ("b", 5), ("b", 5)], ()),
+    "processing-time sessions": (
+        _processing_time(ProcessingTimeSessionWindows.with_gap(Time.seconds(5))), IN_PROCESSING_TIME,
+        [("a", 1), ("a", 7), ("b", 2), ("b", 5)], ()),
+    # PyFlink's count windows keep each key's element count for good (its assigner's ValueState).
+    "count windows": (
+        lambda s: s.count_window(2).reduce(_sum), IN_COUNTS, [("a", 4), ("a", 10), ("b", 7)],
+        ("tumble-count-assigner",)),
+    "global windows, purging count trigger (Flink's countWindow)": (
+        lambda s: s.window(GlobalWindows.create()).trigger(PurgingTrigger.of(CountTrigger.of(2))).reduce(_sum),
+        IN_COUNTS, [("a", 4), ("a", 10), ("b", 7)], ()),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_windows_state_and_timers_go_once_it_has_fired_and_is_cleaned_up(tmp_path, backend, kept, case):
+    build, epochs, emitted, kept_for_good = CASES[case]
+    run = run_epochs(tmp_path, backend, kept, build, epochs)
+    assert sorted(run.out) == emitted
+    assert_no_state(run, kept_for_good)
+
+
+def test_allowed_lateness_keeps_a_windows_state_until_its_end_plus_the_lateness(tmp_path, backend, kept):
+    run = KeyedEpochs(lambda s: _tumbling_event_time(s).allowed_lateness(Time.seconds(5)).reduce(_sum),
+                      backend, tmp_path, kept)
+    run.run(Epoch([(("a", 1), 1000)], watermark=1000))
+    assert run.run(Epoch([], watermark=10_000)) == [("a", 1)]       # fired, kept for late records
+    window = "TimeWindow(start=0, end=10000)"
+    assert run.live_state == {"keyed": [("window-contents", window, "a", ("a", 1))],
+                              "timers": [("event", 14_999, "a", window)]}
+    assert run.run(Epoch([(("a", 2), 2000)], watermark=12_000)) == [("a", 3)]    # late, within the lateness
+    assert run.live_state["timers"] == [("event", 14_999, "a", window)]
+    run.run(Epoch([], watermark=15_000))                                   # end + lateness passed
+    assert_no_state(run)
+    assert run.run(Epoch([(("a", 4), 3000)], watermark=16_000)) == []      # too late: dropped, not kept
+    assert_no_state(run)
+
+
+class CountUntilTimer(KeyedProcessFunction):
+    """Counts a key's records until a timer 5 s after its first; the timer emits the count and
+    clears it (``state.clear()`` in ``on_timer``)."""
+
+    def __init__(self, event_time: bool):
+        self.event_time = event_time
+
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+
+    def process_element(self, value, ctx):
+        if self.count.value() is None:
+            timers = ctx.timer_service()
+            if self.event_time:
+                timers.register_event_time_timer(ctx.timestamp() + 5000)
+            else:
+                timers.register_processing_time_timer(timers.current_processing_time() + 5000)
+        self.count.update((self.count.value() or 0) + value[1])
+
+    def on_timer(self, timestamp, ctx):
+        yield ctx.get_current_key(), self.count.value()
+        self.count.clear()
+
+
+@pytest.mark.parametrize("event_time, emitted", [
+    (True, [("a", 8), ("b", 2), ("b", 5)]),    # a's three records are in before its timer at 6 s fires
+    (False, [("a", 1), ("a", 7), ("b", 2), ("b", 5)]),
+], ids=["event time", "processing time"])
+def test_a_keyed_process_functions_state_cleared_in_on_timer_leaves_no_row(tmp_path, backend, kept, event_time,
+                                                                          emitted):
+    epochs = IN_EVENT_TIME if event_time else IN_PROCESSING_TIME
+    run = run_epochs(tmp_path, backend, kept, lambda s: s.process(CountUntilTimer(event_time)), epochs[:1])
+    assert [r[:3] for r in run.live_state["keyed"]] == [("count", "None", "a"), ("count", "None", "b")]
+    assert len(run.live_state["timers"]) == 2
+    for epoch in epochs[1:]:
+        run.run(epoch)
+    assert sorted(run.out) == emitted
+    assert_no_state(run)
+
+
+class Matches(PatternProcessFunction, TimedOutPartialMatchHandler):
+    """Pairs of a (kind 1) then b (kind 2) of a key; a partial match that times out goes to a side output."""
+
+    def process_match(self, match, ctx):
+        yield "match", [e[0] for e in match["a"] + match["b"]]
+
+    def process_timed_out_match(self, match, ctx):
+        ctx.output(TIMED_OUT, [e[0] for e in match["a"]])
+
+
+TIMED_OUT = OutputTag("timed-out", Types.PICKLED_BYTE_ARRAY())
+
+
+def _cep(event_time: bool):
+    pattern = (Pattern.begin("a").where(lambda e: e[1] == 1).followed_by("b").where(lambda e: e[1] == 2)
+               .within(Time.milliseconds(100)))
+    return lambda s: (CEP.pattern(s, pattern) if event_time else CEP.pattern(s, pattern).in_processing_time()
+                      ).process(Matches())
+
+
+def test_ceps_partial_matches_go_when_they_complete_or_time_out(tmp_path, backend, kept):
+    run = KeyedEpochs(_cep(event_time=True), backend, tmp_path, kept)
+    run.run(Epoch([(("k1", 1), 10), (("k2", 1), 5), (("k3", 2), 7)], watermark=50))
+    assert sorted(r[2] for r in run.live_state["keyed"]) == ["k1", "k2"]     # a partial match each
+    assert run.run(Epoch([(("k1", 2), 60)], watermark=60)) == [("match", ["k1", "k1"])]
+    assert run.run(Epoch([], watermark=200)) == [("timed-out", ["k2"])]
+    assert_no_state(run)
+    run.run(Epoch([(("k4", 1), 300)], watermark=250))       # waits for the watermark, in the checkpoint
+    assert [r[:3] for r in run.live_state["keyed"]] == [("elementQueueState", "None", "k4")]
+    assert run.live_state["timers"] == [("event", 300, "k4", "None")]
+    assert run.run(Epoch([], watermark=MAX_WATERMARK)) == [("timed-out", ["k4"])]
+    assert_no_state(run)
+
+
+def test_ceps_partial_matches_in_processing_time_go_when_they_complete_or_time_out(tmp_path, backend, kept):
+    run = KeyedEpochs(_cep(event_time=False), backend, tmp_path, kept)
+    run.run(Epoch([(("k1", 1), None)], now=T0))
+    assert run.run(Epoch([(("k1", 2), None), (("k2", 1), None)], now=T0 + 10)) == [("match", ["k1", "k1"])]
+    assert [r[2] for r in run.live_state["keyed"]] == ["k2"]
+    assert run.run(Epoch([], now=T0 + 20, end=True)) == [("timed-out", ["k2"])]
+    assert_no_state(run)
+
+
+def test_a_rolling_reduce_keeps_its_value_per_key_as_flink_does(tmp_path, backend, kept):
+    run = run_epochs(tmp_path, backend, kept, lambda s: s.reduce(_sum), IN_EVENT_TIME)
+    assert [r[2:] for r in run.live_state["keyed"]] == [("a", ("a", 8)), ("b", ("b", 7))]
+    assert run.restored_state() == run.live_state
+
+
+# ---- a real Spark job per backend, read as `sluice state` reads it ---------------------------
+
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_a_jobs_last_checkpoint_holds_no_state_of_finished_sessions_timers_or_matches(spark, tmp_path, backend):
+    """The issue's reproduction (a@0, a@1000, b@100000, 30 s sessions, a record an epoch, a checkpoint
+    each epoch), with a process function and CEP on the same keys: at the end of input every window,
+    timer and partial match is done, and the last checkpoint holds no row of any of them."""
+    env = job_env(tmp_path, epoch__max_records_per_split=1)
+    env.get_configuration().set_string("state.backend.type", backend)
+    env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, _: e[1])
+    events = (env.from_collection([("a", 0), ("a", 1000), ("b", 100_000)], type_info=EVENT)
+              .assign_timestamps_and_watermarks(strategy))
+    keyed = events.key_by(lambda e: e[0], key_type=Types.STRING())
+    sessions = (keyed.window(EventTimeSessionWindows.with_gap(Time.seconds(30)))
+                .reduce(lambda x, y: (x[0], x[1] + y[1])).uid("sessions"))
+    timers = keyed.process(CountUntilTimer(event_time=True)).uid("timers")
+    starts = Pattern.begin("a").where(lambda e: e[0] == "a").followed_by("b").where(lambda e: e[0] == "b")
+    matches = CEP.pattern(keyed, starts.within(Time.seconds(10))).process(Matches()).uid("cep")
+    got = sorted(sessions.union(timers).union(matches).execute_and_collect("state cleanup"), key=str)
+    assert got == [("a", 1000), ("a", 1000), ("b", 100_000), ("b", 100_000)]
+    storage = CheckpointStorage(str(tmp_path / "warehouse" / "state-cleanup"))
+    assert len(storage.history()) >= 3
+    for uid in ("sessions", "timers", "cep"):
+        assert read_state(storage, uid) == [], uid
