@@ -47,7 +47,8 @@ SLOW_TESTS = {
              r"test_table_maintenance\.py::test_a_stopped_jobs_own_tables_.*",     # 4 runs; the held job stays
              r"test_delta_upsert\.py::test_a_(rolling_count|null_key_in_a_job).*",    # the merge's unit tests stay
              r"test_cli\.py::test_sluice_(stop|run_restarts)_.*",     # test_job_stop.py decides stops without Spark
-             r"test_spark_session\.py::test_an_archive_is_made_.*"),     # a JVM's start and its dump
+             r"test_spark_session\.py::test_an_archive_is_made_.*",     # a JVM's start and its dump
+             r"test_state_cleanup\.py::test_a_jobs_.*"),     # the Spark-free tests cover each operator
     "delta_spark": DELTA_SPARK,
     "kafka": (r"test_kafka_broker\.py::test_sigterm_.*",),     # a real broker; the taken port's test stays
     # The Asset rule's own tests stay; its job DAGs run through dag.test() and the real scheduler.
