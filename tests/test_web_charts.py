@@ -10,12 +10,14 @@ from dataclasses import asdict
 
 from runtime.checkpoint.storage import CheckpointRecord
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
+from runtime.execution.history import FINISHED, RUNNING, ExecutionRecord
 from runtime.jobmaster.metrics_history import (MAX_POINTS, MAX_SPLIT_SERIES, SPLIT_EPOCHS, SPLIT_ROWS,
                                                checkpoint_breakdown, checkpoint_charts, epoch_charts, split_history,
                                                written_bytes)
+from runtime.jobmaster.overview import with_live_figures
 from runtime.metrics.vertex_metrics import epoch_vertex_metrics
 from runtime.task.deployment import Acknowledgement
-from sluice_airflow.web.charts import bar_chart, fmt, line_chart
+from sluice_airflow.web.charts import bar_chart, breakable, fmt, line_chart, short_label
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -145,6 +147,8 @@ def test_a_checkpoint_per_operator_and_subtask():
     assert [(b.label, b.value) for b in snapshots.bars] == [
         ("Source: Numbers (1/2)", 1.5), ("Source: Numbers (2/2)", 2.0),
         ("Counts -> Sink (1/2)", 9.0), ("Counts -> Sink (2/2)", 4.0)]
+    assert [(b.name, b.subtask) for b in state.bars] == [("Source: Numbers", "driver"), ("Counts", "1/2"),
+                                                         ("Counts", "2/2")]
     svg = parsed(bar_chart(state))
     bars = svg.findall(f".//{SVG}g[@class='bar']")
     assert [(g.get("data-value"), g.get("data-part")) for g in bars] == [("300", "300"), ("1200", "200"), ("700", "700")]
@@ -220,7 +224,7 @@ def test_each_partitions_offsets_over_epochs_with_the_last_completed_checkpoints
     assert [e.checkpointed_id for e in guessed.epochs][:2] == [4, 2]
     # The lag chart: a series per partition over every epoch that reported it, each run's start marked.
     chart = source.lag
-    assert (chart.id, chart.title, chart.note) == ("split-lag-1", f"Lag per split of {KAFKA}", "")
+    assert (chart.id, chart.title, chart.note) == ("split-lag-1", f"Lag per split of {KAFKA}, in records", "")
     assert [s.name for s in chart.series] == ["events-0", "events-1"]     # the highest lag now (5, 3) first
     assert [(p.x, p.tick, p.y) for p in chart.series[1].points] == \
         [(0, "0", 0), (1, "1", 1), (2, "2", 2), (3, "3", 3), (4, "4", 4), (5, "5", 5), (6, "2", 2), (7, "3", 3)]
@@ -271,6 +275,7 @@ def test_the_split_tables_render_each_partitions_figures_and_checkpointed_offset
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(f"{sluice_airflow.web.__path__[0]}/templates"),
                              autoescape=True)
     env.globals["line_chart"] = line_chart
+    env.filters["breakable"] = breakable
     page = env.get_template("splits.html").render(charts={"splits": split_history(rows, checkpoints, {"b": 1})})
 
     class Rows(HTMLParser):
@@ -295,3 +300,68 @@ def test_the_split_tables_render_each_partitions_figures_and_checkpointed_offset
     assert len(parsed_rows.rows) == 16 and parsed_rows.cells[:3] == [("4", "COMPLETED"), ("", ""), ("3", "")]
     assert "3 <span class=\"muted\">no record: completing, or lost</span>" in page
     assert "no checkpoint yet" in page and 'data-chart="split-lag-1"' in page
+
+
+def test_long_operator_names_keep_their_subtask_in_a_bars_short_label():
+    """A chain's name is long: its label gives way in the middle, never the subtask, so the bars of
+    one vertex read apart (they used to be cut to the same 37 characters)."""
+    chain = "Source: Custom File Source -> Map -> Map -> Timestamps/Watermarks"
+    rows = [row("a", 0, {chain: vertex(3, snapshot_ms=[1.0, 2.0, 3.0])}, checkpoint_id=1)]
+    operators = [{"uid": "src", "name": "Source: Custom File Source", "vertex": chain, "parallelism": 3,
+                  "files": files((1, -1, 10))},
+                 {"uid": "w", "name": "Window(TumblingEventTimeWindows(10000), EventTimeTrigger, ReduceFunction)",
+                  "vertex": "Window", "parallelism": 2, "files": files((1, 0, 5), (1, 1, 6))}]
+    state, snapshots = checkpoint_breakdown(checkpoint(1, operators=operators), rows)
+    for chart in (state, snapshots):
+        labels = [short_label(b) for b in chart.bars]
+        assert len(set(labels)) == len(labels) and all(len(label) <= 42 for label in labels), labels
+        assert all(label.endswith(f"({b.subtask})") for label, b in zip(labels, chart.bars))
+        drawn = [t.text for t in parsed(bar_chart(chart)).findall(f".//{SVG}g[@class='bar']/{SVG}text")][::2]
+        assert drawn == labels
+    assert short_label(snapshots.bars[0]) == "Source: Custom File S…mps/Watermarks (1/3)"
+    assert short_label(state.bars[1]) == "Window(TumblingEventT…educeFunction) (1/2)"
+    assert short_label(state.bars[0]) == "Source: Custom File Source (driver)"
+
+
+def test_lag_charts_say_what_their_values_count():
+    """A file's lag is bytes, a Kafka partition's records: each source-lag chart has one unit, named
+    over its y axis and in each point's tooltip."""
+    files_lag = {"/in/a.txt": {"offset": 10, "latest": 4106, "lag": 4096, "unit": "bytes"}}
+    kafka_lag = {"events-0": {"offset": 9, "latest": 12, "lag": 3}}
+    rows = [row("a", e, {"Source: Files": vertex(1, splits=files_lag), KAFKA: vertex(1, splits=kafka_lag)})
+            for e in range(2)]
+    charts = by_id(epoch_charts(rows))
+    records, byte_lag = charts["source-lag"], charts["source-lag-bytes"]
+    assert (records.unit, [s.name for s in records.series]) == ("records", [KAFKA])
+    assert (byte_lag.unit, [s.name for s in byte_lag.series]) == ("bytes", ["Source: Files"])
+    assert "in records" in records.title and "in bytes" in byte_lag.title
+    svg = parsed(line_chart(records))
+    assert svg.find(f".//{SVG}text[@class='axis-title y-unit']").text == "records"
+    assert svg.find(f".//{SVG}circle/{SVG}title").text == f"{KAFKA}: 3 records at epoch 0"
+    assert parsed(line_chart(byte_lag)).find(f".//{SVG}text[@class='axis-title y-unit']").text == "bytes"
+    assert parsed(line_chart(charts["epoch-duration"])).find(f".//{SVG}text[@class='axis-title y-unit']").text == "time"
+    # Only one kind of source: one chart, as before.
+    assert [c.id for c in epoch_charts([row("a", 0, {KAFKA: vertex(1, splits=kafka_lag)})])
+            if c.id.startswith("source-lag")] == ["source-lag"]
+    # Per split too.
+    by_source = {s.source: s.lag for s in split_history(rows, [])}
+    assert (by_source["Source: Files"].unit, by_source[KAFKA].unit) == ("bytes", "records")
+    assert by_source["Source: Files"].title.endswith("in bytes")
+
+
+def test_a_running_execution_counts_the_epochs_its_log_has_so_far():
+    """The history's RUNNING row says 0 epochs until the run ends; the epoch log has one row per epoch."""
+    running = ExecutionRecord("r2", "job", RUNNING, 1.0)
+    finished = ExecutionRecord("r1", "job", FINISHED, 0.0, epochs=2, records_in=30)
+    rows = [{**row("r1", e, {}), "records_in": 15} for e in range(2)]
+    rows += [{**row("r2", e, {}), "records_in": 7 + e} for e in range(3)]
+    live, done = with_live_figures([running, finished], rows)
+    assert (live.epochs, live.records_in, live.state) == (3, 7 + 8 + 9, RUNNING)
+    assert done == finished
+    assert with_live_figures([running], []) == [running]
+
+
+def test_ids_wrap_after_their_separators_only():
+    assert str(breakable("manual__2026-01-01T00:00:00+00:00")) == \
+        "manual__<wbr>2026-<wbr>01-<wbr>01T00:<wbr>00:<wbr>00+<wbr>00:<wbr>00"
+    assert str(breakable("/tmp/<x>.txt")) == "/<wbr>tmp/<wbr>&lt;x&gt;.<wbr>txt"

@@ -84,9 +84,10 @@ class FileEnumerator(SplitEnumerator):
 
     def split_metrics(self) -> dict[str, dict]:
         """Each file in bytes: the offset reached, its size when the epoch was planned, the bytes
-        left; the newest METRICS_FILES files only (a monitored folder may hold thousands)."""
+        left; the newest METRICS_FILES files only (a monitored folder may hold thousands). ``unit``
+        says so to the charts (a split without one counts records, as Kafka's offsets do)."""
         return {path: {"offset": self.positions.get(path, {}).get("offset", 0), "latest": self.sizes[path],
-                       "lag": self.sizes[path] - self.positions.get(path, {}).get("offset", 0)}
+                       "lag": self.sizes[path] - self.positions.get(path, {}).get("offset", 0), "unit": "bytes"}
                 for path in self.files[-METRICS_FILES:] if path in self.sizes}
 
     @property

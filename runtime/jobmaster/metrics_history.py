@@ -21,6 +21,13 @@ MAX_SPLIT_SERIES = 8    # lines per split-lag chart: more are not told apart (th
 SPLIT_EPOCHS = 20       # the recent epochs in a source's per-split table ...
 SPLIT_ROWS = 200        # ... fewer when it has many splits (a row per epoch and split)
 RECORDS, MS, BYTES = "records", "ms", "bytes"
+UNIT_NAMES = {RECORDS: "records", MS: "time", BYTES: "bytes"}     # what a chart's values count, said once
+
+
+def split_unit(figures: dict) -> str:
+    """What a split's offset and lag count: its figures' ``unit`` (a file's bytes), else records
+    (Kafka's offsets)."""
+    return BYTES if figures.get("unit") == BYTES else RECORDS
 
 
 @dataclass(frozen=True)
@@ -50,10 +57,12 @@ class Chart:
 
 @dataclass(frozen=True)
 class Bar:
-    label: str
+    label: str              # e.g. "Window (1/2)": the operator or vertex, then ``subtask`` in brackets
     value: float            # the whole bar
     part: float             # its darker part (what the checkpoint itself wrote)
     title: str              # the bar's details, on hover
+    name: str = ""          # the label's operator or vertex, which a short label may cut ...
+    subtask: str = ""       # ... and which of its subtasks ("1/2", "driver"), which it keeps whole
 
 
 @dataclass(frozen=True)
@@ -82,28 +91,35 @@ def epoch_charts(rows: list[dict]) -> list[Chart]:
         series = tuple(Series(name, _bucketed(points, k, ticks)) for name, points in values.items())
         return Chart(id, title, unit, "epoch", series, runs, note, empty)
 
-    records_in, records_out, watermark_lag, source_lag = {}, {}, {}, {}
+    records_in, records_out, watermark_lag = {}, {}, {}
+    source_lag: dict = {}       # unit -> vertex -> points: a file source's lag is bytes, Kafka's records
     for i, row in enumerate(rows):
         for name, v in (row.get("vertices") or {}).items():
             records_in.setdefault(name, []).append((i, v["records_in"]))
             records_out.setdefault(name, []).append((i, v["records_out"]))
             if v.get("watermark") is not None and MIN_WATERMARK < v["watermark"] < MAX_WATERMARK:
                 watermark_lag.setdefault(name, []).append((i, row["processing_time"] - v["watermark"]))
-            lags = [s["lag"] for s in (v.get("splits") or {}).values() if s.get("lag") is not None]
+            lags = [(split_unit(s), s["lag"]) for s in (v.get("splits") or {}).values() if s.get("lag") is not None]
             if lags:
-                source_lag.setdefault(name, []).append((i, sum(lags)))
+                unit = lags[0][0]
+                source_lag.setdefault(unit, {}).setdefault(name, []).append((i, sum(lag for _, lag in lags)))
     durations = {"epoch": [(i, r["duration_ms"]) for i, r in enumerate(rows)]} if rows else {}
+    # One source-lag chart per unit (records first): lines of bytes and of records share no axis.
+    lag_units = sorted(source_lag, key=lambda u: u != RECORDS) or [RECORDS]
     return [
         chart("records-in", "Records in per vertex", RECORDS, records_in,
               "No epoch logged with its vertices' records yet."),
-        chart("records-out", "Records out per vertex (sent on, or written by its sinks)", RECORDS, records_out,
+        chart("records-out", "Records out per vertex: sent on, plus written by its sinks (a record counts once "
+              "for each output and each sink it goes to)", RECORDS, records_out,
               "No epoch logged with its vertices' records yet."),
         chart("epoch-duration", "Epoch duration", MS, durations, "No epoch logged yet."),
         chart("watermark-lag", "Watermark lag (the epoch's processing time minus the vertex's watermark)", MS,
               watermark_lag, "No vertex has a watermark yet (event time: assign_timestamps_and_watermarks)."),
-        chart("source-lag", "Source lag (how far its splits are behind the newest input, summed)", RECORDS,
-              source_lag, "No source of this job reports its lag: a source that knows how much input is "
-              "waiting reports `lag` per split (its enumerator's split_metrics())."),
+        *(chart("source-lag" if n == 0 else f"source-lag-{unit}",
+                f"Source lag in {UNIT_NAMES[unit]} (how far its splits are behind the newest input, summed)", unit,
+                source_lag.get(unit, {}), "No source of this job reports its lag: a source that knows how much "
+                "input is waiting reports `lag` per split (its enumerator's split_metrics()).")
+          for n, unit in enumerate(lag_units)),
     ]
 
 
@@ -177,6 +193,7 @@ def split_history(rows: list[dict], checkpoints: list[CheckpointRecord],
     offsets: dict = {}          # completed checkpoint id -> {source: {split: offset}}
     current: Optional[int] = None
     reported: dict = {}         # source -> [(position in the log, SplitEpoch)]
+    units: dict = {}            # source -> what its splits' offsets count
     for i, row in enumerate(rows):
         if (i == 0 or row["run_id"] != rows[i - 1]["run_id"]) and row["run_id"] in (restored_from or {}):
             current = restored_from[row["run_id"]]
@@ -187,6 +204,7 @@ def split_history(rows: list[dict], checkpoints: list[CheckpointRecord],
             current = checkpoint_id
             offsets[checkpoint_id] = {name: {sid: f.get("offset") for sid, f in s.items()} for name, s in splits.items()}
         for name, figures in splits.items():
+            units[name] = split_unit(next(iter(figures.values())))
             held = offsets.get(current, {}).get(name, {})
             reported.setdefault(name, []).append((i, SplitEpoch(
                 row["run_id"], row["epoch"], checkpoint_id, status.get(checkpoint_id), current,
@@ -202,6 +220,7 @@ def split_history(rows: list[dict], checkpoints: list[CheckpointRecord],
             for f in e.splits:
                 if f.lag is not None:
                     lags.setdefault(f.split, []).append((i, f.lag))
+        unit = units.get(name, RECORDS)
         # The splits furthest behind now (then at their worst) are the lines worth drawing.
         now = {f.split: f.lag or 0 for f in epochs[-1][1].splits}
         drawn = sorted(lags, key=lambda sid: (-now.get(sid, 0), -max(y for _, y in lags[sid]), sid))[:MAX_SPLIT_SERIES]
@@ -209,7 +228,7 @@ def split_history(rows: list[dict], checkpoints: list[CheckpointRecord],
         if len(drawn) < len(lags):
             notes.append(f"The {len(drawn)} of {len(lags)} splits with the highest lag at the latest epoch "
                          "(the table lists them all).")
-        chart = Chart(f"split-lag-{n}", f"Lag per split of {name}", RECORDS, "epoch",
+        chart = Chart(f"split-lag-{n}", f"Lag per split of {name}, in {UNIT_NAMES[unit]}", unit, "epoch",
                       tuple(Series(sid, _bucketed(lags[sid], k, ticks)) for sid in drawn), runs, " ".join(notes),
                       "Its splits report no lag.")
         shown = max(1, min(SPLIT_EPOCHS, SPLIT_ROWS // max(1, len(epochs[-1][1].splits))))
@@ -236,13 +255,15 @@ def checkpoint_breakdown(record: Optional[CheckpointRecord], rows: list[dict]) -
             where = "the sources' positions (driver)" if subtask < 0 else f"{subtask + 1}/{op['parallelism']}"
             state.append(Bar(f"{op['name']} ({where})", total, written,
                              f"{op['name']} (uid {op['uid']}) in {op['vertex']}, {where}: {total} bytes, "
-                             f"{written} written by checkpoint {record.checkpoint_id}"))
+                             f"{written} written by checkpoint {record.checkpoint_id}",
+                             op["name"], "driver" if subtask < 0 else where))
     row = next((r for r in reversed(rows) if r.get("checkpoint_id") == record.checkpoint_id), None)
     snapshots = []
     for name, v in ((row or {}).get("vertices") or {}).items():
         n = len(v.get("snapshot_ms") or ())
         for i, ms in enumerate(v.get("snapshot_ms") or ()):
-            snapshots.append(Bar(f"{name} ({i + 1}/{n})", ms, ms, f"{name} ({i + 1}/{n}): snapshot {ms} ms"))
+            snapshots.append(Bar(f"{name} ({i + 1}/{n})", ms, ms, f"{name} ({i + 1}/{n}): snapshot {ms} ms",
+                                 name, f"{i + 1}/{n}"))
     which = f"checkpoint {record.checkpoint_id} (epoch {record.epoch})"
     return [
         BarChart("checkpoint-state", f"State of {which} per operator and subtask", BYTES, tuple(state),

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property, lru_cache
 from typing import Optional
 
 from runtime.checkpoint.restore import METADATA
 from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, FAILED, SAVEPOINT, CheckpointRecord, CheckpointStorage
 from runtime.client import CompiledJob, compile_job
-from runtime.execution.history import ExecutionHistory, ExecutionRecord
+from runtime.execution.history import RUNNING, ExecutionHistory, ExecutionRecord
 from runtime.jobmaster import metrics_history
 from runtime.jobmaster.deployment import CONTROL_PLANE_CONFIGURATION, JobSpec, discover_jobs, resolve_args
 from runtime.jobmaster.plans import latest_plan, load_plan, script_sha256
@@ -55,7 +55,11 @@ class JobOverview:
 
     @cached_property
     def executions(self) -> list[ExecutionRecord]:
-        return ExecutionHistory(self.job_dir).executions() if self.job_dir else []
+        """Every run, newest first; a running one with the figures its epochs logged so far."""
+        records = ExecutionHistory(self.job_dir).executions() if self.job_dir else []
+        if any(r.state == RUNNING for r in records):        # the epoch log is read only then
+            records = with_live_figures(records, self.epoch_history)
+        return records
 
     @cached_property
     def epoch_history(self) -> list[dict]:
@@ -138,6 +142,30 @@ def savepoint_json(record: CheckpointRecord) -> dict:
 
 def execution_json(record: ExecutionRecord) -> dict:
     return record.to_json()
+
+
+def with_live_figures(records: list[ExecutionRecord], rows: list[dict]) -> list[ExecutionRecord]:
+    """``records`` with each RUNNING one's epochs and records in counted from the epoch log's
+    ``rows``: its record says 0 until it ends (the history gets a row per change of state), while
+    the log has a row per epoch it ran."""
+    logged: dict = {}
+    for row in rows:
+        epochs, records_in = logged.get(row["run_id"], (0, 0))
+        logged[row["run_id"]] = (epochs + 1, records_in + (row.get("records_in") or 0))
+    return [replace(r, epochs=logged[r.run_id][0], records_in=logged[r.run_id][1])
+            if r.state == RUNNING and r.run_id in logged else r for r in records]
+
+
+def restored_execution(job: JobOverview, restore_from: str) -> Optional[ExecutionRecord]:
+    """The run that took what ``restore_from`` names ("latest", a checkpoint id, a savepoint's
+    path): a restore goes on as that run went (its epochs, its parallelism)."""
+    if restore_from == "latest":
+        record = latest_completed(job.checkpoints, job.lineage_start)
+    elif restore_from.isdigit():
+        record = next((r for r in job.checkpoints if r.kind == CHECKPOINT and r.checkpoint_id == int(restore_from)), None)
+    else:
+        record = next((r for r in job.checkpoints if r.kind == SAVEPOINT and r.external_path == restore_from), None)
+    return next((e for e in job.executions if record is not None and e.run_id == record.run_id), None)
 
 
 def latest_completed(checkpoints: list[CheckpointRecord], since: int = 0) -> Optional[CheckpointRecord]:

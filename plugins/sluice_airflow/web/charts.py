@@ -11,17 +11,19 @@ What a browser test reads: ``figure.chart[data-chart=<id>]``, each series a
 from __future__ import annotations
 
 import math
+import re
 
 from markupsafe import Markup, escape
 
-from runtime.jobmaster.metrics_history import BYTES, MS, BarChart, Chart
+from runtime.jobmaster.metrics_history import BYTES, MS, RECORDS, UNIT_NAMES, Bar, BarChart, Chart
 
 WIDTH, HEIGHT = 640, 230
-LEFT, RIGHT, TOP, BOTTOM = 70, 14, 16, 36      # room for the y labels, the x ticks and the x title
+LEFT, RIGHT, TOP, BOTTOM = 70, 14, 24, 36      # room for the y labels and unit, the x ticks and the x title
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1", "#edc948", "#9c755f",
            "#ff9da7", "#bab0ac")                # Tableau 10: told apart by most colour-blind readers
 MAX_BARS = 60
-BAR_LABEL = 270                                 # the bar chart's label column
+BAR_LABEL = 270                                 # the bar chart's label column ...
+LABEL_CHARS = 42                                # ... holds this many characters at its font
 
 
 def fmt(value: float, unit: str) -> str:
@@ -43,6 +45,35 @@ def fmt(value: float, unit: str) -> str:
         if value >= 10 ** power:
             return f"{_short(value / 10 ** power)}{name}"
     return _short(value)
+
+
+def said(value: float, unit: str) -> str:
+    """A value with its unit, as a tooltip says it: ``fmt`` names time and bytes, not records."""
+    return fmt(value, unit) + (" records" if unit == RECORDS else "")
+
+
+def short_label(bar: Bar, limit: int = LABEL_CHARS) -> str:
+    """A bar's label in ``limit`` characters: the middle of a long operator name gives way, the
+    subtask stays whole, so the bars of one operator never read alike."""
+    if len(bar.label) <= limit:
+        return bar.label
+    if not bar.subtask:
+        return bar.label[:limit - 1] + "…"
+    suffix = f" ({bar.subtask})"
+    return _middle(bar.name, max(8, limit - len(suffix))) + suffix
+
+
+def _middle(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) * 3 // 5
+    return text[:head].rstrip() + "…" + text[len(text) - (limit - 1 - head):].lstrip()
+
+
+def breakable(text) -> Markup:
+    """An id or a path that wraps only after a separator when its column is narrow, never inside
+    a word: ``manual__2026-01-01T00:00:00`` breaks at ``__``, ``-`` and ``:``."""
+    return Markup(re.sub(r"([_\-:./+@]+)", r"\1<wbr>", str(escape(text))))
 
 
 def _short(v: float) -> str:
@@ -95,6 +126,8 @@ def line_chart(chart: Chart) -> Markup:
                      f'{escape(ticks[x])}</text>')
     parts.append(f'<text class="axis-title" x="{(LEFT + WIDTH - RIGHT) / 2:.0f}" y="{HEIGHT - 4}" '
                  f'text-anchor="middle">{escape(chart.x_title)}</text>')
+    parts.append(f'<text class="axis-title y-unit" x="4" y="{TOP - 12}">'      # what the y axis counts
+                 f'{escape(UNIT_NAMES.get(chart.unit, chart.unit))}</text>')
     labelled = -math.inf
     for x, run_id in chart.runs:        # where each run starts: a dashed line, named while there is room
         px = max(LEFT, sx(x - 0.5)) if x > xs[0] else LEFT
@@ -107,7 +140,7 @@ def line_chart(chart: Chart) -> Markup:
         path = " ".join(f"{'M' if j == 0 else 'L'}{sx(p.x):.1f},{sy(p.y):.1f}" for j, p in enumerate(s.points))
         dots = "".join(f'<circle cx="{sx(p.x):.1f}" cy="{sy(p.y):.1f}" r="2.5" data-x="{escape(p.tick)}" '
                        f'data-y="{p.y}"><title>{escape(s.name)}: '
-                       f'{escape(fmt(p.y, chart.unit))} at {escape(chart.x_title)} {escape(p.tick)}</title></circle>'
+                       f'{escape(said(p.y, chart.unit))} at {escape(chart.x_title)} {escape(p.tick)}</title></circle>'
                        for p in s.points)
         parts.append(f'<g class="series" data-series="{escape(s.name)}" data-points="{len(s.points)}" '
                      f'stroke="{color}" fill="{color}"><path d="{path}" fill="none"/>{dots}</g>')
@@ -130,7 +163,7 @@ def bar_chart(chart: BarChart, max_bars: int = MAX_BARS) -> Markup:
     parts = [f'<svg viewBox="0 0 {WIDTH} {row * len(bars) + 8}" role="img" aria-label="{escape(chart.title)}">']
     for i, b in enumerate(bars):
         y = 4 + i * row
-        label = b.label if len(b.label) <= 38 else b.label[:37] + "…"
+        label = short_label(b)
         whole, dark = b.value / top * width, b.part / top * width
         parts.append(
             f'<g class="bar" data-label="{escape(b.label)}" data-value="{b.value}" data-part="{b.part}">'
