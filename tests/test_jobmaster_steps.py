@@ -20,7 +20,8 @@ SPEC = JobSpec("counts", "/jobs/counts.py", JobDeployment(parallelism=3, max_epo
 @pytest.mark.parametrize("conf, spec, expected", [
     (None, SPEC, RunRequest("latest", 3, 5, False)),                       # the deployment's defaults
     ({}, JobSpec("bare", "/jobs/bare.py"), RunRequest("latest", None, None, False)),
-    ({"restore_from": "", "parallelism": "", "max_epochs": None}, SPEC, RunRequest("latest", 3, 5, False)),
+    ({"restore_from": "", "parallelism": "", "max_epochs": ""}, SPEC, RunRequest("latest", 3, 5, False)),
+    ({"max_epochs": None}, SPEC, RunRequest("latest", 3, None, False)),     # the form's Epochs empty: until stopped
     ({"restore_from": " 12 ", "parallelism": "4", "max_epochs": 2, "allow_non_restored_state": True}, SPEC,
      RunRequest("12", 4, 2, True)),
     ({"restore_from": "none", "parallelism": " 7 "}, SPEC, RunRequest("none", 7, 5, False)),

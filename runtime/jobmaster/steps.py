@@ -60,8 +60,11 @@ class RunRequest:
                 or is_uri(restore)):
             raise RunRequestError(f"restore_from={restore!r} for job {spec.name}: use 'latest', 'none' (a fresh "
                                   "start), a checkpoint id (see its checkpoints), or the absolute path or URI of a savepoint.")
+        # max_epochs null (the trigger form's Epochs left empty): until stopped; absent: the deployment's.
+        epochs = (None if "max_epochs" in conf and conf["max_epochs"] is None else
+                  _positive(conf.get("max_epochs"), "max_epochs", spec.deployment.max_epochs))
         return RunRequest(restore, _positive(conf.get("parallelism"), "parallelism", spec.deployment.parallelism),
-                          _positive(conf.get("max_epochs"), "max_epochs", spec.deployment.max_epochs),
+                          epochs,
                           _flag(conf.get("allow_non_restored_state"), "allow_non_restored_state"))
 
 
