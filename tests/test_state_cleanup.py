@@ -441,3 +441,32 @@ def test_a_jobs_last_checkpoint_holds_no_state_of_finished_sessions_timers_or_ma
     assert len(storage.history()) >= 3
     for uid in ("sessions", "timers", "cep"):
         assert read_state(storage, uid) == [], uid
+
+
+def test_a_heap_drops_a_windows_dict_when_its_state_leaves_it_empty(tmp_path):
+    """Between snapshots too: an epoch of many windows does not hold an empty dict per window."""
+    from runtime.datastream.state import ListStateDescriptor
+    from runtime.datastream.window import TimeWindow
+    from state_helpers import keyed_backend
+    backend = keyed_backend("hashmap", tmp_path)
+    contents = backend.get_partitioned_state(ListStateDescriptor("contents", Types.LONG()))
+    count = backend.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
+    for start in range(0, 100_000, 1000):
+        window = TimeWindow(start, start + 1000)
+        for key in ("a", "b"):
+            backend.set_current_key(key)
+            contents.set_current_namespace(window)
+            contents.add(start)
+            count.set_current_namespace(window)
+            assert count.value() is None        # only read
+        if start >= 2000:                       # the window before the last fires and is purged
+            for key in ("a", "b"):
+                backend.set_current_key(key)
+                contents.set_current_namespace(TimeWindow(start - 2000, start - 1000))
+                assert contents.get() == [start - 2000]
+                contents.clear()
+    contents.set_current_namespace(None)
+    count.set_current_namespace(None)
+    assert sorted(str(ns) for ns in backend.tables["contents"] if ns is not None) == [
+        "TimeWindow(start=98000, end=99000)", "TimeWindow(start=99000, end=100000)"]
+    assert list(backend.tables["count"]) == [None]

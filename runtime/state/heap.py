@@ -49,9 +49,18 @@ class _HeapState(StateBase):
         # are checkpointed and restored with the values.
         self.stamp_tables: dict = backend.table(TTL_PREFIX + descriptor.name) if self.ttl else {}
         self.stamps_changed: dict = backend.changed_of(TTL_PREFIX + descriptor.name) if self.ttl else {}
+        self.namespace, self.table, self.stamps = VOID_NAMESPACE, None, {}
         self.set_current_namespace(VOID_NAMESPACE)
 
     def set_current_namespace(self, namespace) -> None:
+        # A window's dict goes as the state leaves it empty (fired, purged, merged away, or only
+        # read), not at the next snapshot: a long epoch of many windows would hold one per window.
+        ns = self.namespace
+        if ns is not VOID_NAMESPACE:
+            if not self.table and self.tables.get(ns) is self.table:
+                del self.tables[ns]
+            if self.ttl and not self.stamps and self.stamp_tables.get(ns) is self.stamps:
+                del self.stamp_tables[ns]
         self.namespace = namespace
         self.table = self.tables.setdefault(namespace, StateMap())
         self.stamps = self.stamp_tables.setdefault(namespace, StateMap()) if self.ttl else {}
