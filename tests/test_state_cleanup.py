@@ -21,8 +21,8 @@ from runtime.checkpoint.storage import CheckpointStorage
 from runtime.common import Time, Types, WatermarkStrategy
 from runtime.common.watermark_strategy import MAX_WATERMARK
 from runtime.datastream import (
-    KeyedProcessFunction, OutputTag, ProcessWindowFunction, StreamExecutionEnvironment)
-from runtime.datastream.state import ValueStateDescriptor
+    KeyedBroadcastProcessFunction, KeyedCoProcessFunction, KeyedProcessFunction, OutputTag, ProcessWindowFunction, StreamExecutionEnvironment)
+from runtime.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from runtime.datastream.window import (
     ContinuousEventTimeTrigger, CountEvictor, CountTrigger, EventTimeSessionWindows, GlobalWindows,
     ProcessingTimeSessionWindows, PurgingTrigger, SlidingEventTimeWindows, SlidingProcessingTimeWindows,
@@ -77,7 +77,7 @@ class KeyedEpochs:
         env.set_parallelism(1)
         build(env.from_collection([("a", 0)], type_info=EVENT).key_by(lambda e: e[0], key_type=Types.STRING())).print()
         self.job_graph = create_job_graph(env.get_stream_graph("cleanup"))
-        self.vertex = next(v for v in self.job_graph.vertices if v.is_keyed)
+        self.vertex = [v for v in self.job_graph.vertices if v.is_keyed][-1]     # the last: build's
         self.folder, self.kept = folder, kept
         self.epoch, self.watermark = 0, None
         self.chain: list = []           # the checkpoint's state files: a full snapshot, then increments
@@ -99,6 +99,7 @@ class KeyedEpochs:
         head.output = _Recorder()
         if self.watermark is not None:
             head.current_watermark = self.watermark
+            head.input_watermarks = [self.watermark, self.watermark]
             if head.timers is not None:
                 head.timers.current_watermark = self.watermark
         head.open()
@@ -114,7 +115,8 @@ class KeyedEpochs:
             if epoch.records:
                 head.process_batch([v for v, _ in epoch.records], [t for _, t in epoch.records], 1)
             if epoch.watermark is not None:
-                head.process_watermark(epoch.watermark, 1)
+                for index in (1, 2) if head.spec.two_input else (1,):      # both inputs of a connect
+                    head.process_watermark(epoch.watermark, index)
                 self.watermark = head.current_watermark
             if epoch.end:
                 head.advance_processing_time(MAX_WATERMARK)
@@ -284,6 +286,9 @@ CASES = {
     "event-time sessions, process with window state": (
         lambda s: s.window(EventTimeSessionWindows.with_gap(Time.seconds(5))).process(Sizes()), IN_EVENT_TIME,
         [("a", 1000, [1]), ("a", 11_000, [3, 4]), ("b", 2000, [2]), ("b", 13_000, [5])], ()),
+    "tumbling event time over the whole stream (window_all)": (
+        lambda s: s.map(lambda e: e, output_type=EVENT).window_all(TumblingEventTimeWindows.of(Time.seconds(10)))
+        .reduce(_sum), IN_EVENT_TIME, [("a", 3), ("a", 12)], ()),
     "tumbling processing time": (
         _processing_time(TumblingProcessingTimeWindows.of(Time.seconds(10))), IN_PROCESSING_TIME,
         [("a", 1), ("a", 7), ("b", 2), ("b", 5)], ()),
@@ -364,6 +369,52 @@ def test_a_keyed_process_functions_state_cleared_in_on_timer_leaves_no_row(tmp_p
     for epoch in epochs[1:]:
         run.run(epoch)
     assert sorted(run.out) == emitted
+    assert_no_state(run)
+
+
+class _Counting:
+    """CountUntilTimer in event time, on the keyed side of a two-input function."""
+
+    def open(self, runtime_context):
+        self.counting = CountUntilTimer(event_time=True)
+        self.counting.open(runtime_context)
+
+    def on_timer(self, timestamp, ctx):
+        return self.counting.on_timer(timestamp, ctx)
+
+
+class CountBothUntilTimer(_Counting, KeyedCoProcessFunction):
+    """Both connected keyed streams counted, the second's records tenfold."""
+
+    def process_element1(self, value, ctx):
+        self.counting.process_element(value, ctx)
+
+    def process_element2(self, value, ctx):
+        self.counting.process_element((value[0], value[1] * 10), ctx)
+
+
+RULES = MapStateDescriptor("rules", Types.STRING(), Types.LONG())
+
+
+class CountUntilTimerWithRules(_Counting, KeyedBroadcastProcessFunction):
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(RULES).put(value[0], value[1])
+
+    def process_element(self, value, ctx):
+        self.counting.process_element(value, ctx)
+
+
+TWO_INPUTS = {
+    "KeyedCoProcessFunction": lambda s: s.connect(s).process(CountBothUntilTimer()),
+    "KeyedBroadcastProcessFunction": lambda s: s.connect(
+        s._env.from_collection([("x", 1)], type_info=EVENT).broadcast(RULES)).process(CountUntilTimerWithRules()),
+}
+
+
+@pytest.mark.parametrize("function", list(TWO_INPUTS))
+def test_a_two_input_keyed_functions_state_cleared_in_on_timer_leaves_no_row(tmp_path, backend, kept, function):
+    run = run_epochs(tmp_path, backend, kept, TWO_INPUTS[function], IN_EVENT_TIME)
+    assert sorted(run.out) == [("a", 8), ("b", 2), ("b", 5)]
     assert_no_state(run)
 
 
