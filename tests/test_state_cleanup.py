@@ -215,6 +215,9 @@ def test_a_session_windows_merging_set_goes_with_its_last_window(tmp_path, backe
     assert [r for r in run.last_increment() if not r[0].startswith(TIMER_PREFIX)] == [
         ("merging-window-set", "a", True), ("merging-window-set", "b", False),
         ("window-contents", "a", True), ("window-contents", "b", False)]
+    # A late record of a (its session is past the watermark) leaves a without a row too.
+    assert run.run(Epoch([(("a", 9), 2000)], watermark=100_000)) == []
+    assert [r[2] for r in run.live_state["keyed"]] == ["b", "b"]
     run.run(Epoch([], watermark=MAX_WATERMARK))
     assert run.out == [("a", 3), ("b", 5)]
     assert [r for r in run.last_increment() if not r[0].startswith(TIMER_PREFIX)] == [
