@@ -21,12 +21,14 @@ from runtime.checkpoint.storage import CheckpointStorage
 from runtime.common import Time, Types, WatermarkStrategy
 from runtime.common.watermark_strategy import MAX_WATERMARK
 from runtime.datastream import (
-    KeyedBroadcastProcessFunction, KeyedCoProcessFunction, KeyedProcessFunction, OutputTag, ProcessWindowFunction, StreamExecutionEnvironment)
+    AggregateFunction, KeyedBroadcastProcessFunction, KeyedCoProcessFunction, KeyedProcessFunction, OutputTag,
+    ProcessWindowFunction, StreamExecutionEnvironment)
 from runtime.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from runtime.datastream.window import (
-    ContinuousEventTimeTrigger, CountEvictor, CountTrigger, EventTimeSessionWindows, GlobalWindows,
-    ProcessingTimeSessionWindows, PurgingTrigger, SlidingEventTimeWindows, SlidingProcessingTimeWindows,
-    TumblingEventTimeWindows, TumblingProcessingTimeWindows)
+    ContinuousEventTimeTrigger, ContinuousProcessingTimeTrigger, CountEvictor, CountTrigger,
+    DynamicEventTimeSessionWindows, EventTimeSessionWindows, GlobalWindows, ProcessingTimeSessionWindows,
+    PurgingTrigger, SlidingEventTimeWindows, SlidingProcessingTimeWindows, TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows)
 from runtime.graph.job_graph import create_job_graph
 from runtime.state import kept_stores
 from runtime.state.snapshot import TIMER_PREFIX, decode_keys, read_state_file
@@ -240,6 +242,20 @@ class Sizes(ProcessWindowFunction):
         context.window_state().get_state(ValueStateDescriptor("fired", Types.LONG())).clear()
 
 
+class Total(AggregateFunction):
+    def create_accumulator(self):
+        return 0
+
+    def add(self, value, accumulator):
+        return accumulator + value[1]
+
+    def get_result(self, accumulator):
+        return accumulator
+
+    def merge(self, a, b):
+        return a + b
+
+
 def _tumbling_event_time(s):
     return s.window(TumblingEventTimeWindows.of(Time.seconds(10)))
 
@@ -260,6 +276,8 @@ IN_PROCESSING_TIME = [Epoch([(("a", 1), None), (("b", 2), None)], now=T0 + 1000)
                       Epoch([], now=T0 + 14_000, end=True)]
 # Two elements of each key's count windows an epoch apart, every window full at the end.
 IN_COUNTS = IN_PROCESSING_TIME[:3] + [Epoch([(("a", 6), None)], now=T0 + 14_000, end=True)]
+# Every 4 s of a window and at its end: at 4, 8 and 9.999 s, then at 12, 16 and 19.999 s (b's from 16).
+CONTINUOUS = [("a", 1)] * 3 + [("a", 7)] * 3 + [("b", 2)] * 3 + [("b", 5)] * 2
 
 CASES = {
     # name: (build, epochs, what it emits (sorted), states Flink keeps per key for good)
@@ -282,7 +300,7 @@ CASES = {
         [("a", 7)], ()),
     "tumbling event time, continuous event-time trigger": (
         lambda s: _tumbling_event_time(s).trigger(ContinuousEventTimeTrigger.of(Time.seconds(4))).reduce(_sum),
-        IN_EVENT_TIME, [("a", 1)] * 3 + [("a", 7)] * 3 + [("b", 2)] * 3 + [("b", 5)] * 2, ()),
+        IN_EVENT_TIME, CONTINUOUS, ()),
     "event-time sessions, count trigger": (
         lambda s: s.window(EventTimeSessionWindows.with_gap(Time.seconds(5))).trigger(CountTrigger.of(2)).reduce(_sum),
         IN_EVENT_TIME, [("a", 7)], ()),
@@ -292,6 +310,13 @@ CASES = {
     "tumbling event time over the whole stream (window_all)": (
         lambda s: s.map(lambda e: e, output_type=EVENT).window_all(TumblingEventTimeWindows.of(Time.seconds(10)))
         .reduce(_sum), IN_EVENT_TIME, [("a", 3), ("a", 12)], ()),
+    "dynamic event-time sessions, aggregate": (
+        lambda s: s.window(DynamicEventTimeSessionWindows.with_dynamic_gap(lambda e: 5000)).aggregate(Total()),
+        IN_EVENT_TIME, [1, 2, 5, 7], ()),
+    "tumbling processing time, continuous processing-time trigger": (
+        lambda s: s.window(TumblingProcessingTimeWindows.of(Time.seconds(10)))
+        .trigger(ContinuousProcessingTimeTrigger.of(Time.seconds(4))).reduce(_sum), IN_PROCESSING_TIME,
+        CONTINUOUS, ()),
     "tumbling processing time": (
         _processing_time(TumblingProcessingTimeWindows.of(Time.seconds(10))), IN_PROCESSING_TIME,
         [("a", 1), ("a", 7), ("b", 2), ("b", 5)], ()),
