@@ -10,7 +10,6 @@ import pickle
 
 from runtime.connectors import create_enumerator, reader_class, writer_class
 from runtime.connectors.base import EnumeratorContext
-from runtime.datastream.operators import SinkSpec
 from runtime.execution.options import ExecutionOptions
 from runtime.graph.job_graph import create_job_graph
 from runtime.task.stream_task import ACK, TaskDeploymentDescriptor, run_task
@@ -19,7 +18,7 @@ from runtime.task.stream_task import ACK, TaskDeploymentDescriptor, run_task
 def collect_in_tasks(stream, job_name: str = "harness") -> list:
     """What ``stream.execute_and_collect()`` returns, subtask after subtask, from tasks run here
     at the environment's pinned clock (sluice.clock.start) and batch size (sluice.task.batch-size)."""
-    stream._sink(SinkSpec(kind="collect", sink=stream._t.id), "Collect Stream Sink")   # execute_and_collect's sink
+    stream._collect_sink()      # execute_and_collect's sink
     stream_graph = stream._env.get_stream_graph(job_name)
     settings = stream_graph.settings
     options = ExecutionOptions.from_configuration(dict(settings.configuration))

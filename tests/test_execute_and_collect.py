@@ -6,10 +6,15 @@ collect sink has parallelism 1 (Java DataStream.collectAsync, CollectStreamSink)
 gets the records round robin (REBALANCE, StreamGraphGenerator: the parallelism changes) and collect
 returns one subtask's records, then the other's: [0, 20, ..., 180, 10, 30, ..., 190] (or the two
 halves the other way round, as the subtasks finish)."""
+import datetime
+import decimal
 import json
 
 import pytest
 
+from pyflink_case import PyFlinkCommonDataStreamTestCase
+from runtime.common import Row, Types
+from runtime.datastream import StreamExecutionEnvironment
 from runtime.datastream.functions import MapFunction
 from runtime.graph.job_graph import create_job_graph
 from runtime.task.deployment import SplitRead
@@ -160,3 +165,111 @@ def test_a_key_of_the_jobs_own_class_fails_naming_the_key_and_the_fix(tmp_path):
     with pytest.raises(JobExecutionException, match=r"key_by: the key .*Reading.* cannot be pickled by name .* "
                                                     r"return a key of plain values"):
         list(keyed.execute_and_collect())
+
+
+ORDERS = [Row(item="pen", n=2), Row(item="ink", n=1), Row(item="pen", n=5)]
+
+
+@pytest.mark.parametrize("key_by, expected", [
+    (lambda s: s.key_by(lambda o: o.item, Types.STRING()), ["pen", "ink", "pen"]),
+    (lambda s: s.key_by(lambda o: o.n), [2, 1, 5]),                      # a pickled key
+    (lambda s: s.key_by("n"), [2, 1, 5]),                                # a field
+    (lambda s: s.key_by(lambda o: [o.item, [o.n]]), [["pen", [2]], ["ink", [1]], ["pen", [5]]]),
+], ids=["typed key", "pickled key", "field key", "list key"])
+def test_a_keyed_stream_is_collected_as_rows_of_its_key_and_value(collect, key_by, expected):
+    # PyFlink carries a keyed stream's records as Row(key, value) and collects them so: the key
+    # as the selector returned it (a list stays a list), the value as collected unkeyed (a
+    # declared ROW's Rows named by its fields).
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    orders = env.from_collection(ORDERS, Types.ROW_NAMED(["item", "n"], [Types.STRING(), Types.INT()]))
+    collected = collect(key_by(orders))
+    assert collected == [Row(f0=key, f1=order) for key, order in zip(expected, ORDERS)]
+    assert [type(r.f0) for r in collected] == [type(k) for k in expected]
+
+
+def test_a_keyed_stream_taken_as_a_plain_one_is_collected_as_its_values(env, collect):
+    env.set_parallelism(2)
+    numbers = env.from_collection([1, 2]).key_by(lambda x: x)
+    assert sorted(collect(numbers.union(env.from_collection([3]).key_by(lambda x: x)))) == [1, 2, 3]
+
+class PyFlinkExecuteAndCollectTests(PyFlinkCommonDataStreamTestCase):
+    """PyFlink 2.3's CommonDataStreamTests.test_execute_and_collect, its body unchanged: a
+    KeyedStream is collected as PyFlink's keyed stream carries it, ``Row(f0=key, f1=value)``."""
+
+    def test_execute_and_collect(self):
+        test_data = ['pyflink', 'datastream', 'execute', 'collect']
+        ds = self.env.from_collection(test_data)
+
+        # test collect with limit
+        expected = test_data[:3]
+        actual = []
+        for result in ds.execute_and_collect(limit=3):
+            actual.append(result)
+        self.assertEqual(expected, actual)
+
+        # test collect KeyedStream
+        test_data = [('pyflink', 1), ('datastream', 2), ('pyflink', 1), ('collect', 2)]
+        expected = [Row(f0='pyflink', f1=('pyflink', 1)),
+                    Row(f0='datastream', f1=('datastream', 2)),
+                    Row(f0='pyflink', f1=('pyflink', 1)),
+                    Row(f0='collect', f1=('collect', 2))]
+        ds = self.env.from_collection(collection=test_data,
+                                      type_info=Types.TUPLE([Types.STRING(), Types.INT()]))
+        with ds.key_by(lambda i: i[0], Types.STRING()).execute_and_collect() as results:
+            actual = []
+            for result in results:
+                actual.append(result)
+            self.assertEqual(expected, actual)
+
+        # test all kinds of data types
+        test_data = [(1, None, 1, True, 32767, -2147483648, 1.23, 1.98932,
+                      bytearray(b'flink'), 'pyflink',
+                      datetime.date(2014, 9, 13),
+                      datetime.time(hour=12, minute=0, second=0, microsecond=123000),
+                      datetime.datetime(2018, 3, 11, 3, 0, 0, 123000),
+                      [1, 2, 3],
+                      [['pyflink', 'datastream'], ['execute', 'collect']],
+                      decimal.Decimal('1000000000000000000.05'),
+                      decimal.Decimal('1000000000000000000.0599999999999'
+                                      '9999899999999999')),
+                     (2, None, 2, True, 23878, 652516352, 9.87, 2.98936,
+                      bytearray(b'flink'), 'pyflink',
+                      datetime.date(2015, 10, 14),
+                      datetime.time(hour=11, minute=2, second=2, microsecond=234500),
+                      datetime.datetime(2020, 4, 15, 8, 2, 6, 235000),
+                      [2, 4, 6],
+                      [['pyflink', 'datastream'], ['execute', 'collect']],
+                      decimal.Decimal('2000000000000000000.74'),
+                      decimal.Decimal('2000000000000000000.061111111111111'
+                                      '11111111111111'))]
+        expected = test_data
+        ds = self.env.from_collection(test_data)
+        with ds.execute_and_collect() as results:
+            actual = [result for result in results]
+            self.assert_equals_sorted(expected, actual)
+
+        # test primitive array
+        test_data = [[1, 2, 3], [4, 5]]
+        expected = test_data
+        ds = self.env.from_collection(test_data, type_info=Types.PRIMITIVE_ARRAY(Types.INT()))
+        with ds.execute_and_collect() as results:
+            actual = [r for r in results]
+            self.assert_equals_sorted(expected, actual)
+
+        test_data = [
+            (["test", "test"], [0.0, 0.0]),
+            ([None, ], [0.0, 0.0])
+        ]
+
+        # test object array
+        ds = self.env.from_collection(
+            test_data,
+            type_info=Types.TUPLE(
+                [Types.OBJECT_ARRAY(Types.STRING()), Types.OBJECT_ARRAY(Types.DOUBLE())]
+            )
+        )
+        expected = test_data
+        with ds.execute_and_collect() as results:
+            actual = [result for result in results]
+            self.assert_equals_sorted(expected, actual)

@@ -9,6 +9,7 @@ from runtime.datastream import (
     TumblingEventTimeWindows, TumblingProcessingTimeWindows)
 from runtime.graph.stream_graph import StreamGraphError
 
+from pyflink_case import PyFlinkCommonDataStreamTestCase
 from seed import ROOT, WINDOW, WORDCOUNT
 
 
@@ -214,3 +215,80 @@ def test_job_graph_json_names_chains_and_inputs():
         ("Sink: Print to Std. Out", 1, ["REBALANCE"]),
     ]
     assert plan["name"] == "Socket Window WordCount"
+
+
+def plan_of(env):
+    return [(n["id"], n["type"], n["parallelism"], [(p["id"], p["ship_strategy"]) for p in n.get("predecessors", [])])
+            for n in json.loads(env.get_execution_plan())["nodes"]]
+
+
+def test_a_keyed_stream_taken_as_a_plain_one_is_planned_as_pyflink_and_runs_no_operator(env):
+    # PyFlink takes a KeyedStream's values with a map named _keyed_stream_values_operator (at the
+    # default parallelism) for union, add_sink, print and project; Sluice's keyed records are the
+    # values: the plan has PyFlink's nodes, the records go by key straight to the next operator.
+    env.set_parallelism(2)
+    pairs = Types.TUPLE([Types.STRING(), Types.INT()])
+    keyed = env.from_collection([("a", 1)], pairs).key_by(lambda r: r[0])        # 1: source, 2: key_by
+    keyed.print()                                                                # 3: values, 4: sink
+    keyed.add_sink(lambda r: None).set_parallelism(1)                            # 5, 6
+    keyed.project(1).map(lambda r: r).set_parallelism(2)                         # 7, 8 Projection, 9
+    other = env.from_collection([("b", 2)], pairs)                               # 10
+    other.union(keyed).print()                                                   # 11 values, 12 union, 13
+    assert plan_of(env) == [
+        (1, "Source: Collection Source", 1, []),
+        (3, "_keyed_stream_values_operator", 2, [(1, "HASH")]),
+        (4, "Sink: Print to Std. Out", 2, [(3, "FORWARD")]),
+        (5, "_keyed_stream_values_operator", 2, [(1, "HASH")]),
+        (6, "Sink: Unnamed", 1, [(5, "REBALANCE")]),
+        (7, "_keyed_stream_values_operator", 2, [(1, "HASH")]),
+        (8, "Projection", 2, [(7, "FORWARD")]),
+        (9, "Map", 2, [(8, "FORWARD")]),
+        (10, "Source: Collection Source", 1, []),
+        (11, "_keyed_stream_values_operator", 2, [(1, "HASH")]),
+        (13, "Sink: Print to Std. Out", 2, [(10, "REBALANCE"), (11, "FORWARD")]),
+    ]
+    graph = env.get_stream_graph()
+    assert [n.id for n in graph.nodes] == [1, 4, 6, 8, 9, 10, 13]     # no operator for the values
+    assert edges_of(graph) == [(1, 4, "HASH"), (1, 6, "HASH"), (1, 8, "HASH"), (1, 13, "HASH"),
+                               (8, 9, "FORWARD"), (10, 13, "REBALANCE")]
+    assert not graph.node(8).is_keyed       # PyFlink's projection is of the values: a plain map
+    assert graph.node(8).output_type == Types.TUPLE([Types.INT()])
+
+
+def test_a_keyed_union_repartitioned_or_keyed_again_is_drawn_through_its_values_nodes(env):
+    env.set_parallelism(2)
+    union = env.from_collection([1]).key_by(lambda x: x).union(env.from_collection([2]).key_by(lambda x: x))
+    union.rebalance().map(lambda x: x).set_parallelism(3).print()
+    union.key_by(lambda x: x % 2).union(env.from_collection([3])).print()
+    plan = {n[0]: n for n in plan_of(env)}
+    assert [i for i, n in plan.items() if n[1] == "_keyed_stream_values_operator"] == [5, 6, 13]
+    assert plan[5][3] == [(1, "HASH")] and plan[6][3] == [(3, "HASH")]
+    assert plan[9][1:] == ("Map", 3, [(5, "REBALANCE"), (6, "REBALANCE")])     # rebalanced after the values
+    assert plan[13][3] == [(5, "HASH"), (6, "HASH")]                            # keyed again, then values
+    assert plan[15][3] == [(13, "FORWARD"), (12, "REBALANCE")]
+    # What runs: each source's records rebalanced to the Map, and hashed by the second key to the sink.
+    assert edges_of(env.get_stream_graph()) == [(1, 9, "REBALANCE"), (1, 15, "HASH"), (3, 9, "REBALANCE"),
+                                                (3, 15, "HASH"), (9, 10, "REBALANCE"), (12, 15, "REBALANCE")]
+
+class PyFlinkKeyedStreamUnionTests(PyFlinkCommonDataStreamTestCase):
+    """PyFlink 2.3's CommonDataStreamTests.test_keyed_stream_union, its body unchanged: a union of
+    keyed streams is a union of their values, each taken by a ``_keyed_stream_values_operator``."""
+
+    def test_keyed_stream_union(self):
+        ds_1 = self.env.from_collection([1, 2, 3])
+        ds_2 = self.env.from_collection([4, 5, 6])
+        unioned_stream = ds_1.key_by(lambda x: x).union(ds_2.key_by(lambda x: x))
+        unioned_stream.add_sink(self.test_sink)
+        exec_plan = eval(self.env.get_execution_plan())
+        expected_union_node_pre_ids = []
+        union_node_pre_ids = []
+        for node in exec_plan['nodes']:
+            if node['type'] == '_keyed_stream_values_operator':
+                expected_union_node_pre_ids.append(node['id'])
+            if node['pact'] == 'Data Sink':
+                for pre in node['predecessors']:
+                    union_node_pre_ids.append(pre['id'])
+
+        expected_union_node_pre_ids.sort()
+        union_node_pre_ids.sort()
+        self.assertEqual(expected_union_node_pre_ids, union_node_pre_ids)

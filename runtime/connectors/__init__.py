@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from runtime.datastream import connectors as api
 from runtime.datastream.functions import SinkFunction
-from runtime.datastream.operators import PrintSink
+from runtime.datastream.operators import KeyedCollect, PrintSink
 
 
 def _table():
@@ -53,6 +53,7 @@ def _sinks():
         SinkFunction: (function_sink.SinkFunctionWriter, Committer),
         # execute_and_collect's sink: its descriptor is the id of the stream it collects.
         int: (collect_sink.CollectWriter, collect_sink.CollectCommitter),
+        KeyedCollect: (collect_sink.KeyedCollectWriter, collect_sink.CollectCommitter),
     }
 
 

@@ -1,12 +1,15 @@
 """The sink behind ``execute_and_collect()`` (Flink's CollectSinkFunction): each subtask hands its
 records to the driver, which gives them back in the run's result. Its descriptor is the id of
-the stream it collects (``JobExecutionResult.get_collected(id)``)."""
+the stream it collects (``JobExecutionResult.get_collected(id)``), a KeyedCollect of it for a
+KeyedStream."""
 from __future__ import annotations
 
 import gc
 
 from runtime.common.arrow import as_shipped
+from runtime.common.types import Row
 from runtime.connectors.base import Committer
+from runtime.datastream.key_selector import plain_key, select_keys
 from runtime.task.arrow_batch import ArrowBatch
 from runtime.task.record_columns import RecordColumns
 from runtime.task.sink_writer import BufferingSinkWriter
@@ -40,6 +43,22 @@ class CollectWriter(BufferingSinkWriter):
         self._keep_records()
         parts, self.parts = self.parts, []
         return RecordColumns.concat(parts) if len(parts) > 1 else parts[0] if parts else RecordColumns.of([])
+
+
+class KeyedCollectWriter(CollectWriter):
+    """A KeyedStream's records as PyFlink collects its keyed stream: ``Row(f0=key, f1=value)``.
+    PyFlink adds the key to every record to key a stream; Sluice routes the records as they are,
+    so the key is taken again here, on the collect path only."""
+
+    takes_arrow = False
+
+    def write(self, values: list) -> None:
+        keys = map(plain_key, select_keys(self.sink.key_selector, values))
+        self.records.extend(map(_key_and_value, keys, as_shipped(values, self.ctx.input_type)))
+
+
+def _key_and_value(key, value) -> Row:
+    return Row(f0=key, f1=value)
 
 
 class CollectCommitter(Committer):

@@ -19,7 +19,7 @@ from runtime.datastream.connectors.file_system import FileSink
 from runtime.datastream.connectors.kafka import KafkaSink
 from runtime.datastream.operators import (
     Aggregation, BroadcastProcessSpec, ChainingStrategy, CoProcessSpec, CoFlatMapSpec, CoMapSpec,
-    KeyedCoProcessSpec, KeyedProcessSpec, PrintSink, ProcessSpec, FilterSpec,
+    KeyedCollect, KeyedCoProcessSpec, KeyedProcessSpec, PrintSink, ProcessSpec, FilterSpec,
     FilterBatchesSpec, FlatMapSpec, GroupedReduceSpec, KeyedBroadcastProcessSpec, MapBatchesSpec, MapSpec,
     OperatorSpec, SinkSpec,
     TimestampsAndWatermarksSpec, WindowSpec)
@@ -27,11 +27,16 @@ from runtime.datastream.output_tag import OutputTag
 from runtime.datastream.slot_sharing_group import SlotSharingGroup
 from runtime.datastream.state import MapStateDescriptor
 from runtime.datastream.transformations import (
-    VIRTUAL, OneInputTransformation, PartitionTransformation, SideOutputTransformation,
-    SinkTransformation, Transformation, TwoInputTransformation, UnionTransformation)
+    VIRTUAL, KeyedStreamValuesTransformation, OneInputTransformation, PartitionTransformation,
+    SideOutputTransformation, SinkTransformation, Transformation, TwoInputTransformation,
+    UnionTransformation)
 
 if TYPE_CHECKING:
     from runtime.datastream.stream_execution_environment import StreamExecutionEnvironment
+
+# The name of the map PyFlink takes a KeyedStream's values with (PythonConfigUtil's
+# KEYED_STREAM_VALUE_OPERATOR_NAME): the plan's node where a keyed stream is used as a plain one.
+KEYED_STREAM_VALUE_OPERATOR_NAME = "_keyed_stream_values_operator"
 
 
 class FieldKeySelector(fn.KeySelector):
@@ -409,10 +414,12 @@ class DataStream:
         return KeyedStream(self._env, t, selector, key_type)
 
     def union(self, *streams: "DataStream") -> "DataStream":
-        """Merges streams of the same type into one (Flink's ``union``).
+        """Merges streams of the same type into one (Flink's ``union``); a KeyedStream's records
+        join as they are, no longer keyed.
 
             everything = clicks.union(views, purchases)
         """
+        streams = tuple(s._values() if isinstance(s, KeyedStream) else s for s in streams)
         for s in streams:
             if not isinstance(s, DataStream):
                 raise TypeError(f"union() takes DataStreams, got {s!r}")
@@ -643,12 +650,16 @@ class DataStream:
         return self._sink(SinkSpec(kind="function", sink=f), "Unnamed")
 
     def execute_and_collect(self, job_name: Optional[str] = None, limit: Optional[int] = None):
-        """Runs the job and returns its records (all of them, or the first ``limit``), iterable.
+        """Runs the job and returns its records (all of them, or the first ``limit``), iterable;
+        a KeyedStream's as ``Row(f0=key, f1=value)``, as PyFlink's.
 
             doubled = list(env.from_collection([1, 2, 3]).map(lambda x: x * 2).execute_and_collect())
         """
-        sink = self._sink(SinkSpec(kind="collect", sink=self._t.id), "Collect Stream Sink")
-        return self._env._execute_and_collect(job_name, sink._t, limit)
+        return self._env._execute_and_collect(job_name, self._collect_sink()._t, limit)
+
+    def _collect_sink(self) -> "DataStreamSink":
+        """execute_and_collect's sink; its descriptor is the id of the stream it collects."""
+        return self._sink(SinkSpec(kind="collect", sink=self._t.id), "Collect Stream Sink")
 
 
 class DataStreamSink:
@@ -693,6 +704,48 @@ class KeyedStream(DataStream):
 
     def _state_key(self) -> dict:
         return {"state_key_selector": self._key_selector, "state_key_type": self._key_type}
+
+    def _values(self) -> DataStream:
+        """The records as a plain stream (PyFlink's ``KeyedStream._values()``): no operator runs,
+        the plan shows PyFlink's ``_keyed_stream_values_operator`` (transformations.py)."""
+        t = self._env._add(KeyedStreamValuesTransformation(
+            id=self._env._new_id(), name=KEYED_STREAM_VALUE_OPERATOR_NAME,
+            output_type=self._t.output_type, input=self._t))
+        return DataStream(self._env, t)
+
+    # As PyFlink's KeyedStream, these take the records as a plain stream.
+    def union(self, *streams: DataStream) -> DataStream:
+        """Merges the records, no longer keyed, with other streams' (``DataStream.union``).
+
+            everything = clicks.key_by(lambda c: c.user).union(views)
+        """
+        return self._values().union(*streams)
+
+    def add_sink(self, sink_func) -> "DataStreamSink":
+        """``DataStream.add_sink`` of the records; each reaches the sink's subtask of its key.
+
+            alerts.key_by(lambda a: a.user).add_sink(lambda alert: log.warning("alert: %s", alert))
+        """
+        return self._values().add_sink(sink_func)
+
+    def print(self, sink_identifier: Optional[str] = None) -> "DataStreamSink":
+        """``DataStream.print`` of the records; each reaches the sink's subtask of its key.
+
+            counts.key_by(lambda c: c[0]).print("counts")
+        """
+        return self._values().print(sink_identifier)
+
+    def project(self, *field_indexes: int) -> DataStream:
+        """``DataStream.project`` of the records, a plain (not keyed) map.
+
+            orders.key_by(lambda o: o[0]).project(2, 0)
+        """
+        return self._values().project(*field_indexes)
+
+    def _collect_sink(self) -> "DataStreamSink":
+        # PyFlink carries a keyed stream's records as Row(key, value) and collects them so.
+        return self._sink(SinkSpec(kind="collect", sink=KeyedCollect(self._t.id, self._key_selector)),
+                          "Collect Stream Sink")
 
     def process(self, func, output_type=None) -> DataStream:
         """Runs a KeyedProcessFunction per record, with keyed state and timers (or a function of

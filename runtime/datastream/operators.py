@@ -7,7 +7,7 @@ executing operator of each, under Flink's name.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional
 
 
@@ -194,7 +194,18 @@ class SinkSpec(OperatorSpec):
     """A sink: ``kind`` is "print", "collect", "delta", "file" or "function"."""
 
     kind: str = "function"
-    sink: Any = None            # PrintSink / DeltaSink / SinkFunction / collect id
+    sink: Any = None            # PrintSink / DeltaSink / SinkFunction / collect id or KeyedCollect
+
+
+@dataclass(frozen=True)
+class KeyedCollect:
+    """The descriptor of ``execute_and_collect()``'s sink on a KeyedStream (on a plain stream it is
+    the stream's id): the records come back as PyFlink's keyed stream carries them,
+    ``Row(f0=key, f1=value)``, the key taken by ``key_selector``. Equal by the stream's id alone,
+    as the run's result is looked up by it."""
+
+    stream_id: int
+    key_selector: Any = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -144,4 +144,21 @@ class SideOutputTransformation(Transformation):
         return (self.input,)
 
 
-VIRTUAL = (PartitionTransformation, UnionTransformation, SideOutputTransformation)
+@dataclass(eq=False)
+class KeyedStreamValuesTransformation(Transformation):
+    """Virtual: a KeyedStream's records taken as a plain stream again (its union, sinks, project).
+
+    PyFlink carries a keyed stream's records as ``Row(key, value)`` and takes the values back with
+    a map named ``_keyed_stream_values_operator``; Sluice's keyed records are the values already,
+    so this becomes no operator (the records go by key straight to the next one), only the node
+    PyFlink's plan has in the plan JSON."""
+
+    input: Transformation = None
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+
+VIRTUAL = (PartitionTransformation, UnionTransformation, SideOutputTransformation,
+           KeyedStreamValuesTransformation)

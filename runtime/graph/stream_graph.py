@@ -1,9 +1,9 @@
 """StreamGraph: one node per operator, edges carrying their partitioner.
 
 ``generate_stream_graph`` is Flink's StreamGraphGenerator as a pure function: virtual
-transformations (partitioning, union, side outputs) become no node, only edge properties;
-an edge with no partitioner gets FORWARD when the parallelism matches and REBALANCE
-otherwise; FORWARD across a parallelism change is refused.
+transformations (partitioning, union, side outputs, a keyed stream's values) become no node,
+only edge properties; an edge with no partitioner gets FORWARD when the parallelism matches and
+REBALANCE otherwise; FORWARD across a parallelism change is refused.
 """
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from runtime.datastream.connectors.base import Boundedness
 from runtime.datastream.operators import ChainingStrategy, OperatorSpec, SinkSpec, SourceSpec
 from runtime.datastream.pipeline import Pipeline, PipelineSettings
 from runtime.datastream.transformations import (
-    OneInputTransformation, PartitionTransformation, SideOutputTransformation, SinkTransformation,
-    SourceTransformation, Transformation, TwoInputTransformation, UnionTransformation)
+    VIRTUAL, KeyedStreamValuesTransformation, OneInputTransformation, PartitionTransformation,
+    SideOutputTransformation, SinkTransformation, SourceTransformation, Transformation,
+    TwoInputTransformation, UnionTransformation)
 from runtime.graph.plan_json import streaming_plan_as_json
 from runtime.state.key_groups import compute_default_max_parallelism
 
@@ -55,12 +56,27 @@ class StreamNode:
 
 
 @dataclass(frozen=True)
+class ShownNode:
+    """A node the plan JSON shows that runs as no operator: PyFlink's ``_keyed_stream_values_operator``
+    (a KeyedStreamValuesTransformation), so that a plan has the nodes PyFlink's has, at the
+    parallelism PyFlink's map has (the default)."""
+
+    id: int
+    operator_name: str
+    parallelism: int
+
+
+@dataclass(frozen=True)
 class StreamEdge:
     source_id: int
     target_id: int
     type_number: int                # 0: one-input; 1 or 2: input of a two-input operator
     partitioner: part.StreamPartitioner
     output_tag: Any = None          # side output this edge carries, None for the main output
+    # The shown nodes the plan draws this edge through, in order, each with the partitioner into
+    # it; and the partitioner from the last of them to the target.
+    shown_through: tuple = field(default=(), compare=False)
+    shown_partitioner: Optional[part.StreamPartitioner] = field(default=None, compare=False)
 
     @property
     def edge_id(self) -> str:
@@ -75,6 +91,7 @@ class StreamGraph:
     edges: tuple[StreamEdge, ...]
     # The SlotSharingGroups that declare resources, one per name (Flink's slotSharingGroupResource).
     slot_sharing_groups: tuple = ()
+    shown_nodes: tuple[ShownNode, ...] = ()     # nodes of the plan JSON only
 
     @property
     def job_name(self) -> str:
@@ -140,13 +157,16 @@ class _Output:
     node_id: int
     partitioner: Optional[part.StreamPartitioner] = None
     output_tag: Any = None
+    # The shown nodes it passed ((node, partitioner into it), ...) and the partitioner set since
+    # the last of them (or since the node it comes from).
+    through: tuple = ()
+    partitioner_since: Optional[part.StreamPartitioner] = None
 
 
 def generate_stream_graph(pipeline: Pipeline) -> StreamGraph:
     """Compile the job's transformations into its StreamGraph (Flink's StreamGraphGenerator)."""
     transformations, settings = pipeline.transformations, pipeline.settings
-    if not any(not isinstance(t, (PartitionTransformation, UnionTransformation, SideOutputTransformation))
-               for t in transformations):
+    if not any(not isinstance(t, VIRTUAL) for t in transformations):
         raise StreamGraphError(
             "No operators defined in streaming topology. Cannot execute. Add a sink such as print().")
     gen = _Generator(settings)
@@ -154,7 +174,8 @@ def generate_stream_graph(pipeline: Pipeline) -> StreamGraph:
         gen.transform(t)
     nodes = tuple(sorted(gen.nodes.values(), key=lambda n: n.id))
     settings = replace(settings, runtime_mode=resolve_runtime_mode(settings.runtime_mode, nodes))
-    graph = StreamGraph(settings, nodes, tuple(gen.edges), tuple(gen.slot_sharing_groups.values()))
+    graph = StreamGraph(settings, nodes, tuple(gen.edges), tuple(gen.slot_sharing_groups.values()),
+                        tuple(gen.shown_nodes.values()))
     order = graph.topological_order()
     return replace(graph, nodes=_with_operator_ids(graph, order))
 
@@ -183,12 +204,20 @@ class _Generator:
         self.edges: list[StreamEdge] = []
         self.done: dict[int, tuple[_Output, ...]] = {}
         self.slot_sharing_groups = {g.get_name(): g for g in settings.slot_sharing_groups}
+        self.shown_nodes: dict[int, ShownNode] = {}
 
     def transform(self, t: Transformation) -> tuple[_Output, ...]:
         if t.id in self.done:
             return self.done[t.id]
         if isinstance(t, PartitionTransformation):
-            out = tuple(replace(o, partitioner=t.partitioner) for o in self.transform(t.input))
+            out = tuple(replace(o, partitioner=t.partitioner, partitioner_since=t.partitioner)
+                        for o in self.transform(t.input))
+        elif isinstance(t, KeyedStreamValuesTransformation):
+            # The records keep their route (by key, to the next operator); the plan shows the node.
+            shown = self.shown_nodes[t.id] = ShownNode(t.id, t.name, self.settings.default_parallelism)
+            out = tuple(replace(o, through=o.through + ((shown, self._shown_partitioner(o, shown.parallelism)),),
+                                partitioner_since=None)
+                        for o in self.transform(t.input))
         elif isinstance(t, SideOutputTransformation):
             out = tuple(replace(o, output_tag=t.output_tag) for o in self.transform(t.input))
         elif isinstance(t, UnionTransformation):
@@ -256,11 +285,15 @@ class _Generator:
             output_type=t.output_type, operator=operator,
             state_key_selectors=tuple(key_selectors) if any(k is not None for k in key_selectors) else ())
 
+    def _shown_partitioner(self, upstream: _Output, parallelism: int) -> part.StreamPartitioner:
+        """How the plan draws ``upstream`` into a node of ``parallelism`` from the last shown node
+        it passed (or its own node)."""
+        last = upstream.through[-1][0] if upstream.through else self.nodes[upstream.node_id]
+        return upstream.partitioner_since or _default_partitioner(last.parallelism, parallelism)
+
     def _add_edge(self, upstream: _Output, target_id: int, type_number: int) -> None:
         source, target = self.nodes[upstream.node_id], self.nodes[target_id]
-        p = upstream.partitioner
-        if p is None:
-            p = part.ForwardPartitioner() if source.parallelism == target.parallelism else part.RebalancePartitioner()
+        p = upstream.partitioner or _default_partitioner(source.parallelism, target.parallelism)
         if isinstance(p, part.ForwardPartitioner) and source.parallelism != target.parallelism:
             raise StreamGraphError(
                 "Forward partitioning does not allow change of parallelism. Upstream operation: "
@@ -270,7 +303,16 @@ class _Generator:
         if isinstance(p, part.KeyGroupStreamPartitioner):
             # The producer routes by the consumer's key groups.
             p = replace(p, max_parallelism=target.max_parallelism)
-        self.edges.append(StreamEdge(source.id, target.id, type_number, p, upstream.output_tag))
+        shown = self._shown_partitioner(upstream, target.parallelism) if upstream.through else None
+        self.edges.append(StreamEdge(source.id, target.id, type_number, p, upstream.output_tag,
+                                     tuple((n.id, into) for n, into in upstream.through), shown))
+
+
+def _default_partitioner(source_parallelism: int, target_parallelism: int) -> part.StreamPartitioner:
+    """An edge without a partitioner: FORWARD when the parallelism matches, else REBALANCE."""
+    if source_parallelism == target_parallelism:
+        return part.ForwardPartitioner()
+    return part.RebalancePartitioner()
 
 
 def _collect_parallelism(t: Transformation, inputs: list[StreamNode]) -> Optional[int]:
