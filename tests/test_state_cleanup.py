@@ -11,7 +11,6 @@ a deletion is written as a tombstone, so a restore does not bring it back. A rea
 backend checks the same through ``sluice state``'s reader.
 """
 import dataclasses
-import os
 
 import pytest
 
@@ -73,6 +72,8 @@ class KeyedEpochs:
     """The keyed operator of a job (``build(keyed stream) -> stream``) run epoch by epoch in this
     process, each epoch a task of its own ending in a checkpoint, as the driver deploys them."""
 
+    kept_paths: set = set()     # of the backends a worker may keep
+
     def __init__(self, build, backend: str, folder, kept: bool):
         env = StreamExecutionEnvironment.get_execution_environment()
         env.get_configuration().set_string("state.backend.type", backend)
@@ -91,13 +92,19 @@ class KeyedEpochs:
         op_id = self.vertex.head.operator_id
         restored = RestoredState({op_id: tuple(self.chain)}, {op_id: 1}, dict(self.checksums)) if self.chain else None
         tdd = TaskDeploymentDescriptor(
-            self.vertex.id, 0, 0, epoch=epoch, processing_time=now, end_of_input=False, restored_state=restored,
+            self.vertex.id, 0, 0, epoch=epoch or 0, processing_time=now, end_of_input=False, restored_state=restored,
             snapshot_dir=str(self.folder / f"checkpoint-{epoch}" / "{table}") if snapshot else None,
-            state_version=f"v{epoch}", next_state_version=f"v{epoch + 1}", state_dir=str(self.folder / "local"),
+            state_version=None if epoch is None else f"v{epoch}",
+            next_state_version=None if epoch is None else f"v{epoch + 1}",
+            state_dir=str(self.folder / ("local" if epoch is not None else "rebuilt")),
             incremental=frozenset({op_id}) if incremental else frozenset())
         task = StreamTask(self.job_graph, tdd, {})
-        task.state.restore(task.chain.all_operators, Acknowledgement(self.vertex.id, 0))
+        restored = Acknowledgement(self.vertex.id, 0)
+        task.state.restore(task.chain.all_operators, restored)
         head = task.head
+        KeyedEpochs.kept_paths.add(getattr(head.backend, "path", None))
+        if self.kept and epoch and head.keeps_local_state():
+            assert (restored.store_hits, restored.store_misses) == (1, 0), "the kept backend was not used"
         head.output = _Recorder()
         if self.watermark is not None:
             head.current_watermark = self.watermark
@@ -138,8 +145,9 @@ class KeyedEpochs:
         return head.output.records
 
     def restored_state(self) -> dict:
-        """The operator's state as a task rebuilds it from the checkpoint's files."""
-        task = self._task(self.epoch, T0, incremental=False, snapshot=False)
+        """The operator's state as a task rebuilds it from the checkpoint's files (a store of its
+        own: the epochs' kept backend stays as it is)."""
+        task = self._task(None, T0, incremental=False, snapshot=False)
         try:
             return self._rows(task.head.snapshot())
         finally:
@@ -170,8 +178,8 @@ def kept(request, monkeypatch):
     if request.param == "kept":
         monkeypatch.setattr(kept_stores, "keeps_stores", lambda: True)
     yield request.param == "kept"
-    for path in list(kept_stores._kept):
-        store = kept_stores.take(path)
+    while KeyedEpochs.kept_paths:      # the stores this test's runs left open
+        store = kept_stores.take(KeyedEpochs.kept_paths.pop())
         if store is not None:
             store.close()
 
