@@ -194,6 +194,7 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
         if master.startswith("local"):
             builder = builder.config("spark.ui.enabled", "false")
             with_local_jvm_options(settings)
+            with_loopback_driver(settings)
         builder = _with_delta(builder, settings, master.startswith("local"))
         for key in ("spark.jars", "spark.sql.extensions", "spark.sql.catalog.spark_catalog"):
             if key in builder._options:     # merged with Delta's by _with_delta
@@ -260,6 +261,22 @@ def with_local_jvm_options(settings: dict) -> None:
         ours.append(f"-XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off")
     if ours:
         settings[DRIVER_JAVA_OPTIONS] = " ".join(filter(None, (*ours, settings.get(DRIVER_JAVA_OPTIONS))))
+
+
+LOOPBACK = "127.0.0.1"
+LOCAL_IP_VARIABLE = "SPARK_LOCAL_IP"
+
+
+def with_loopback_driver(settings: dict) -> None:
+    """A local master's driver (its RPC endpoint and block manager, the whole of Spark in local mode)
+    listens on the loopback address, unless the settings or ``SPARK_LOCAL_IP`` name another: nothing
+    outside the machine talks to it. Without this Spark binds to the address of the machine's first
+    interface and warns, in every run, that the hostname resolves to a loopback address. Spark's
+    JVM reads ``SPARK_LOCAL_IP`` from this process's environment (and its Python workers inherit it).
+    A cluster's driver keeps its address: executors elsewhere connect to it."""
+    address = os.environ.setdefault(LOCAL_IP_VARIABLE, LOOPBACK)
+    settings.setdefault("spark.driver.bindAddress", address)
+    settings.setdefault("spark.driver.host", address)
 
 
 def session_usable(spark) -> bool:
