@@ -1,4 +1,4 @@
-"""The ``sluice`` command line.
+"""The sluice command line: Flink's CLI for jobs that run on Spark.
 
     sluice plan JOB.py [-p P] [--format stream|job|execution|slots] [-- JOB ARGS]
     sluice run JOB.py [--master URL] [--warehouse DIR] [--max-epochs N] [--restore-from latest|N|PATH] [-- JOB ARGS]
@@ -6,14 +6,16 @@
     sluice checkpoints JOB.py [-- JOB ARGS]
     sluice savepoint JOB.py [--checkpoint N] [--target DIR] [-- JOB ARGS]
     sluice stop JOB.py [--savepoint-path DIR] [--timeout S] [-- JOB ARGS]
-    sluice state JOB.py --operator UID [--checkpoint N | --savepoint PATH] [-- JOB ARGS]
+    sluice state JOB.py --operator UID [--checkpoint N | --savepoint PATH] [--format table|json] [-- JOB ARGS]
     sluice maintain JOB.py [--warehouse DIR] [-- JOB ARGS]
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import shlex
 import sys
 import time
 import traceback
@@ -63,19 +65,27 @@ def _run(args: argparse.Namespace) -> int:
             if args.parallelism or args.job_args:
                 raise ValueError("--plan runs a compiled plan as it was compiled: drop --parallelism and the "
                                  "job's arguments, or run the job script without --plan")
-            result = SparkPipelineExecutor(**overrides).execute(load_plan(args.plan).stream_graph)
-        else:
+            result = SparkPipelineExecutor(restarts=True, **overrides).execute(load_plan(args.plan).stream_graph)
+        else:   # the job's restart strategy applies, as to a job Flink's CLI submits
             result = run_job(args.job, args.job_args, parallelism=args.parallelism,
-                             configuration=configuration, **overrides)
+                             configuration=configuration, restarts=True, **overrides)
     except (JobExecutionException, NoResourceAvailableException, CheckpointException,
             JobAlreadyRunningException, FileNotFoundError) as e:
         return _failed(args, e)
     except KeyboardInterrupt:
-        print("sluice run: cancelled", file=sys.stderr)
+        print(f"sluice {args.command}: canceled; resume it with: {_command(args, 'run')}", file=sys.stderr)
         return 130
     print(f"Job '{result.job_name}' ({result.job_id}) finished: {result.epoch_count} epoch(s) in "
           f"{result.net_runtime_ms / 1000:.1f} s, run {result.run_id}", file=sys.stderr)
     return 0
+
+
+def _command(args: argparse.Namespace, command: str, *options: str) -> str:
+    """The ``sluice`` command line that acts on the same job as ``args``: its script, the warehouse
+    it was given and the job's arguments (to copy and paste)."""
+    warehouse = ("--warehouse", args.warehouse) if getattr(args, "warehouse", None) else ()
+    job_args = ("--", *args.job_args) if args.job_args else ()
+    return shlex.join(("sluice", command, args.job, *warehouse, *options, *job_args))
 
 
 def _located(args: argparse.Namespace) -> tuple[str, str]:
@@ -120,7 +130,7 @@ def _savepoint(args: argparse.Namespace) -> int:
     from runtime.checkpoint.savepoint import take_savepoint
     path = take_savepoint(_storage(args), args.target, args.checkpoint)
     print(f"Savepoint completed. Path: {path}")
-    print(f"Restore with: sluice restore {args.job} --savepoint {path}")
+    print(f"Restore with: {_command(args, 'restore', '--savepoint', path)}")
     return 0
 
 
@@ -142,7 +152,7 @@ def _stop(args: argparse.Namespace) -> int:
               + (f": {ended.failure}" if ended.failure else ""), file=sys.stderr)
         return 1
     print(f"Savepoint completed. Path: {ended.savepoint}")
-    print(f"Restore with: sluice restore {args.job} --savepoint {ended.savepoint}")
+    print(f"Restore with: {_command(args, 'restore', '--savepoint', ended.savepoint)}")
     return 0
 
 
@@ -152,7 +162,7 @@ def _state(args: argparse.Namespace) -> int:
     columns = ["kind", "state", "key_group", "key", "namespace", "value", "subtask"]
     if args.format == "json":
         for r in rows:
-            print(json.dumps(r, default=repr))
+            print(json.dumps(jsonable(r)))
         return 0
     shown = rows if args.limit is None else rows[:args.limit]
     cells = [[("" if r[c] is None else str(r[c])) for c in columns] for r in shown]
@@ -163,6 +173,23 @@ def _state(args: argparse.Namespace) -> int:
     if len(shown) < len(rows):
         print(f"... {len(rows) - len(shown)} more rows (--limit)")
     return 0
+
+
+def jsonable(value):
+    """A state row's values as JSON can hold them: a dataclass (a TimeWindow) as its fields, a dict
+    whose keys are not strings or numbers (a session window's merging set, keyed by TimeWindow) as a
+    list of ``{"key", "value"}``, tuples and sets as lists, anything else JSON lacks by its repr."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        if all(k is None or isinstance(k, (bool, int, float, str)) for k in value):
+            return {k: jsonable(v) for k, v in value.items()}
+        return [{"key": jsonable(k), "value": jsonable(v)} for k, v in value.items()]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in value]
+    return repr(value)
 
 
 def _maintain(args: argparse.Namespace) -> int:
@@ -202,7 +229,8 @@ def _run_options(p: argparse.ArgumentParser) -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from runtime.common.logs import console_logging
     console_logging()       # progress and warnings on stderr, at their levels
-    parser = argparse.ArgumentParser(prog="sluice", description=__doc__)
+    parser = argparse.ArgumentParser(prog="sluice", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)   # a line per command
     sub = parser.add_subparsers(dest="command", required=True)
     plan = sub.add_parser("plan", help="compile a job script and print its plan")
     _job_argument(plan, warehouse=False)

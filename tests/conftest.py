@@ -46,7 +46,7 @@ SLOW_TESTS = {
              r"test_state_ttl\.py::.*\[hashmap.*\]",    # test_state_backends.py checks hashmap TTL without Spark
              r"test_table_maintenance\.py::test_a_stopped_jobs_own_tables_.*",     # 4 runs; the held job stays
              r"test_delta_upsert\.py::test_a_(rolling_count|null_key_in_a_job).*",    # the merge's unit tests stay
-             r"test_cli\.py::test_sluice_(stop|run_restarts)_.*",     # test_job_stop.py decides stops without Spark
+             r"test_cli\.py::test_sluice_(stop|run_restarts|run_in_a_terminal)_.*",     # test_job_stop.py decides stops without Spark
              r"test_spark_session\.py::test_an_archive_is_made_.*",     # a JVM's start and its dump
              r"test_state_cleanup\.py::test_a_jobs_.*"),     # the Spark-free tests cover each operator
     "delta_spark": DELTA_SPARK,
@@ -103,7 +103,6 @@ def pytest_collection_finish(session):
 @pytest.fixture(scope="session")
 def spark():
     from runtime.execution.spark import get_spark_session
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     with pytest.MonkeyPatch.context() as mp:
         if jvm_options.OWNED:
             # It runs all along, and runs the delta-spark tests' Spark SQL: C2 pays there (those

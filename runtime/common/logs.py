@@ -11,8 +11,15 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 
 RUNTIME_LOGGER = "runtime"
+
+
+def utc_time(ms: int) -> str:
+    """Epoch milliseconds (an event time, a watermark) as a person reads them: ``2026-11-28 06:13:28.123 UTC``."""
+    seconds, millis = divmod(int(ms), 1000)
+    return f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(seconds))}.{millis:03d} UTC"
 
 
 class _ConsoleFormatter(logging.Formatter):
@@ -31,3 +38,6 @@ def console_logging(level: int = logging.INFO) -> None:
     handler.setFormatter(_ConsoleFormatter())
     logger.addHandler(handler)
     logger.setLevel(level)
+    # Not to the root logger as well: a library that logs through it (py4j's logging.exception)
+    # gives it a handler of its own (logging.basicConfig), and each line would print twice.
+    logger.propagate = False

@@ -24,6 +24,7 @@ from typing import Optional
 from runtime.checkpoint.coordinator import CheckpointCoordinator
 from runtime.checkpoint.incremental import IncrementalPolicy, StateChains
 from runtime.checkpoint.storage import CheckpointStorage
+from runtime.common.logs import utc_time
 from runtime.common.watermark_strategy import MIN_WATERMARK
 from runtime.execution import dependencies
 from runtime.execution.checkpoint_completion import CheckpointCompletion
@@ -37,7 +38,7 @@ from runtime.execution.recovery import Recovery, StartingPoint
 from runtime.execution.restarts import run_attempts
 from runtime.execution.source_coordinator import SourceCoordinator
 from runtime.execution.stop_request import StopRequest, clear_request, pending_request
-from runtime.execution.spark import cancel_requested, get_spark_session, task_managers
+from runtime.execution.spark import cancel_requested, get_spark_session, session_active, task_managers
 from runtime.execution.state_assignment import TaskStates
 from runtime.graph.execution_graph import build_execution_graph
 from runtime.graph.execution_state import ExecutionState
@@ -53,6 +54,8 @@ from runtime.storage.layout import job_dir
 from runtime.task.operator_factory import snapshots_incrementally
 
 log = logging.getLogger(__name__)
+# An epoch still running after this long says when it started (its line comes when it ends).
+SLOW_EPOCH_S = 5.0
 
 
 class JobRunner:
@@ -97,9 +100,14 @@ class JobRunner:
         self.planner = EpochPlanner(job_graph, options, self.storage, self.coordinator, self.sources, self.states,
                                     self.run_id, self.run_dir, self.batch)
         self.checkpoints = CheckpointCompletion(job_graph, self.coordinator, self.sources, self.states, self._report)
+        asked = time.time()
+        starts_session = spark is None and not session_active()
         self.spark = spark or get_spark_session(options.master, f"sluice: {stream_graph.job_name}",
                                                 dependencies.spark_settings(configuration),
                                                 slot_pools=partial(shares_slots, job_graph))
+        if starts_session:      # the first thing a run waits for: say it is over
+            self._say(f"Spark session up in {time.time() - asked:.1f} s ({self.spark.sparkContext.master}, "
+                      f"Spark {self.spark.version})")
         dependencies.apply(self.spark, configuration)   # add_python_file, add_jars, set_python_requirements
         # Fails with Flink's NoResourceAvailableException when the cluster has too few slots.
         required = sum(slots_required_per_group(self.execution_graph).values())
@@ -110,6 +118,8 @@ class JobRunner:
         self.watermark = MIN_WATERMARK      # the job's: the minimum over its sinks' subtasks
         self.metrics = RunMetrics()         # user metrics: not checkpointed, they start with the run
         self.decision = None                # the restart strategy's decision on this run's failure
+        self.restarts = False               # its driver restarts it as the strategy decides (restarts.run_attempts)
+        self.earlier_attempts: tuple = ()   # ... the run ids of the driver's earlier attempts, outside Airflow
         self.stopping: Optional[StopRequest] = None     # a stop with savepoint, seen at an epoch boundary
 
     def _preflight(self):
@@ -132,9 +142,14 @@ class JobRunner:
         return "CANCELED"
 
     def _canceled(self, result: JobExecutionResult) -> str:
-        """A cancel: one line says so (the Spark jobs' teardown is kept quiet, runtime.execution.spark)."""
+        """A cancel: one line says so (the Spark jobs' teardown is kept quiet, runtime.execution.spark),
+        naming the job's latest completed checkpoint: the one completing as the cancel came is taken
+        first (a run that completed none names the one it restored)."""
+        self.checkpoints.settle(failing=True)
+        completed = self.storage.completed()
+        latest = completed[-1].checkpoint_id if completed else "none"
         log.warning("[%s] canceled after %s epoch(s) of attempt %s; its completed checkpoints stay (latest: %s)",
-                    self.job_graph.job_name, result.epoch_count, self.options.attempt, result.last_checkpoint)
+                    self.job_graph.job_name, result.epoch_count, self.options.attempt, latest)
         return self._cancel()
 
     def _say(self, message: str) -> None:
@@ -181,15 +196,15 @@ class JobRunner:
             broadcast = self.epoch_job.sc.broadcast(dependencies.dumps_by_value(self.job_graph))
             self._transition_all(ExecutionState.SCHEDULED)
             self._transition_all(ExecutionState.DEPLOYING)
-            end_of_input = self._run_epochs(broadcast, result)
+            self._run_epochs(broadcast, result)
             self.checkpoints.settle()
-            if end_of_input or self.stopping is not None:
+            if self.stop.is_set():      # canceled (JobClient.cancel): its checkpoints stay
+                status = self._cancel()
+            else:   # the input ended, max_epochs were run (a bounded run), or a stop with savepoint
                 if self.stopping is not None:
                     result.savepoint = self._savepoint(self.stopping)
                 self._transition_all(ExecutionState.FINISHED)
                 status = "FINISHED"
-            else:
-                status = self._cancel()
         except KeyboardInterrupt:
             status = self._canceled(result)     # stopped by the user: Flink's cancel; checkpoints stay
             raise
@@ -229,11 +244,14 @@ class JobRunner:
             application_id=self.spark.sparkContext.applicationId),
             self.options.compact_after_files, self.options.log_retention_s, self.restore_point)
 
-    def _run_epochs(self, broadcast, result: JobExecutionResult) -> bool:
-        """Epoch after epoch until the input ends (True), max_epochs or a cancel (False); a failed
-        epoch falls back to a checkpoint when it can."""
+    def _run_epochs(self, broadcast, result: JobExecutionResult) -> None:
+        """Epoch after epoch until the input ends, max_epochs were run, a stop with savepoint or a
+        cancel; a failed epoch falls back to a checkpoint when it can. A Ctrl-C
+        (runtime.execution.spark) between two epochs ends the run there."""
         epoch = self.start.first_epoch
         while True:
+            if cancel_requested():
+                raise KeyboardInterrupt(f"job '{self.job_graph.job_name}' canceled")
             epoch_started = time.time()
             try:
                 summary, end_of_input = self._run_epoch(epoch, broadcast)
@@ -247,7 +265,7 @@ class JobRunner:
                 self._report(summary)       # else once its checkpoint completed
             epoch += 1
             if end_of_input or self.planner.last_epoch(epoch - 1, self.start) or self.stop.is_set():
-                return end_of_input
+                return
             pause = self.options.epoch_interval_ms / 1000 - (time.time() - epoch_started)
             if pause > 0 and not self.start.replay and self.sources.paced:
                 time.sleep(pause)
@@ -261,7 +279,14 @@ class JobRunner:
                 self._say(f"stop with savepoint requested{' by ' + self.stopping.requested_by if self.stopping.requested_by else ''}"
                           f": epoch {epoch} is the last, ending in a checkpoint")
         plan = self.planner.plan(epoch, self.start, self.watermark, self.execution_graph, self.metrics)
-        payloads = self.epoch_job.run(epoch, broadcast, plan.descriptors)
+        slow = threading.Timer(SLOW_EPOCH_S, self._say, (f"epoch {epoch} started at {utc_time(started * 1000)}, "
+                                                         f"running for {SLOW_EPOCH_S:.0f} s",))
+        slow.daemon = True
+        slow.start()
+        try:
+            payloads = self.epoch_job.run(epoch, broadcast, plan.descriptors)
+        finally:
+            slow.cancel()
         plan.logged.result()    # the epoch's plan is committed before anything it produced is
         acks = self.coordinator.receive_acknowledgements(payloads)
         if os.environ.get("SLUICE_DEBUG"):
@@ -347,29 +372,32 @@ class JobRunner:
                       for v, s in getattr(error, "failed_tasks", ()))
         text = str(error) if isinstance(error, JobExecutionException) else f"{type(error).__name__}: {error}"
         self.decision = decision = recorder.failed(text, names, result, self.restored_from, effective_configuration(
-            settings.restart_strategy, dict(settings.configuration), self.coordinator.enabled))
-        if self.options.dag_run_id:     # a control plane restarts on this decision: say it now
+            settings.restart_strategy, dict(settings.configuration), self.coordinator.enabled), self.earlier_attempts)
+        # A control plane or the driver (restarts) acts on this decision: say it now. A first failure
+        # that does not restart is the caller's to report (sluice run's one line).
+        if self.options.dag_run_id or self.restarts and (decision.restart or self.earlier_attempts):
             log.error("[%s] attempt %s failed: %s", self.job_graph.job_name, self.options.attempt, error)
             (log.warning if decision.restart else log.error)("[%s] %s", self.job_graph.job_name, decision.describe())
 
 
 def execute_stream_graph(stream_graph: StreamGraph, options: Optional[ExecutionOptions] = None,
-                         stop: Optional[threading.Event] = None) -> JobExecutionResult:
+                         stop: Optional[threading.Event] = None, restarts: bool = False) -> JobExecutionResult:
     """Run a compiled job on Spark; ``stop`` set ends it after its current epoch (a JobClient's cancel).
-    Under a control plane, a failed attempt restarts in the same session as its strategy says
-    (``restarts``)."""
+    Under a control plane, or with ``restarts`` (``sluice run``'s driver), a failed attempt restarts in
+    the same session as the job's restart strategy says (``runtime.execution.restarts``)."""
     from runtime.common.logs import console_logging
     console_logging()       # the progress lines on stderr, unless the program configured logging
     options = options or ExecutionOptions.from_configuration(dict(stream_graph.settings.configuration))
-    return run_attempts(JobRunner, stream_graph, options, stop)
+    return run_attempts(JobRunner, stream_graph, options, stop, restarts)
 
 
 class SparkPipelineExecutor:
     """What ``env.execute()`` finds for ``execution.target: spark`` (the default)."""
 
-    def __init__(self, **overrides):
+    def __init__(self, restarts: bool = False, **overrides):
         self.overrides = overrides      # ExecutionOptions fields a client sets (sluice run's flags)
+        self.restarts = restarts        # the job's restart strategy applies (sluice run's driver)
 
     def execute(self, stream_graph: StreamGraph, stop: Optional[threading.Event] = None) -> JobExecutionResult:
         options = ExecutionOptions.from_configuration(dict(stream_graph.settings.configuration))
-        return execute_stream_graph(stream_graph, options.with_overrides(**self.overrides), stop)
+        return execute_stream_graph(stream_graph, options.with_overrides(**self.overrides), stop, self.restarts)

@@ -128,9 +128,12 @@ class ExecutionHistory:
             for r in latest.values()]
         return sorted(records, key=lambda r: (r.started_at or 0, r.recorded_at or 0), reverse=True)
 
-    def attempts(self, dag_run_id: str) -> list[ExecutionRecord]:
-        """The attempts of one Airflow run, oldest first: what a restart strategy decides on."""
-        return sorted((r for r in self.executions() if dag_run_id and r.dag_run_id == dag_run_id),
+    def attempts(self, dag_run_id: str, run_ids: tuple = ()) -> list[ExecutionRecord]:
+        """The attempts of one run, oldest first: what a restart strategy decides on. Those of an
+        Airflow run, or (no ``dag_run_id``) those ``run_ids`` names: a driver's own attempts, as
+        ``sluice run`` restarts them."""
+        return sorted((r for r in self.executions()
+                       if (r.dag_run_id == dag_run_id if dag_run_id else r.run_id in run_ids)),
                       key=lambda r: (r.attempt, r.started_at or 0))
 
 
@@ -159,10 +162,11 @@ class RunRecorder:
             restored_from=restored_from, savepoint=result.savepoint, **more))
 
     def failed(self, error_text: str, failed_tasks: tuple, result, restored_from: Optional[int],
-               restart_configuration: dict):
-        """Record the failure with the restart strategy's decision on it, which is returned."""
+               restart_configuration: dict, earlier_run_ids: tuple = ()):
+        """Record the failure with the restart strategy's decision on it, which is returned. The
+        earlier attempts it counts: its Airflow run's, else those of ``earlier_run_ids`` (its driver's)."""
         execution, now = self.execution, time.time()
-        earlier = self.history.attempts(execution.dag_run_id) if execution.dag_run_id else []
+        earlier = self.history.attempts(execution.dag_run_id, earlier_run_ids)
         times = [int((r.ended_at or r.recorded_at or now) * 1000) for r in earlier
                  if r.state == FAILED and r.run_id != execution.run_id]
         decision = decide(restart_configuration, times + [int(now * 1000)])

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from runtime.common.logs import utc_time
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.graph.execution_graph import ExecutionGraph
 from runtime.scheduler.slots import SlotPlan
@@ -52,7 +53,7 @@ class EpochSummary:
 
     def progress_line(self, job_name: str) -> str:
         wm = ("none" if self.watermark <= MIN_WATERMARK else
-              "end of input" if self.watermark >= MAX_WATERMARK else str(self.watermark))
+              "end of input" if self.watermark >= MAX_WATERMARK else utc_time(self.watermark))
         cp = f", checkpoint {self.checkpoint_id} ({self.checkpoint_ms:.0f} ms)" if self.checkpoint_id else ""
         local = f", local state {self.local_store_hits}/{self.local_stores}" if self.local_stores else ""
         return (f"[{job_name}] epoch {self.epoch}: {self.records_in} records in, {self.records_out} out, "

@@ -67,6 +67,8 @@ class Recovery:
                 return StartingPoint(replay=logged)
         else:
             warn_start_over(self.job_graph, self.storage)
+        if not self.batch:
+            self.say("no checkpoint to restore: the job starts fresh")
         self.storage.log_start(run_id, self.coordinator.next_id)
         return StartingPoint()
 

@@ -48,11 +48,11 @@ def subtask_attempts(graph: ExecutionGraph, failover_strategy: str, attempts: li
 
 
 def attempt_overrides(graph: ExecutionGraph, configuration: dict, warehouse: str, job_name: str,
-                      dag_run_id: str, restore_from: Optional[str]) -> dict:
-    """The options of the Airflow run's next attempt: its number (after those in the history), what
-    it restores (the run's ask the first time; after a failure the latest completed checkpoint,
-    Flink's failover) and its subtasks' attempt numbers."""
-    earlier = ExecutionHistory(job_dir(warehouse, job_name)).attempts(dag_run_id)
+                      dag_run_id: str, restore_from: Optional[str], run_ids: tuple = ()) -> dict:
+    """The options of the run's next attempt: its number (after those in the history: the Airflow
+    run's, else those of ``run_ids``), what it restores (the run's ask the first time; after a
+    failure the latest completed checkpoint, Flink's failover) and its subtasks' attempt numbers."""
+    earlier = ExecutionHistory(job_dir(warehouse, job_name)).attempts(dag_run_id, run_ids)
     failover = configuration.get(FAILOVER_STRATEGY_KEY, REGION)
     restarted = any(r.state == FAILED for r in earlier)
     return {"restore_from": "latest" if restarted else restore_from,
@@ -60,23 +60,29 @@ def attempt_overrides(graph: ExecutionGraph, configuration: dict, warehouse: str
             "subtask_attempts": json.dumps(subtask_attempts(graph, failover, earlier))}
 
 
-def run_attempts(job_runner, stream_graph, options: ExecutionOptions, stop: Optional[threading.Event] = None):
+def run_attempts(job_runner, stream_graph, options: ExecutionOptions, stop: Optional[threading.Event] = None,
+                 restarts: bool = False):
     """Run the job (each attempt a ``job_runner(stream_graph, options, spark, restart_attempt)``: the
     JobRunner), and while the restart strategy says so, run it again in the same session after its
-    delay. Only for a run under a control plane (``options.dag_run_id``): ``sluice run`` alone does
-    not restart (the JobRunner's failure is raised, with its decision in the history)."""
+    delay. For a driver that a control plane (``options.dag_run_id``) or ``sluice run`` started
+    (``restarts``), as Flink applies a job's strategy whoever submits it; a job a program runs
+    in its own process (``env.execute()``, the tests) fails at its first failure, its decision in
+    the history."""
     stop = stop or threading.Event()
     spark = None
     restart_attempt = False
+    run_ids: tuple = ()     # this driver's attempts: the strategy's count outside Airflow
     while True:
         runner = job_runner(stream_graph, options, spark, restart_attempt)
         runner.stop = stop
+        runner.restarts, runner.earlier_attempts = bool(restarts or options.dag_run_id), run_ids
         try:
             return runner.run()
         except Exception as error:
             decision = runner.decision
-            if not options.dag_run_id or decision is None or not decision.restart or cancel_requested():
+            if not runner.restarts or decision is None or not decision.restart or cancel_requested():
                 raise
+            run_ids += (runner.run_id,)
             spark = runner.spark
             if not session_usable(spark):
                 if not discard_session(spark):      # the JVM is spark-submit's: the control plane restarts
@@ -87,11 +93,14 @@ def run_attempts(job_runner, stream_graph, options: ExecutionOptions, stop: Opti
             backoff = decision.backoff_ms / 1000
             options = options.with_overrides(**attempt_overrides(
                 runner.execution_graph, dict(stream_graph.settings.configuration), options.warehouse,
-                runner.job_graph.job_name, options.dag_run_id, options.restore_from))
+                runner.job_graph.job_name, options.dag_run_id, options.restore_from, run_ids))
             log.info("[%s] attempt %s starts in %.1f s (the restart strategy's delay), from the latest completed "
                      "checkpoint%s", runner.job_graph.job_name, options.attempt, backoff,
                      " in the same Spark session" if spark is not None else "")
             deadline = time.time() + backoff
-            if stop.wait(max(0.0, deadline - time.time())):      # stopped or canceled while waiting
-                raise
+            while time.time() < deadline and not cancel_requested():      # a Ctrl-C ends the wait too
+                if stop.wait(min(0.2, max(0.0, deadline - time.time()))):      # stopped or canceled while waiting
+                    raise
+            if cancel_requested():
+                raise KeyboardInterrupt(f"job '{runner.job_graph.job_name}' canceled while waiting to restart") from error
             restart_attempt = True      # its preflight's failure is a failed attempt, restarted as any

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import subprocess
 import threading
 from typing import Callable, Optional, Union
@@ -214,8 +215,15 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
         session.sparkContext.setLogLevel(SPARK_LOG_LEVEL)
         _deploy_store_env(session.sparkContext)
         python_rdds.prepare(session.sparkContext)       # the Java objects every run builds its RDDs with
+        _cancel_on_interrupt()
         _start_python_workers(session.sparkContext, slot_pools)
         return session
+
+
+def session_active() -> bool:
+    """Whether this process has a SparkSession already (``get_spark_session`` then starts none)."""
+    from pyspark.sql import SparkSession
+    return SparkSession.getActiveSession() is not None
 
 
 # The collectors a JVM option may choose (two chosen at once stop the JVM from starting).
@@ -394,19 +402,23 @@ def _not_cancel_teardown(record: logging.LogRecord) -> bool:
     return not (_cancel_requested.is_set() and f"{os.sep}py4j{os.sep}" in record.pathname)
 
 
+def _quiet_teardown() -> None:
+    """A cancel is requested: from now on py4j's and pyspark's own complaints (a reset connection to
+    the JVM as it goes) are the cancel's teardown, and the run says once that it was canceled. py4j
+    logs some through the root logger (logging.exception), hence the root logger's filter."""
+    _cancel_requested.set()
+    for name in ("py4j", "pyspark"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    if _not_cancel_teardown not in logging.root.filters:
+        logging.root.addFilter(_not_cancel_teardown)
+
+
 def cancel_all_jobs() -> None:
     """Cancel every running Spark job of this process's SparkContext, if it has one (Flink's
     Cancel). Remembered: whatever the run meets next (a canceled job, a JVM already stopped by
     the same signal) ends it as CANCELED, not as a failure to restart."""
     from pyspark import SparkContext
-    _cancel_requested.set()
-    # From now on py4j's and pyspark's own complaints (a reset connection to the JVM as it goes) are
-    # the cancel's teardown: the run says once that it was canceled. py4j logs some through the
-    # root logger (logging.exception), hence the root logger's filter.
-    for name in ("py4j", "pyspark"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
-    if _not_cancel_teardown not in logging.root.filters:
-        logging.root.addFilter(_not_cancel_teardown)
+    _quiet_teardown()
     sc = SparkContext._active_spark_context
     if sc is not None:
         # pyspark's accumulator server prints a traceback on stderr (socketserver's handle_error)
@@ -418,6 +430,27 @@ def cancel_all_jobs() -> None:
             sc.cancelAllJobs()
         except Exception:       # the JVM went first: nothing left to cancel
             pass
+
+
+def _cancel_on_interrupt() -> None:
+    """Ctrl-C (SIGINT) cancels the run as Flink's cancel does: its Spark jobs are canceled from a
+    thread of their own, the run ends CANCELED at once (a canceled Spark job) or at its next epoch
+    boundary, and says so in one line; a second Ctrl-C interrupts at once. PySpark's own handler
+    (SparkContext's) cancels the jobs from inside the py4j call the main thread is in, a reentrant
+    call that py4j reports with pages of tracebacks, and raises KeyboardInterrupt there. Only in the
+    main thread, and only in place of PySpark's handler or Python's own (not a program's)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    current = signal.getsignal(signal.SIGINT)
+    if current is signal.default_int_handler or getattr(current, "__module__", "").startswith("pyspark"):
+        signal.signal(signal.SIGINT, _interrupted)
+
+
+def _interrupted(signum, frame) -> None:
+    if _cancel_requested.is_set():
+        raise KeyboardInterrupt
+    _quiet_teardown()
+    threading.Thread(target=cancel_all_jobs, name="sluice-cancel", daemon=True).start()
 
 
 def _accumulator_update_lost(request, client_address) -> None:
