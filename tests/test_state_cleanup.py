@@ -32,6 +32,7 @@ from runtime.graph.job_graph import create_job_graph
 from runtime.state import kept_stores
 from runtime.state.snapshot import TIMER_PREFIX, decode_keys, read_state_file
 from runtime.task.deployment import Acknowledgement, RestoredState, TaskDeploymentDescriptor
+from runtime.task.operators import UserCodeException
 from runtime.task.stream_task import StreamTask
 from runtime_env import job_env
 
@@ -238,16 +239,24 @@ def test_a_session_windows_merging_set_goes_with_its_last_window(tmp_path, backe
 # ---- every window kind: its contents, trigger state and timers go when the window does ------
 
 class Sizes(ProcessWindowFunction):
-    """Emits (key, window start, elements) and keeps a count per window in window state, which
-    its ``clear`` removes when the window is cleaned up (Flink calls it then)."""
+    """Emits (key, window start, elements); with ``per_window``, keeps a count per window in window
+    state, which its ``clear`` removes when the window is cleaned up (Flink calls it then)."""
+
+    def __init__(self, per_window: bool = True):
+        self.per_window = per_window
 
     def process(self, key, context, elements):
-        fired = context.window_state().get_state(ValueStateDescriptor("fired", Types.LONG()))
-        fired.update((fired.value() or 0) + 1)
+        if self.per_window:
+            fired = context.window_state().get_state(FIRED)
+            fired.update((fired.value() or 0) + 1)
         yield key, getattr(context.window(), "start", None), sorted(v for _, v in elements)
 
     def clear(self, context):
-        context.window_state().get_state(ValueStateDescriptor("fired", Types.LONG())).clear()
+        if self.per_window:
+            context.window_state().get_state(FIRED).clear()
+
+
+FIRED = ValueStateDescriptor("fired", Types.LONG())
 
 
 class Total(AggregateFunction):
@@ -312,8 +321,9 @@ CASES = {
     "event-time sessions, count trigger": (
         lambda s: s.window(EventTimeSessionWindows.with_gap(Time.seconds(5))).trigger(CountTrigger.of(2)).reduce(_sum),
         IN_EVENT_TIME, [("a", 7)], ()),
-    "event-time sessions, process with window state": (
-        lambda s: s.window(EventTimeSessionWindows.with_gap(Time.seconds(5))).process(Sizes()), IN_EVENT_TIME,
+    "event-time sessions, process": (
+        lambda s: s.window(EventTimeSessionWindows.with_gap(Time.seconds(5))).process(Sizes(per_window=False)),
+        IN_EVENT_TIME,
         [("a", 1000, [1]), ("a", 11_000, [3, 4]), ("b", 2000, [2]), ("b", 13_000, [5])], ()),
     "tumbling event time over the whole stream (window_all)": (
         lambda s: s.map(lambda e: e, output_type=EVENT).window_all(TumblingEventTimeWindows.of(Time.seconds(10)))
@@ -350,6 +360,16 @@ def test_a_windows_state_and_timers_go_once_it_has_fired_and_is_cleaned_up(tmp_p
     run = run_epochs(tmp_path, backend, kept, build, epochs)
     assert sorted(run.out) == emitted
     assert_no_state(run, kept_for_good)
+
+
+def test_per_window_state_of_merging_windows_is_refused_as_in_flink(tmp_path):
+    """A session merged into another would keep its per-window state for good: Flink's
+    MergingWindowStateStore refuses it, and so does Sluice, naming the operator and the state."""
+    run = KeyedEpochs(lambda s: s.window(EventTimeSessionWindows.with_gap(Time.seconds(5))).process(Sizes()),
+                      "hashmap", tmp_path, kept=False)
+    with pytest.raises(UserCodeException, match=r"per-window state is not allowed when using merging windows "
+                                                 r"\('fired' of context.window_state\(\) with EventTimeSessionWindows\)"):
+        run.run(Epoch(IN_EVENT_TIME[0].records, watermark=MAX_WATERMARK))
 
 
 def test_allowed_lateness_keeps_a_windows_state_until_its_end_plus_the_lateness(tmp_path, backend, kept):

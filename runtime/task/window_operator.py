@@ -371,6 +371,9 @@ class _WindowProcessContext(fn.ProcessWindowFunction.Context):
         return self.op.current_watermark
 
     def window_state(self):
+        if self.op.merging:
+            # Flink's MergingWindowStateStore: a merged-away window's state would never be cleared.
+            return _MergingWindowStateStore(self.op)
         return _ScopedStateStore(self.op, self.window_)
 
     def global_state(self):
@@ -390,5 +393,20 @@ class _ScopedStateStore:
         state = self.op.backend.get_partitioned_state(descriptor)
         state.set_current_namespace(self.namespace)
         return state
+
+    get_state = get_list_state = get_map_state = get_reducing_state = get_aggregating_state = _state
+
+
+class _MergingWindowStateStore:
+    """Per-window state of merging windows: refused, as Flink refuses it."""
+
+    def __init__(self, op: WindowOperator):
+        self.op = op
+
+    def _state(self, descriptor):
+        raise NotImplementedError(
+            f"per-window state is not allowed when using merging windows ({descriptor.name!r} "
+            f"of context.window_state() with {type(self.op.assigner).__name__}), as in Flink: a window merged "
+            f"into another would keep it for good. Keep it in context.global_state() and clear it yourself.")
 
     get_state = get_list_state = get_map_state = get_reducing_state = get_aggregating_state = _state
