@@ -172,17 +172,22 @@ def backend(request):
     return request.param
 
 
-@pytest.fixture(params=["kept", "rebuilt"])
-def kept(request, monkeypatch):
-    """Whether each epoch's task finds the backend its last task kept (a reused PySpark worker)
-    or rebuilds it from the checkpoint's files."""
-    if request.param == "kept":
-        monkeypatch.setattr(kept_stores, "keeps_stores", lambda: True)
-    yield request.param == "kept"
+@pytest.fixture
+def keeping(monkeypatch):
+    """Workers that keep their backends between tasks (a reused PySpark worker's), closed after."""
+    monkeypatch.setattr(kept_stores, "keeps_stores", lambda: True)
+    yield True
     while KeyedEpochs.kept_paths:      # the stores this test's runs left open
         store = kept_stores.take(KeyedEpochs.kept_paths.pop())
         if store is not None:
             store.close()
+
+
+@pytest.fixture(params=["kept", "rebuilt"])
+def kept(request):
+    """Whether each epoch's task finds the backend its last task kept or rebuilds it from the
+    checkpoint's files (full snapshot, then increments), as a new worker does."""
+    return request.getfixturevalue("keeping") if request.param == "kept" else False
 
 
 def run_epochs(tmp_path, backend, kept, build, epochs) -> KeyedEpochs:
@@ -355,9 +360,11 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_a_windows_state_and_timers_go_once_it_has_fired_and_is_cleaned_up(tmp_path, backend, kept, case):
+def test_a_windows_state_and_timers_go_once_it_has_fired_and_is_cleaned_up(tmp_path, backend, keeping, case):
+    """Kept backends (the state is rebuilt from the checkpoint at the end): the session and CEP
+    tests rebuild it every epoch too."""
     build, epochs, emitted, kept_for_good = CASES[case]
-    run = run_epochs(tmp_path, backend, kept, build, epochs)
+    run = run_epochs(tmp_path, backend, keeping, build, epochs)
     assert sorted(run.out) == emitted
     assert_no_state(run, kept_for_good)
 
