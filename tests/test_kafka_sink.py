@@ -60,27 +60,36 @@ def test_a_bounded_call_returns_raises_or_is_given_up_at_its_deadline():
     release.set()
 
 
-def test_a_commit_whose_offsets_call_hangs_fails_and_its_retry_writes_each_record_once(kafka_broker, monkeypatch):
+def test_a_commit_whose_offsets_call_hangs_tries_again_with_a_new_producer_and_writes_each_record_once(
+        kafka_broker, monkeypatch):
     """librdkafka's send_offsets_to_transaction can wait past its timeout after a broker restart
-    (confluentinc/librdkafka#5456): the commit fails at the deadline, dropping its producer with
-    the transaction open; the retry's producer fences it, and the records are written once."""
+    (confluentinc/librdkafka#5456): the commit drops its producer with the transaction open and
+    tries again with a new one, which fences it; the records are written once. Stuck twice, the
+    commit fails, and the next commit (the checkpoint's retry) writes them once."""
     import runtime.connectors.kafka_sink as kafka_sink_module
     bootstrap = kafka_broker.bootstrap
     topic = kafka_env.create_topic(bootstrap, "eo-stuck", 1)
     committer = KafkaCommitter(kafka_sink(bootstrap, topic, prefix=topic), CommitterContext("job", 3, "op-3", "app"))
-    hung = threading.Event()
+    hangs = []
 
-    def hang_once(call, timeout_s):
-        if hung.is_set():
-            return bounded(call, timeout_s)
-        hung.set()
-        return bounded(threading.Event().wait, 0.2)     # still blocked at its deadline
-    monkeypatch.setattr(kafka_sink_module, "bounded", hang_once)
-    with pytest.raises(KafkaConnectorError, match=rf"checkpoint 1's transaction .* the consumer group "
-                                                  rf"'{topic}-app''s coordinator did not answer within 60 s"):
-        committer.commit([[(topic, None, b"a"), (topic, None, b"b")]], 1)
+    def hang(times):
+        hangs[:] = [times]
+
+        def bounded_or_stuck(call, timeout_s):
+            if hangs[0] == 0:
+                return bounded(call, timeout_s)
+            hangs[0] -= 1
+            return bounded(threading.Event().wait, 0.2)     # still blocked at its deadline
+        return bounded_or_stuck
+    monkeypatch.setattr(kafka_sink_module, "bounded", hang(1))
     committer.commit([[(topic, None, b"a"), (topic, None, b"b")]], 1)
     assert sorted(kafka_env.read_committed(bootstrap, topic)) == ["a", "b"]
+    monkeypatch.setattr(kafka_sink_module, "bounded", hang(2))
+    with pytest.raises(KafkaConnectorError, match=rf"checkpoint 2's transaction .* the consumer group "
+                                                  rf"'{topic}-app''s coordinator did not answer within 15 s, twice"):
+        committer.commit([[(topic, None, b"c")]], 2)
+    committer.commit([[(topic, None, b"c")]], 2)
+    assert sorted(kafka_env.read_committed(bootstrap, topic)) == ["a", "b", "c"]
     committer.close()
 
 

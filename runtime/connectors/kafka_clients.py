@@ -49,6 +49,11 @@ class ClientErrors:
     def __call__(self, error) -> None:
         self.errors.append(error)
 
+    def clear(self) -> list:
+        """The errors so far, forgotten: a later failure quotes only what came after them."""
+        seen, self.errors = self.errors, []
+        return seen
+
     def failing(self) -> list:
         return [e for e in self.errors if e.fatal() or e.name() in self.FAILING]
 
@@ -110,6 +115,28 @@ def with_errors(errors: ClientErrors, doing: str, call: Callable, timeout_s: flo
             errors.raise_if_failed(doing)
             if time.monotonic() >= deadline:
                 raise errors.error(doing, str(e.args[0].str() if e.args else e)) from None
+
+
+def served(errors: ClientErrors, *clients) -> list:
+    """The errors librdkafka reported to ``clients`` (whose callback ``errors`` is) since they were
+    last asked, and forgets them. Each client is polled first: what it queued while it was idle (a
+    broker down meanwhile) comes now, not during its next call, whose failure would quote it.
+    Driver-side clients make themselves again when there were any (``renewed``)."""
+    for client in clients:
+        if client is not None:
+            client.poll(0)
+    return errors.clear()
+
+
+def renewed(what: str, errors: ClientErrors, *clients) -> bool:
+    """Whether ``clients`` (a driver-side set, one ``errors``) reported errors since they were last
+    asked, logged: the caller then drops them for new ones. After a broker restart, librdkafka's
+    clients may wait for a group coordinator past every timeout (confluentinc/librdkafka#5456,
+    #5511); new ones connect afresh, within seconds of the broker's return."""
+    seen = served(errors, *clients)
+    if seen:
+        log.info("%s: new Kafka clients after %s", what, errors.describe(seen))
+    return bool(seen)
 
 
 class StuckCall(Exception):

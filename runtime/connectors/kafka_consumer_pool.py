@@ -62,6 +62,12 @@ class ConsumerPool:
         if self._pid != os.getpid():        # a forked child: the parent's consumers are not its own
             self._kept, self._pid = OrderedDict(), os.getpid()
         kept: Optional[PooledConsumer] = self._kept.pop(key, None)
+        if kept is not None:
+            # What it queued while it waited comes now (a broker down meanwhile: its errors count
+            # below, not in the read's first consume); a record it hands out waits with the others.
+            message = kept.consumer.poll(0)
+            if message is not None:
+                kept.pending.append(message)
         if kept is not None and (kept.position != start or kept.errors.failing()):
             # A replayed range, or one another worker read up to (this one's consumer fell behind),
             # or every broker was down while it waited: a new consumer is as quick as a seek

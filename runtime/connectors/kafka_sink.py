@@ -24,6 +24,9 @@ operator id), committing in the same transaction, as the marker of that checkpoi
   the checkpoint record) finds its marker and writes nothing: every record exactly once.
 - A crash before the commit leaves an open transaction; the next run's ``init_transactions`` on
   the same transactional id fences and aborts it, and the replayed epochs write the records again.
+- A broker restart: the driver's clients that reported errors since the last commit are made again
+  before the next one (librdkafka's may wait minutes for a group coordinator after a restart), and
+  a commit whose group coordinator does not answer tries once more with a new producer.
 The cost: an exactly-once sink's records cross to the driver (as collected records do), and the
 driver's producer writes them; AT_LEAST_ONCE writes from the tasks.
 """
@@ -31,13 +34,16 @@ from __future__ import annotations
 
 from runtime.connectors.base import Committer
 from runtime.connectors.kafka_clients import (ClientErrors, KafkaConnectorError, StuckCall, bounded,
-                                              client_config, log, with_errors)
+                                              client_config, log, renewed, with_errors)
 from runtime.datastream.connectors.base import DeliveryGuarantee
 from runtime.task.sink_writer import SinkWriter
 
 CHECK_TIMEOUT_S = 10.0
 FLUSH_TIMEOUT_S = 60.0
-OFFSETS_TIMEOUT_S = 60.0
+# The records are delivered by then, so the broker answers: the group coordinator does within
+# seconds, or not at all (confluentinc/librdkafka#5456), and the commit tries once more with a new
+# producer.
+OFFSETS_TIMEOUT_S = 15.0
 # Java's default partitioner hashes keys with murmur2; librdkafka's default is CRC32: the Java one,
 # so a key lands in the partition a Flink job (or any Java producer) puts it in.
 PARTITIONER = "murmur2_random"
@@ -131,8 +137,12 @@ class KafkaCommitter(Committer):
         self._group = None
 
     def _clients(self):
+        if self._producer is not None and renewed(f"Kafka sink (transactional.id {self.transactional_id})",
+                                                  self.errors, self._producer, self._group):
+            self.close()
         if self._producer is None:
             from confluent_kafka import Consumer, Producer
+            self.errors.clear()         # a failure quotes what the new clients meet
             producer = Producer(_producer_config(self.sink, self.errors, **{
                 "transactional.id": self.transactional_id}))
             # Fences a producer of an earlier run with this id and aborts its open transaction.
@@ -148,9 +158,30 @@ class KafkaCommitter(Committer):
         records = [r for c in committables if c for r in c]
         if not self.at_checkpoint or not records:
             return {}
+        topics = sorted({topic for topic, _, _ in records})
+        for again in (False, True):
+            try:
+                return self._transaction(records, topics, version)
+            except StuckCall:
+                # Still blocked in its thread: the producer is dropped, not aborted (a second call
+                # into it would wait as well); the next producer fences it, aborting its
+                # transaction, and writes the records again.
+                self.close()
+                if not again:
+                    log.warning("Kafka sink: consumer group '%s''s coordinator did not answer checkpoint %d's "
+                                "commit within %.0f s: again with a new producer", self.marker_group, version,
+                                OFFSETS_TIMEOUT_S)
+        raise KafkaConnectorError(
+            f"Kafka sink: committing checkpoint {version}'s transaction (transactional.id "
+            f"{self.transactional_id}) on {self.sink.bootstrap_servers} failed: the consumer group "
+            f"'{self.marker_group}''s coordinator did not answer within {OFFSETS_TIMEOUT_S:.0f} s, twice, "
+            f"with a new producer the second time; {self.errors.describe()}")
+
+    def _transaction(self, records: list, topics: list, version: int) -> dict:
+        """Checkpoint ``version``'s records and marker in one transaction, unless a run before
+        committed it. Raises ``StuckCall`` when the group coordinator did not answer."""
         from confluent_kafka import KafkaException, TopicPartition
         producer, group = self._clients()
-        topics = sorted({topic for topic, _, _ in records})
         markers = [TopicPartition(t, 0, version) for t in topics]
         # Retried: a new cluster answers "coordinator load in progress" while it makes its offsets topic.
         done = with_errors(self.errors, f"reading the commit markers of consumer group '{self.marker_group}'",
@@ -170,16 +201,6 @@ class KafkaCommitter(Committer):
             bounded(lambda: producer.send_offsets_to_transaction(
                 markers, group.consumer_group_metadata(), OFFSETS_TIMEOUT_S), OFFSETS_TIMEOUT_S + 5)
             producer.commit_transaction(FLUSH_TIMEOUT_S)
-        except StuckCall:
-            # Still blocked in its thread (which keeps it alive): the producer is dropped, not
-            # aborted (a second call into it would wait as well); the next commit's producer fences
-            # it, aborting its transaction, and the checkpoint's replay writes the records again.
-            self.close()
-            raise KafkaConnectorError(
-                f"Kafka sink: committing checkpoint {version}'s transaction (transactional.id "
-                f"{self.transactional_id}) on {self.sink.bootstrap_servers} failed: the consumer group "
-                f"'{self.marker_group}''s coordinator did not answer within {OFFSETS_TIMEOUT_S:.0f} s; "
-                f"{self.errors.describe()}") from None
         except KafkaException as e:
             error = e.args[0] if e.args else None
             try:

@@ -43,13 +43,17 @@ from runtime.common.serialization import SimpleStringSchema
 from runtime.common.typeinfo import Types
 from runtime.connectors.base import SourceReader, SplitEnumerator
 from runtime.connectors.kafka_clients import (DEFAULT_API_TIMEOUT_MS, DEFAULT_ISOLATION, ClientErrors,
-                                              KafkaConnectorError, client_config, log, split_owner, with_errors)
+                                              KafkaConnectorError, StuckCall, bounded, client_config, log,
+                                              renewed, split_owner, with_errors)
 from runtime.connectors.kafka_consumer_pool import CONSUMERS, PREFETCH
 from runtime.datastream.connectors.kafka import KafkaOffsetResetStrategy
 from runtime.task.arrow_batch import ArrowBatch
 from runtime.task.deployment import SplitRead
 
 CHECK_TIMEOUT_S = 10.0
+# How long a checkpoint's offset commit to the group may take: it is for monitoring only, and a
+# group coordinator may not answer for minutes after a broker restart (confluentinc/librdkafka#5456).
+COMMIT_TIMEOUT_S = 10.0
 
 
 def split_id(topic: str, partition: int) -> str:
@@ -104,6 +108,13 @@ class KafkaSourceEnumerator(SplitEnumerator):
             self._consumer.close()
             self._consumer = None
         self._admin = None
+
+    def _renew_clients(self) -> None:
+        """New clients when the ones there reported errors since they were last asked (a broker
+        down meanwhile): old ones may wait for the broker's coordinator past their timeouts once it
+        is back, and fail quoting the outage."""
+        if renewed("Kafka source", self.errors, self._admin, self._consumer):
+            self.close()
 
     def _metadata(self):
         return with_errors(self.errors, "reading the cluster's metadata",
@@ -229,6 +240,7 @@ class KafkaSourceEnumerator(SplitEnumerator):
     # ---- planning --------------------------------------------------------------------------
 
     def plan_epoch(self, epoch):
+        self._renew_clients()
         known = {(s["topic"], s["partition"]) for s in self.positions.values() if "topic" in s}
         partitions = sorted(known)
         if self._discovery_due() or not partitions:
@@ -322,7 +334,8 @@ class KafkaSourceEnumerator(SplitEnumerator):
     def notify_checkpoint_complete(self, checkpoint_id: int, positions: dict) -> None:
         """Commit the checkpoint's offsets to the consumer group (``commit.offsets.on.checkpoint``)
         so Kafka's tools show the job's lag. The checkpoint, not the group, is what a restore
-        reads: a failed commit is logged, as Flink does."""
+        reads: a failed commit is logged, as Flink does, and one that does not end within
+        COMMIT_TIMEOUT_S leaves its consumer behind (the next commit's is new)."""
         if not self.source.commit_offsets_on_checkpoint:
             return
         from confluent_kafka import TopicPartition
@@ -330,8 +343,15 @@ class KafkaSourceEnumerator(SplitEnumerator):
                    for s in positions.values() if "topic" in s]
         if not offsets:
             return
+        self._renew_clients()
+        consumer = self.consumer
         try:
-            self.consumer.commit(offsets=offsets, asynchronous=False)
+            bounded(lambda: consumer.commit(offsets=offsets, asynchronous=False), COMMIT_TIMEOUT_S)
+        except StuckCall:
+            self._consumer = None       # still blocked in its thread: not closed (that would wait too)
+            log.warning("Kafka source: committing checkpoint %d's offsets to consumer group '%s' did not end "
+                        "within %.0f s (%s); the next checkpoint's commit goes with a new consumer",
+                        checkpoint_id, self.source.group_id, COMMIT_TIMEOUT_S, self.errors.describe())
         except Exception as e:
             log.warning("Kafka source: committing checkpoint %d's offsets to consumer group '%s' failed: %s",
                         checkpoint_id, self.source.group_id, e)
