@@ -78,6 +78,29 @@ cc.build(env, {input!r}, {windows!r}, {running!r}, 2, fail=cc.FailAt(25_000))
 env.execute("checkpointed counts")
 '''
 
+# The same job under another name, whose third epoch waits until the test creates the file ``gate``:
+# a run the view sees RUNNING, with its first epochs logged.
+WAITING_JOB = '''import os
+import sys
+import time
+sys.path.insert(0, {jobs!r})
+import checkpointed_counts as cc
+from runtime.datastream import StreamExecutionEnvironment
+
+
+def wait_at_25_s(event):
+    while event.ts >= 25_000 and not os.path.exists({gate!r}):
+        time.sleep(0.05)
+    return event
+
+
+env = StreamExecutionEnvironment.get_execution_environment()
+env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
+cc.build(env, {input!r}, {windows!r}, {running!r}, 2, fail=wait_at_25_s)
+env.execute("waiting counts")
+'''
+SEPARATORS = "_-:./+@"      # where an id may wrap (the view's breakable filter)
+
 # Stands in for the DAG dags/ builds for the job: a restore only needs the DAG id to exist.
 DAG_MODULE = f'''from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG
@@ -177,6 +200,7 @@ def site(spark, airflow_db, tmp_path_factory):
         failing.write_text(FAILING_JOB.format(jobs=os.path.dirname(JOB), input=args[1], windows=args[3], running=args[5]))
         with pytest.raises(JobExecutionException, match="injected failure"):
             run_job(str(failing), dag_run_id=DAG_RUN_ID, **common)
+        failing.unlink()        # the job's script is JOB from now on (a job folder is one script's)
         from runtime.checkpoint.savepoint import take_savepoint
         from runtime.checkpoint.storage import CheckpointStorage
         take_savepoint(CheckpointStorage(str(warehouse / "checkpointed-counts")), str(root / "savepoints" / "sp-1"))
@@ -382,6 +406,15 @@ def test_charts_draw_every_epoch_of_both_runs_and_every_checkpoint(site, browser
             if v.get("splits"):
                 summed.setdefault(name, []).append([str(row["epoch"]), sum(f["lag"] for f in v["splits"].values())])
     assert charts["source-lag"] == summed and set(summed) == {failing_source, source}
+    # Each chart names what its values count: a file's lag is bytes, records are records.
+    units = {f.get_attribute("data-chart"): f.find_element(By.CSS_SELECTOR, "svg text.y-unit").text
+             for f in browser.find_elements(By.CSS_SELECTOR, "figure.chart[data-chart]:not(.bars)")
+             if f.find_elements(By.CSS_SELECTOR, "svg")}
+    assert (units["source-lag"], units["records-in"], units["watermark-lag"]) == ("bytes", "records", "time")
+    assert {units[c] for c in units if c.startswith("split-lag")} == {"bytes"}
+    assert "in bytes" in browser.find_element(By.CSS_SELECTOR, "#chart-source-lag figcaption").text
+    assert "once for each output and each sink" in \
+        browser.find_element(By.CSS_SELECTOR, "#chart-records-out figcaption").text
     # Checkpoints: every one taken, in id order; its size is its whole state (a chain of snapshots
     # with incremental checkpoints), what it wrote is the files in its own partition.
     taken = [r for r in site.job.checkpoints if r.kind == "CHECKPOINT" and r.status != "FAILED"]
@@ -455,6 +488,11 @@ def test_a_checkpoint_per_operator_and_subtask(site, browser, token):
     assert any("the sources' positions" in b.get_attribute("data-label") for b in bars)
     snapshots = browser.find_elements(By.CSS_SELECTOR, "#chart-checkpoint-snapshots g.bar")
     assert len(snapshots) == sum(v.parallelism for v in site.job.compiled.job_graph.vertices)
+    # The labels drawn are short, but no two bars read alike: the subtask stays whole.
+    for chart in (bars, snapshots):
+        drawn = [b.find_element(By.TAG_NAME, "text").text for b in chart]
+        assert len(set(drawn)) == len(drawn), drawn
+        assert all(re.search(r"\((\d+/\d+|driver)\)$", label) for label in drawn), drawn
     assert all(float(b.get_attribute("data-value")) >= 0 for b in snapshots)
     older = next(r for r in site.job.checkpoints if r.status == "DISCARDED")
     browser.find_element(By.CSS_SELECTOR, f'#checkpoints tr[data-checkpoint-id="{older.checkpoint_id}"] a').click()
@@ -492,6 +530,12 @@ def test_tables_fit_tracebacks_fold_and_the_savepoint_restored_is_named(site, br
     assert cell.text == f"savepoint sp-1 (of checkpoint {failed.last_checkpoint})"
     failed_cell = browser.find_element(By.CSS_SELECTOR, f'#executions tr[data-run-id="{failed.run_id}"] td.restored')
     assert failed_cell.text == ""
+    # An attempt's row says the decision; the strategy is said once, above the tables.
+    restart = browser.find_element(By.CSS_SELECTOR, f'#executions tr[data-run-id="{failed.run_id}"] td.restart')
+    assert restart.text == "gave up" and restart.get_attribute("title") == failed.restart
+    assert "Restart deactivated" in failed.restart and "deactivated" not in browser.find_element(By.ID, "executions").text
+    [records_out] = [th for th in browser.find_elements(By.CSS_SELECTOR, "#epochs th") if th.text.startswith("Records out")]
+    assert "once per sink" in records_out.text and "counts twice" in records_out.get_attribute("title")
 
     sizes = {r.checkpoint_id: _written(r) for r in site.job.checkpoints if r.kind == "CHECKPOINT"}
     written = [(int(r.get_attribute("data-checkpoint-id")), int(r.get_attribute("data-state-bytes-written")))
@@ -591,14 +635,26 @@ def test_savepoints_are_listed_with_their_path_and_restored_from_the_view(site, 
     restore = f"{site.url}/sluice/jobs/{JOB_NAME}/restore"
     status, body, _ = _get(restore, token, urllib.parse.urlencode({"checkpoint": "/etc"}).encode(), cookie=True)
     assert status == 400
+    button = browser.find_element(By.CSS_SELECTOR, "#savepoints tbody tr button")
+    assert button.get_attribute("title") == "Runs until stopped (or its input ends), the deployment's defaults"
     with _registered_dag(site.root):
+        # The savepoint's checkpoint was taken by the DAG run DAG_RUN_ID, triggered from the form with
+        # Epochs left empty (until stopped) at parallelism 2: its restore goes on so.
+        from airflow.api.common.trigger_dag import trigger_dag
+        from airflow.utils.types import DagRunTriggeredByType
+        trigger_dag(JOB_NAME, run_id=DAG_RUN_ID, triggered_by=DagRunTriggeredByType.TEST,
+                    conf={"restore_from": "none", "parallelism": 2, "max_epochs": None,
+                          "allow_non_restored_state": True})
         browser.get(f"{site.url}/sluice/jobs/{JOB_NAME}")
-        browser.find_element(By.CSS_SELECTOR, "#savepoints tbody tr button").click()
+        button = browser.find_element(By.CSS_SELECTOR, "#savepoints tbody tr button")
+        assert button.get_attribute("title") == \
+            "Runs until stopped (or its input ends) at parallelism 2, as the run that took it did"
+        button.click()
         _wait(browser, lambda d: f"/dags/{JOB_NAME}/runs/" in d.current_url, "Airflow's page of the new DAG run")
         run_id = urllib.parse.unquote(browser.current_url.rsplit("/runs/", 1)[1])
         status, body, _ = _get(f"{site.url}/api/v2/dags/{JOB_NAME}/dagRuns/{urllib.parse.quote(run_id)}", token)
     assert status == 200, body
-    assert json.loads(body)["conf"] == {"restore_from": path}
+    assert json.loads(body)["conf"] == {"restore_from": path, "parallelism": 2, "max_epochs": None}
 
 
 def test_jobs_page_maps_each_dag_to_its_warehouse_folder(site, browser, token):
@@ -639,3 +695,75 @@ def test_job_modules_compile_once_per_version(tmp_path):
     assert {v.parallelism for v in again.compiled.job_graph.vertices} == {2, 3}     # the windows set 2
     assert first.job_dir == again.job_dir == str(tmp_path / "checkpointed-counts")
     assert overview.job_summary(again)["doc"].startswith("Word counts")
+
+
+def test_narrow_columns_wrap_ids_only_after_a_separator(site, browser, token):
+    """At 900 px the executions' run and DAG run ids wrap, after a separator (``_-:./+@``), never
+    inside a word."""
+    browser.set_window_size(900, 1000)
+    try:
+        browser.get(f"{site.url}/sluice/jobs/{JOB_NAME}")
+        _wait(browser, lambda d: d.find_elements(By.ID, "executions"), "the job page")
+        # For each id cell: its text, and where a new line starts (by the characters' rectangles).
+        cells = browser.execute_script("""
+            return [...document.querySelectorAll('#executions td.id, #savepoints td.wrap')].map(td => {
+              const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT), range = document.createRange();
+              let text = '', breaks = [], top = null;
+              for (let node; (node = walker.nextNode());)
+                for (let i = 0; i < node.length; i++) {
+                  range.setStart(node, i); range.setEnd(node, i + 1);
+                  const rect = range.getClientRects()[0];
+                  if (rect && top !== null && rect.top > top + 2) breaks.push(text.length);
+                  if (rect) top = rect.top;
+                  text += node.data[i];
+                }
+              return [text, breaks];
+            })""")
+    finally:
+        browser.set_window_size(1400, 1000)
+    assert any(breaks for _, breaks in cells), cells       # some do wrap at this width
+    for text, breaks in cells:
+        assert all(text[i - 1] in SEPARATORS for i in breaks), (text, [text[:i] for i in breaks])
+
+
+def test_a_running_execution_shows_the_epochs_it_has_run(site, browser, token):
+    """A run the view sees RUNNING (its third epoch waits): its row counts the epochs and records its
+    epoch log has, as the charts do, not the 0 its history row holds until it ends."""
+    import threading
+    from runtime.checkpoint.storage import CheckpointStorage
+    from runtime.execution.history import ExecutionHistory
+    from runtime.storage.layout import job_dir
+    name, root = "waiting_counts", site.root / "waiting"
+    args = job_args(root)
+    write_input(root / "in", seed=11)
+    script, gate = root / "waiting_counts.py", root / "gate"
+    script.write_text(WAITING_JOB.format(jobs=os.path.dirname(JOB), gate=str(gate), input=args[1], windows=args[3],
+                                         running=args[5]))
+    module = site.root / "jobs" / f"{name}.py"
+    module.write_text(JOB_MODULE.format(args=(), job=str(script)))
+    directory = job_dir(str(site.warehouse), "waiting counts")
+    run = threading.Thread(target=run_job, args=(str(script), []), daemon=True,
+                           kwargs=dict(warehouse=str(site.warehouse), master="local[2]", quiet=True,
+                                       max_records_per_split=LINES_PER_EPOCH))
+    run.start()
+    try:
+        # An epoch's metrics row is committed with a later epoch's plan: the epochs before the waiting one.
+        wait_until(lambda: CheckpointStorage(directory).epoch_metrics(), 240, "the waiting run's first epochs logged")
+        [execution] = ExecutionHistory(directory).executions()
+        assert (execution.state, execution.epochs, execution.records_in) == ("RUNNING", 0, 0)   # what it records
+        browser.get(f"{site.url}/sluice/jobs/{name}")
+        _wait(browser, lambda d: d.find_elements(By.ID, "executions"), "the waiting job's page")
+        row = browser.find_element(By.CSS_SELECTOR, f'#executions tr[data-run-id="{execution.run_id}"]')
+        assert row.get_attribute("data-state") == "RUNNING"
+        records_in = _charts(browser)["records-in"]
+        source = next(s for s in records_in if s.startswith("Source"))
+        logged = CheckpointStorage(directory).epoch_metrics()
+        assert int(row.get_attribute("data-epochs")) == len(records_in[source]) == len(logged) > 0
+        assert int(row.get_attribute("data-records-in")) == sum(y for _, y in records_in[source]) == \
+            sum(r["records_in"] for r in logged) == len(logged) * 2 * LINES_PER_EPOCH
+    finally:
+        gate.touch()
+        run.join(240)
+        module.unlink()
+    assert not run.is_alive()
+    assert ExecutionHistory(directory).executions()[0].state == "FINISHED"

@@ -5,7 +5,8 @@
                                       (checkpoint N's per-operator breakdown; by default the latest)
     POST /jobs/{name}/cancel          fail the job's running DAG run (Flink's Cancel): its task stops, the run is CANCELED
     POST /jobs/{name}/stop            stop the running run with a savepoint (Flink's stop): FINISHED, the DAG run succeeds
-    POST /jobs/{name}/restore         trigger the job's DAG with conf {"restore_from": id | "latest" | savepoint path}
+    POST /jobs/{name}/restore         trigger the job's DAG with conf {"restore_from": id | "latest" | savepoint path},
+                                      and the epochs and parallelism of the run that took it
     GET  /api/jobs[/{name}[/checkpoints|/executions|/graph|/metrics]]    the same as JSON
 
 ``name`` is the job module's name, which is also its DAG id; the tables are read from the
@@ -41,9 +42,12 @@ from runtime.graph.plan_svg import job_graph_svg
 from runtime.jobmaster import overview
 from runtime.jobmaster.deployment import jobs_folder
 from sluice_airflow import warehouse_root
-from sluice_airflow.web.charts import bar_chart, line_chart
+from sluice_airflow.web.charts import bar_chart, breakable, line_chart
 
 LATEST = "latest"
+# A restore goes on as the run that took the checkpoint went (Flink keeps a job's configuration
+# across a restore): an until-stopped run restores until stopped, at its parallelism.
+RESTORE_KEEPS = ("parallelism", "max_epochs")      # of the run parameters (RUN_PARAMETERS)
 
 
 def _may(user, dag_id: str, method: str = "GET", entity: Optional[DagAccessEntity] = None) -> bool:
@@ -140,7 +144,7 @@ def _first_line(text: str, limit: int = 140) -> str:
 
 EPOCH_ROWS = 50     # the latest run's epochs in the table: the charts have them all
 templates.env.filters.update(time=_time, duration=_duration, size=_size, basename=os.path.basename,
-                             first_line=_first_line)
+                             first_line=_first_line, breakable=breakable)
 templates.env.globals.update(line_chart=line_chart, bar_chart=bar_chart, epoch_rows=EPOCH_ROWS)
 
 
@@ -179,22 +183,27 @@ def jobs_page(request: Request, user: GetUserDep):
 def job_page(request: Request, name: str, user: GetUserDep, checkpoint: Optional[int] = None):
     job = _job(name, user)
     graph = Markup(job_graph_svg(job.compiled.job_graph)) if job.compiled else None    # names escaped inside
+    may_restore = _may(user, name, "POST", DagAccessEntity.RUN)
     return _render(request, "job.html", user=user, job=overview.job_details(job), graph=graph,
-                   charts=overview.job_charts(job, checkpoint), may_restore=_may(user, name, "POST", DagAccessEntity.RUN))
+                   charts=overview.job_charts(job, checkpoint), may_restore=may_restore,
+                   restores=_restores(job) if may_restore else {})
 
 
 @app.post("/jobs/{name}/restore")
 def restore(request: Request, name: str, user: GetUserDep, checkpoint: str = Form(...)):
-    """Start a run of the job's DAG that restores ``checkpoint`` (an id, "latest", or a savepoint's path)."""
+    """Start a run of the job's DAG that restores ``checkpoint`` (an id, "latest", or a savepoint's path),
+    with the run options of the run that took it (``RESTORE_KEEPS``)."""
     origin = request.headers.get("origin")
     if origin and urlsplit(origin).netloc != request.url.netloc:
         raise HTTPException(status.HTTP_403_FORBIDDEN, f"A restore cannot be posted from another site ({origin}).")
-    restore_from = _restore_point(_job(name, user), checkpoint)
+    job = _job(name, user)
+    restore_from = _restore_point(job, checkpoint)
     if not _may(user, name, "POST", DagAccessEntity.RUN):
         raise HTTPException(status.HTTP_403_FORBIDDEN, f"User '{user.get_name()}' may not trigger the DAG '{name}'.")
+    conf = {"restore_from": restore_from, **_restore_options(job, restore_from, _run_confs(job, [restore_from]))}
     try:
         run = trigger_dag(name, triggered_by=DagRunTriggeredByType.UI, triggering_user_name=user.get_name(),
-                          conf={"restore_from": restore_from})
+                          conf=conf)
     except DagNotFound:
         raise HTTPException(status.HTTP_404_NOT_FOUND, (
             f"Airflow has no DAG '{name}' to run the restore: the DAG processor has not parsed the job's DAG "
@@ -266,6 +275,43 @@ def _running_run(request: Request, name: str, user, dag_run_id: str, what: str, 
 def _add_note(run, line: str) -> None:
     """A run's note keeps what it said (a restart's note, an earlier request) and gains ``line``."""
     run.note = f"{run.note}\n\n{line}" if run.note else line
+
+
+def _run_confs(job: overview.JobOverview, targets) -> dict:
+    """The conf (the trigger form's fields) of each DAG run that took one of ``targets`` (restore
+    points): one query."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    runs = {run.dag_run_id for run in (overview.restored_execution(job, t) for t in targets) if run and run.dag_run_id}
+    if not runs:
+        return {}
+    with create_session() as session:
+        rows = session.query(DagRun.run_id, DagRun.conf).filter(DagRun.dag_id == job.name, DagRun.run_id.in_(runs))
+        return {run_id: conf or {} for run_id, conf in rows}
+
+
+def _restore_options(job: overview.JobOverview, restore_from: str, confs: dict) -> dict:
+    """The run options a restore of ``restore_from`` keeps: those its run was triggered with. A
+    scheduled run (or one outside Airflow) ran with the deployment's, which the restore gets too."""
+    run = overview.restored_execution(job, restore_from)
+    conf = confs.get(run.dag_run_id, {}) if run and run.dag_run_id else {}
+    return {k: conf[k] for k in RESTORE_KEEPS if k in conf}
+
+
+def _restores(job: overview.JobOverview) -> dict:
+    """What each Restore button on the job page posts, and how the run it starts will run, in words."""
+    targets = ([LATEST] + [str(r.checkpoint_id) for r in job.checkpoints if overview.is_restorable(r)]
+               + [r.external_path for r in job.checkpoints if overview.savepoint_restorable(r)])
+    confs = _run_confs(job, targets)
+    said = {}
+    for target in targets:
+        options = _restore_options(job, target, confs)
+        epochs = options.get("max_epochs", job.spec.deployment.max_epochs)
+        parallelism = options.get("parallelism") or job.spec.deployment.parallelism
+        said[target] = (f"Runs {'until stopped (or its input ends)' if epochs is None else f'{epochs} epoch(s)'}"
+                        + (f" at parallelism {parallelism}" if parallelism else "")
+                        + (", as the run that took it did" if options else ", the deployment's defaults"))
+    return said
 
 
 def _restore_point(job: overview.JobOverview, checkpoint: str) -> str:
