@@ -15,26 +15,31 @@ from runtime.task.record_helpers import extreme, no_timestamps
 def assign_timestamps(op: TaskOperator, assigner, values: list, timestamps: list) -> list:
     """The assigner's timestamp of each record (its previous timestamp, or Long.MIN_VALUE).
 
-    Each must be an int of epoch milliseconds in Java's long range, as PyFlink's assigner returns
-    a Java long: anything else fails here, naming the record (and, chained to the source, where it
-    came from) instead of leaving a window or timer to fail later on a record without time."""
+    Each must be an int of epoch milliseconds, as PyFlink's assigner returns a Java long: anything
+    else (None, a float, a datetime, a string) fails here, naming the record (and, chained to the
+    source, where it came from) instead of leaving a window or timer to fail later on a record
+    without time. Checked by the types of the batch's timestamps, a pass in C."""
     previous = repeat(MIN_WATERMARK) if no_timestamps(timestamps) else \
         [MIN_WATERMARK if t is None else t for t in timestamps]
     assigned = op.each(assigner.extract_timestamp, values, previous)
-    try:
-        array("q", assigned)        # every one a long, checked in C
-    except (TypeError, OverflowError):
-        index, (kind, problem) = next((i, p) for i, p in enumerate(map(_not_a_timestamp, assigned)) if p)
-        try:
-            raise kind(f"the timestamp assigner returned {problem}; it must return the event time as an int "
-                       f"of epoch milliseconds") from None
-        except kind as e:
-            op.fail(e, values[index], values, index)
+    if set(map(type, assigned)) != _INT:        # anything but ints: checked one by one
+        failed = next(((i, p) for i, p in enumerate(map(_not_a_timestamp, assigned)) if p), None)
+        if failed is not None:
+            index, (kind, problem) = failed
+            try:
+                raise kind(f"the timestamp assigner returned {problem}; it must return the event time as an "
+                           f"int of epoch milliseconds") from None
+            except kind as e:
+                op.fail(e, values[index], values, index)
     return assigned
 
 
+_INT = {int}
+
+
 def _not_a_timestamp(t) -> tuple:
-    """What is wrong with ``t`` as a timestamp (the error's class, what it is and the fix), or ()."""
+    """What is wrong with ``t`` as a timestamp (the error's class, what it is and the fix), or ()
+    for a long (a bool, a numpy integer)."""
     try:
         array("q", (t,))
         return ()
