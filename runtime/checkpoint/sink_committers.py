@@ -27,8 +27,10 @@ def create_committers(job_graph: JobGraph, transaction_suffix: str, result) -> d
     """A committer per sink (by node id), for one run; ``transaction_suffix`` follows each sink's
     app id (a run's id when its transactions are the run's), ``result`` is the run's
     JobExecutionResult, which committers fill."""
+    stream_graph = job_graph.stream_graph
     return {n.id: committer_class(n.operator.sink)(n.operator.sink, CommitterContext(
-                job_graph.job_name, n.id, n.operator_id, sink_app_id(job_graph, n) + transaction_suffix, result))
+                job_graph.job_name, n.id, n.operator_id, sink_app_id(job_graph, n) + transaction_suffix, result,
+                input_type=stream_graph.edge_type(stream_graph.in_edges(n.id)[0])))
             for n in sink_nodes(job_graph)}
 
 

@@ -130,6 +130,9 @@ class CommitterContext:
     # The run's JobExecutionResult: what the job gives back (printed lines, collected records,
     # committed files).
     result: Any = None
+    # The declared type of the sink's records (None or PICKLED_BYTE_ARRAY: none declared): a
+    # table's schema before any record arrives.
+    input_type: Any = None
 
 
 class Committer:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 import time
 import uuid
 from typing import Any, Iterator, Optional
@@ -57,6 +58,7 @@ from runtime.storage.filesystems import filesystem, isdir, join
 from runtime.task.sink_writer import BufferingSinkWriter
 from runtime.task.deployment import SplitRead
 
+log = logging.getLogger(__name__)
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 TABLE_KEY = "_table"            # positions entry holding the source's table progress
 
@@ -719,27 +721,49 @@ def _schema_of(handles: list[dict]) -> pa.Schema:
 
 class DeltaCommitter(Committer):
     """Driver side of the Delta sink: the files its writers staged since the last checkpoint, in
-    one transaction carrying (app id, checkpoint id), so a replayed commit is a no-op."""
+    one transaction carrying (app id, checkpoint id), so a replayed commit is a no-op. A sink
+    that has received no rows by its first checkpoint makes its table empty, with the stream's
+    declared schema."""
 
     at_checkpoint = True
+    _warned = False
 
     def commit(self, committables: list, version: int) -> dict:
+        from deltalake import DeltaTable
         table = self.sink.table_path
         if self.sink.upsert:
             changes = [c["upsert"] for handles in committables for c in handles]
-            if not changes:
-                return {}
-            merge_upserts(table, changes, self.sink.upsert_keys, self.context.app_id, version,
-                          partition_by=self.sink.partition_by, what=f"the upsert Delta sink to {table}")
-            from deltalake import DeltaTable
-            return {table: DeltaTable(table).version()}
-        files = [handle for handles in committables for handle in handles]
-        commit_sink_files(table, files, None, self.context.app_id, version)
-        self.context.result.sink_files.setdefault(self.context.sink_id, []).extend(files)
-        if not files and not isdir(join(table, "_delta_log")):
+            if changes:
+                merge_upserts(table, changes, self.sink.upsert_keys, self.context.app_id, version,
+                              partition_by=self.sink.partition_by, what=f"the upsert Delta sink to {table}")
+                return {table: DeltaTable(table).version()}
+        else:
+            files = [handle for handles in committables for handle in handles]
+            commit_sink_files(table, files, None, self.context.app_id, version)
+            self.context.result.sink_files.setdefault(self.context.sink_id, []).extend(files)
+            if files:
+                return {table: DeltaTable(table).version()}
+        if not isdir(join(table, "_delta_log")) and not self._create_empty():
             return {}
-        from deltalake import DeltaTable
         return {table: DeltaTable(table).version() if DeltaTable.is_deltatable(table) else None}
+
+    def _create_empty(self) -> bool:
+        """No rows yet, no table: the table is made now, with the schema the stream declares, so
+        that Spark and delta-rs read it (empty) instead of failing with "not found" (Spark writes a
+        table for an empty DataFrame too). It carries no app transaction: it holds no output."""
+        from deltalake import DeltaTable
+        declared = self.context.input_type
+        if declared is None or isinstance(declared, PickledBytesTypeInfo):
+            if not self._warned:
+                self._warned = True
+                log.warning("The Delta sink to %s has received no rows yet and its stream declares no type, "
+                            "so its table is made only with the first rows: declare the stream's type "
+                            "(output_type=...) to have it from the first checkpoint", self.sink.table_path)
+            return False
+        schema = records_to_table([], None, declared, f"the Delta sink to {self.sink.table_path}").schema
+        DeltaTable.create(self.sink.table_path, schema, mode="ignore",
+                          partition_by=list(self.sink.partition_by or ()) or None)
+        return True
 
     @staticmethod
     def committed_output(sink, app_id: str) -> Optional[str]:

@@ -251,6 +251,10 @@ class FileCommitter(Committer):
             for part in parts or ():
                 commit_part(fs, root, part, self.sink.base_path)
                 done.append(root + "/" + part["path"])
+        if not done and fs.get_file_info(root).type == pafs.FileType.NotFound:
+            # No part yet: the folder is there from the first checkpoint, empty (Spark reads an
+            # empty folder, not a missing one).
+            fs.create_dir(root, recursive=True)
         self.context.result.sink_files.setdefault(self.context.sink_id, []).extend(done)
         return {}
 

@@ -114,6 +114,11 @@ class StreamGraph:
     def out_edges(self, node_id: int) -> tuple[StreamEdge, ...]:
         return tuple(e for e in self.edges if e.source_id == node_id)
 
+    def edge_type(self, edge: StreamEdge):
+        """The declared type of the records on ``edge``: a side output's is its tag's."""
+        tag = edge.output_tag
+        return tag.type_info if tag is not None else self.node(edge.source_id).output_type
+
     @property
     def source_ids(self) -> tuple[int, ...]:
         return tuple(n.id for n in self.nodes if n.kind == "source")

@@ -25,7 +25,7 @@ class OperatorChain:
         for n in v.operators:
             edges = stream_graph.in_edges(n.id)
             if edges:
-                self.operators[n.id].input_type = _declared_type(stream_graph, edges[0])
+                self.operators[n.id].input_type = stream_graph.edge_type(edges[0])
         self.all_operators = [self.operators[n.id] for n in v.operators]     # head first
         self.head = self.operators[v.head.id]
         self.writers: list[RecordWriter] = []
@@ -47,15 +47,10 @@ class OperatorChain:
                                                     self.operators[se.source_id].fail)
             tag = se.output_tag.tag_id if se.output_tag is not None else None
             self.writers.append(writer)
-            shipping = ShippingWriter(writer, _declared_type(self.job_graph.stream_graph, se))
+            shipping = ShippingWriter(writer, self.job_graph.stream_graph.edge_type(se))
             self.operators[se.source_id].output.add(shipping, se.type_number, tag)
 
     def dispose(self) -> None:
         for op in self.all_operators:
             op.dispose()
 
-
-def _declared_type(stream_graph, edge):
-    """The declared type of the records on ``edge``: a side output's is its tag's."""
-    tag = edge.output_tag
-    return tag.type_info if tag is not None else stream_graph.node(edge.source_id).output_type
