@@ -33,7 +33,8 @@ SLOW_TIERS = {
 }
 # delta-spark writing and reading Delta tables through Spark SQL (the jars of .jars/delta).
 DELTA_SPARK = (r"test_delta_spark\.py::test_a_sluice_table_reads_in_spark_sql_as_in_delta_rs\[.*\]",
-               r"test_delta_spark_tables\.py::(?!test_inline_and_file_deletion_vectors).*")
+               r"test_delta_spark_tables\.py::(?!test_inline_and_file_deletion_vectors).*",
+               r"test_delta_on_inputs\.py::test_.*_in_spark_sql")
 # Single tests in a slow tier, by a regular expression on "file::test[parameters]": real process
 # kills in files of the fast loop, and whole Spark jobs whose operators a Spark-free test
 # (tests/task_harness.py) or another parameter of the same test covers in the fast loop.
@@ -52,7 +53,7 @@ SLOW_TESTS = {
     "delta_spark": DELTA_SPARK,
     "kafka": (r"test_kafka_broker\.py::test_sigterm_.*",),     # a real broker; the taken port's test stays
     # The Asset rule's own tests stay; its job DAGs run through dag.test() and the real scheduler.
-    "airflow": (r"test_airflow_assets\.py::test_a_job_.*",),
+    "airflow": (r"test_airflow_assets\.py::test_a_job_.*", r"test_delta_on_inputs\.py::.*_real_scheduler_.*"),
 }
 
 

@@ -6,7 +6,10 @@ rows. A bounded source reads one version (``starting_version``, else the latest)
 continuous source reads the latest version's files first (or, with ``starting_version``, the
 files added from that version on, as Flink's Delta connector), then, each epoch, the files
 that later commits added; the last version read is kept in the enumerator's positions.
-Records are ``Row``s named by the table's columns (or only ``columns``).
+A bounded source restored from a checkpoint reads as Structured Streaming's ``availableNow``
+trigger does: the files the commits after its checkpointed version added, up to the version
+that was the latest when the run started (a job run on each new version of its input reads
+each row once). Records are ``Row``s named by the table's columns (or only ``columns``).
 
 Sink: a task's writer (``DeltaSinkWriter``) buffers its records, converts them to Arrow and
 writes one Parquet file per subtask per epoch (one per partition value with ``partition_by``)
@@ -164,13 +167,14 @@ class DeltaSourceEnumerator(SplitEnumerator):
         super().__init__(source, context)
         self._fs, self._root = filesystem(source.table_path)
         self._table = None
+        self._end: Optional[int] = None     # a bounded source's last version, pinned as the run starts
 
     # positions: split id -> {"offset", "num_rows", "partition", "index", "version", "dv"}
     #            (a change feed's splits also "path", "change", "timestamp"; their id is
     #            "<version>:<change>:<path>"; a file whose deletion vector a commit replaced,
     #            "newly_deleted" and "dv_before": its deletes are the rows "dv" adds)
     #            TABLE_KEY -> {"version": last version read, "files": number of splits,
-    #                          a bounded change feed's "end": the last version it reads}
+    #                          a bounded source's "end": the last version this run reads}
 
     def check(self) -> None:
         """The table exists and Sluice reads its reader features (before Spark starts)."""
@@ -211,7 +215,8 @@ class DeltaSourceEnumerator(SplitEnumerator):
     def _discover(self) -> None:
         source = self.source
         table = self.positions.get(TABLE_KEY)
-        if table is None or "version" not in table:
+        fresh = table is None or "version" not in table
+        if fresh:
             self.positions.setdefault(TABLE_KEY, {})
             if source.starting_version is not None and (source.continuous or source.change_data_feed):
                 # Flink's Delta connector (and Spark's change feed): a starting version reads
@@ -232,15 +237,22 @@ class DeltaSourceEnumerator(SplitEnumerator):
                     self._add_file(f["path"], f["num_rows"], f["partition"], version, f["dv"], split_id, **extra)
                 self.positions[TABLE_KEY]["version"] = version
                 self._table = dt
-            if source.change_data_feed and not source.continuous:
-                self.positions[TABLE_KEY]["end"] = (self._table or _open_table(source.table_path)).version()
-        if not source.continuous and not source.change_data_feed:
-            return
-        if self._table is None:
-            self._table = _open_table(source.table_path)
-        elif source.continuous:
-            self._table.update_incremental()
-        latest = self._table.version() if source.continuous else self.positions[TABLE_KEY]["end"]
+        if not source.continuous and self._end is None:
+            # A bounded run reads up to the version that was the latest as it started (Structured
+            # Streaming's availableNow): a fresh run of the rows, the snapshot it read; a change
+            # feed, or a run restored from a checkpoint, the commits since its version too.
+            if fresh and not source.change_data_feed:
+                self._end = self.positions[TABLE_KEY]["version"]
+            else:
+                latest = self._table if fresh and self._table is not None else _open_table(source.table_path)
+                self._end = max(latest.version(), self.positions[TABLE_KEY]["version"])
+            self.positions[TABLE_KEY]["end"] = self._end
+        if source.continuous:
+            if self._table is None:
+                self._table = _open_table(source.table_path)
+            else:
+                self._table.update_incremental()
+        latest = self._table.version() if source.continuous else self._end
         last = self.positions[TABLE_KEY]["version"]
         for version in range(last + 1, latest + 1):
             actions = _log_commit(self._fs, self._root, version)
@@ -249,6 +261,17 @@ class DeltaSourceEnumerator(SplitEnumerator):
             else:
                 self._discover_appends(version, actions)
             self.positions[TABLE_KEY]["version"] = version
+
+    def snapshot(self) -> dict:
+        """The positions a checkpoint records: the splits not read to their end, and the table's
+        progress. A split read to its end is never planned again (discovery goes by version), so
+        the positions of a job that runs on each new version do not grow with its age."""
+        return {k: dict(v) for k, v in self.positions.items()
+                if k == TABLE_KEY or v.get("offset", 0) < v["num_rows"]}
+
+    def restore(self, positions: dict) -> None:
+        super().restore(positions)
+        self._end = None        # pinned again: the restored run's start
 
     def _discover_appends(self, version: int, actions: list[dict]) -> None:
         for action in actions:
@@ -262,10 +285,13 @@ class DeltaSourceEnumerator(SplitEnumerator):
                     "add" in a and a["add"].get("deletionVector") for a in actions)
                 how = (" with deletion vectors (a DELETE, UPDATE or MERGE on a table with "
                        "delta.enableDeletionVectors)" if with_dv else "")
+                following = ("a continuous Delta source" if self.source.continuous else
+                             "a bounded Delta source restored from a checkpoint (an on-inputs run)")
                 raise ValueError(
                     f"Delta source: version {version} of {self.source.table_path} removes data{how} "
-                    f"({path}); a continuous Delta source reads appends only, as Flink's (restart it with "
-                    "a starting_version after that change, or read the table's changes with "
+                    f"({path}); {following} reads the versions after its own as appends only, as Flink's "
+                    "(start it without its checkpoint, restore_from 'none', to read the table as it is now, "
+                    "or from a starting_version after that change, or read the table's changes with "
                     "DeltaSource.for_change_data_feed on a table with delta.enableChangeDataFeed)")
 
     def _discover_changes(self, version: int, actions: list[dict]) -> None:

@@ -23,6 +23,11 @@ class DeltaSource(Source):
 
     @staticmethod
     def for_bounded_row_data(table_path: str, columns=None, starting_version: Optional[int] = None) -> "DeltaSource":
+        """The table's rows at ``starting_version`` (None: the latest as the run starts). A run
+        restored from a checkpoint reads as Structured Streaming's ``availableNow``: the rows the
+        versions after its checkpointed one added, up to the latest as it starts, so a job run on
+        each new version of the table (``JobDeployment(schedule="on-inputs")``) reads each row once.
+        Those versions must append (a DELETE, UPDATE or MERGE fails naming the fix)."""
         return DeltaSource(_check_path(table_path), False, starting_version,
                            tuple(columns) if columns else None)
 
@@ -40,7 +45,8 @@ class DeltaSource(Source):
         (UTC), from ``starting_version`` on (None: the latest version's rows as inserts, then the
         changes after it, as Spark's streaming change feed). Continuous by default (the commits
         made while the job runs too); ``continuous=False`` reads up to the version that was the
-        latest when the job started. ``columns`` may name the three change columns as well."""
+        latest when the run started (a run restored from a checkpoint: from its position on).
+        ``columns`` may name the three change columns as well."""
         if starting_version is not None and (isinstance(starting_version, bool) or not isinstance(
                 starting_version, int) or starting_version < 0):
             raise ValueError(f"DeltaSource.for_change_data_feed: starting_version is a table version "
