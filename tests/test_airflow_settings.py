@@ -37,7 +37,9 @@ def project_settings(airflow_db):
 def test_project_file_parses():
     settings = read_airflow_settings(PROJECT_FILE)
     assert settings.connections == (ConnectionSetting("spark_default", "spark", host="local[*]",
-                                                      extra={"deploy-mode": "client"}),)
+                                                      extra={"deploy-mode": "client"}),
+                                    ConnectionSetting("kafka_default", "kafka",
+                                                      extra={"bootstrap.servers": "127.0.0.1:9092"}))
     assert [(p.name, p.slots) for p in settings.pools] == [("spark_slots", 4)]
     assert settings.variables == (VariableSetting("sluice_warehouse", "warehouse"),)
 
@@ -45,7 +47,12 @@ def test_project_file_parses():
 def test_project_file_loads_into_airflow_and_a_second_load_changes_nothing(project_settings):
     first = apply_airflow_settings(project_settings)
     assert [(c.kind, c.name) for c in first] == [
-        ("connection", "spark_default"), ("pool", "spark_slots"), ("variable", "sluice_warehouse")]
+        ("connection", "spark_default"), ("connection", "kafka_default"), ("pool", "spark_slots"),
+        ("variable", "sluice_warehouse")]
+    # The shipped Kafka job's broker, in the Apache Kafka provider's connection type and extra.
+    from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
+    kafka = Connection.get_connection_from_secrets(KafkaBaseHook.default_conn_name)
+    assert (kafka.conn_type, kafka.extra_dejson) == (KafkaBaseHook.conn_type, {"bootstrap.servers": "127.0.0.1:9092"})
     spark = Connection.get_connection_from_secrets("spark_default")
     assert (spark.conn_type, spark.host, spark.extra_dejson) == ("spark", "local[*]", {"deploy-mode": "client"})
     assert spark.login is None and spark.port is None

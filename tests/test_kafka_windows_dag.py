@@ -9,13 +9,17 @@ import os
 import sys
 import time
 
+import pytest
 from deltalake import DeltaTable
 
 import kafka_env
 from test_airflow_control_plane import ROOT, control_plane, dag_test, xcom  # noqa: F401 (fixture)
 
+from runtime.jobmaster import JobDeployment, JobSpec, find_job
+
 JOBS = os.path.join(ROOT, "include", "jobs")
-# The shipped deployment (schedule, one epoch a run, parallelism), on this test's broker and topics.
+# The shipped deployment (schedule, one epoch a run, parallelism, the broker of the kafka_default
+# connection), on this test's topics.
 JOB_TEMPLATE = '''
 """kafka_windows_run: the shipped kafka_windows job on the test's topics."""
 import dataclasses
@@ -61,9 +65,15 @@ def windows(rows) -> collections.Counter:
     return collections.Counter((r["word"], r["window_start"] - T0, r["window_end"] - T0, r["count"]) for r in rows)
 
 
-def test_two_runs_of_the_kafka_windows_dag_write_each_closed_window_once(control_plane, kafka_broker):  # noqa: F811
+def kafka_connection(bootstrap: str) -> str:
+    """The kafka_default connection as an AIRFLOW_CONN_ variable: the Apache Kafka provider's type."""
+    return json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap}})
+
+
+def test_two_runs_of_the_kafka_windows_dag_write_each_closed_window_once(control_plane, kafka_broker,  # noqa: F811
+                                                                          monkeypatch):
     sys.path.insert(0, JOBS)
-    from kafka_windows import DEPLOYMENT
+    from kafka_windows import BOOTSTRAP_SERVERS, DEPLOYMENT
     from airflow.utils.state import DagRunState
     from runtime.checkpoint.storage import CheckpointStorage
     from runtime.storage.layout import job_dir
@@ -71,7 +81,9 @@ def test_two_runs_of_the_kafka_windows_dag_write_each_closed_window_once(control
     events = kafka_env.create_topic(bootstrap, "events", 2)
     counts = kafka_env.create_topic(bootstrap, "window-counts", 1)
     table = control_plane / "warehouse" / "kafka-window-counts"
-    args = ("--bootstrap-servers", bootstrap, "--input-topic", events, "--output-topic", counts,
+    # The broker is the kafka_default connection's, as a user sets it in Airflow's UI.
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", kafka_connection(bootstrap))
+    args = ("--bootstrap-servers", BOOTSTRAP_SERVERS, "--input-topic", events, "--output-topic", counts,
             "--table", "{warehouse}/kafka-window-counts", "--group-id", f"{events}-group",
             "--transactional-id-prefix", events)
     (control_plane / "jobs" / "kafka_windows_run.py").write_text(JOB_TEMPLATE.format(jobs=JOBS, args=args))
@@ -85,6 +97,7 @@ def test_two_runs_of_the_kafka_windows_dag_write_each_closed_window_once(control
     def run():
         run, tis = dag_test("kafka_windows_run")
         assert run.state == DagRunState.SUCCESS, {t: ti.state for t, ti in tis.items()}
+        assert xcom(run, "compile")["args"][:2] == ["--bootstrap-servers", bootstrap]   # the connection's
         return xcom(run, "finish")
 
     # Run 1: partition 0 reaches 12 s, partition 1 15 s; the watermark (2 s out of orderness) is
@@ -128,3 +141,36 @@ def test_the_kafka_job_triggered_from_the_trigger_form_writes_each_closed_window
     assert windows(DeltaTable(str(table)).to_pyarrow_table().to_pylist()) == closed
     assert windows(json.loads(v) for v in kafka_env.read_committed(bootstrap, counts)) == closed
     assert kafka_env.committed_offsets(bootstrap, f"{events}-group", events, 2) == {0: 3, 1: 2}
+
+
+def render_args(spec: JobSpec) -> tuple:
+    """The job's deployment arguments as its DAG's tasks render them (Airflow's templating)."""
+    from airflow.providers.standard.operators.empty import EmptyOperator
+    from airflow.sdk.execution_time.context import ConnectionAccessor
+    from sluice_airflow.operators import with_rendered_args
+    return with_rendered_args(EmptyOperator(task_id="compile"), spec, {"conn": ConnectionAccessor()}).args
+
+
+def test_the_shipped_kafka_job_takes_its_broker_from_the_kafka_default_connection(monkeypatch):
+    """Pointing the DAG at another broker is a change of the connection, in Airflow's UI; the job
+    script (which never imports Airflow) gets the servers as its argument."""
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", kafka_connection("broker-1:9093,broker-2:9093"))
+    spec = find_job(os.path.join(JOBS, "kafka_windows.py"))
+    args = render_args(spec)
+    assert args[:2] == ("--bootstrap-servers", "broker-1:9093,broker-2:9093")
+    assert args[2:] == spec.args[2:]        # the other arguments as they are
+
+
+def test_a_missing_connection_fails_naming_the_argument_and_the_fix(monkeypatch):
+    from airflow.sdk.exceptions import AirflowFailException
+    monkeypatch.delenv("AIRFLOW_CONN_SLUICE_NO_SUCH_KAFKA", raising=False)
+    missing = JobSpec("kafka_job", "/jobs/kafka_job.py", JobDeployment(
+        args=("--bootstrap-servers", "{{ conn.sluice_no_such_kafka.extra_dejson['bootstrap.servers'] }}")))
+    with pytest.raises(AirflowFailException) as err:
+        render_args(missing)
+    assert "Job kafka_job: its DEPLOYMENT argument" in str(err.value) and "sluice_no_such_kafka" in str(err.value)
+    assert "isn't defined" in str(err.value) and "Admin > Connections" in str(err.value)
+    # A connection without the key: the argument would be empty, which the job would take as no broker.
+    monkeypatch.setenv("AIRFLOW_CONN_SLUICE_NO_SUCH_KAFKA", json.dumps({"conn_type": "kafka", "extra": {}}))
+    with pytest.raises(AirflowFailException, match="renders empty"):
+        render_args(missing)

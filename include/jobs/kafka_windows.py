@@ -23,9 +23,12 @@ from runtime.datastream.formats.json import JsonRowSerializationSchema
 from runtime.jobmaster import JobDeployment
 
 # Its Airflow DAG ("kafka_windows"): hourly, one epoch a run (the trigger form's Epochs: empty runs
-# it until stopped). The bootstrap servers are the job's argument (bin/dev kafka's by default).
+# it until stopped). The broker is the Airflow connection kafka_default's (Admin > Connections, type
+# Apache Kafka, Config Dict {"bootstrap.servers": ...}; airflow_settings.yaml sets bin/dev kafka's):
+# the DAG's tasks render the argument as an Airflow template before the job script runs.
+BOOTSTRAP_SERVERS = "{{ conn.kafka_default.extra_dejson['bootstrap.servers'] }}"
 DEPLOYMENT = JobDeployment(schedule="@hourly", max_epochs=1, parallelism=2,
-                           args=("--bootstrap-servers", "127.0.0.1:9092", "--input-topic", "events",
+                           args=("--bootstrap-servers", BOOTSTRAP_SERVERS, "--input-topic", "events",
                                  "--output-topic", "window-counts", "--table", "{warehouse}/kafka-window-counts"),
                            description="Kafka word events -> event-time window counts -> Delta and Kafka")
 

@@ -24,7 +24,7 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseOperator
 
-from runtime.jobmaster import discover_jobs, find_job
+from runtime.jobmaster import JobSpec, discover_jobs, find_job
 from runtime.execution.options import ExecutionOptions
 from runtime.execution.spark import delta_jars
 from runtime.jobmaster.plans import load_plan
@@ -69,12 +69,37 @@ def compiled_plan(context) -> str:
 
 
 def run_request(context, spec) -> RunRequest:
-    """The run's parameters: the manual-run form (params), else the job's deployment defaults."""
+    """The run's parameters: the manual-run form (params), else the job's deployment defaults. A
+    parameter the form left empty is null (Epochs: until stopped); one the DAG lacks is the default."""
     params = context.get("params") or {}
     try:
-        return RunRequest.from_conf({k: params.get(k) for k in RUN_PARAMETERS}, spec)
+        return RunRequest.from_conf({k: params[k] for k in RUN_PARAMETERS if k in params}, spec)
     except RunRequestError as e:
         raise AirflowFailException(str(e)) from None
+
+
+def with_rendered_args(operator: BaseOperator, spec: JobSpec, context) -> JobSpec:
+    """The job with its deployment's arguments rendered as Airflow templates, so an argument can
+    come from a connection or a variable where a user changes it in Airflow's UI, e.g.
+    ``{{ conn.kafka_default.extra_dejson['bootstrap.servers'] }}``. The runtime never sees Airflow:
+    the job script gets the values."""
+    args = []
+    for arg in spec.args:
+        if "{{" not in arg and "{%" not in arg:     # as it is (a native-object DAG would turn "2" into 2)
+            args.append(arg)
+            continue
+        try:
+            value = operator.render_template(arg, context)
+        except Exception as e:      # a missing connection, variable or key: say which argument, and the fix
+            raise AirflowFailException(
+                f"Job {spec.name}: its DEPLOYMENT argument {arg!r} does not render: {type(e).__name__}: {e}. "
+                f"Define what it names in Airflow (Admin > Connections or Variables; or in "
+                f"airflow_settings.yaml, then `sluice airflow-settings`).") from None
+        if not str(value).strip():
+            raise AirflowFailException(f"Job {spec.name}: its DEPLOYMENT argument {arg!r} renders empty: set "
+                                       f"the value it names in Airflow (Admin > Connections or Variables).")
+        args.append(str(value))
+    return replace(spec, deployment=replace(spec.deployment, args=tuple(args)))
 
 
 class SluiceStepOperator(BaseOperator):
@@ -94,9 +119,10 @@ class SluiceStepOperator(BaseOperator):
 
     def execute(self, context) -> Any:
         if self.step == "maintain" and self.job == ALL_JOBS:
-            return {spec.name: self._maintain(context, spec, None) for spec in discover_jobs(errors=[])}
+            return {spec.name: self._maintain(context, with_rendered_args(self, spec, context), None)
+                    for spec in discover_jobs(errors=[])}
         try:
-            spec = find_job(self.job)
+            spec = with_rendered_args(self, find_job(self.job), context)
         except FileNotFoundError as e:
             raise AirflowFailException(str(e)) from None
         return getattr(self, f"_{self.step}")(context, spec, run_request(context, spec))
