@@ -146,8 +146,11 @@ class JobRunner:
         naming the job's latest completed checkpoint: the one completing as the cancel came is taken
         first (a run that completed none names the one it restored)."""
         self.checkpoints.settle(failing=True)
-        completed = self.storage.completed()
-        latest = completed[-1].checkpoint_id if completed else "none"
+        try:
+            completed = self.storage.completed()
+            latest = completed[-1].checkpoint_id if completed else "none"
+        except Exception as e:      # the checkpoints' table out of reach: the cancel goes on
+            latest = f"unknown: {type(e).__name__}: {e}"
         log.warning("[%s] canceled after %s epoch(s) of attempt %s; its completed checkpoints stay (latest: %s)",
                     self.job_graph.job_name, result.epoch_count, self.options.attempt, latest)
         return self._cancel()

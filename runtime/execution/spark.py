@@ -202,7 +202,7 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
                 settings.pop(key, None)
         for key, value in settings.items():
             builder = builder.config(key, value)
-        from pyspark import SparkConf
+        from pyspark import SparkConf, SparkContext
         with pandas_hidden():
             # py4j's numpy converter imports it at the first call into the JVM; it imports pandas
             # only to say whether the tests of pandas can run.
@@ -210,13 +210,25 @@ def get_spark_session(master: str, app_name: str = "sluice", settings: Optional[
         conf = SparkConf(loadDefaults=False)
         for key, value in builder._options.items():
             conf.set(key, value)
-        _launch_jvm(conf)
+        interrupts = _interrupts_while_starting()
+        try:
+            _launch_jvm(conf)
+            SparkContext.getOrCreate(conf)      # the session's context, as getOrCreate would make it
+        finally:
+            _interrupts_while_running(interrupts)       # in place of the handler PySpark's context set
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel(SPARK_LOG_LEVEL)
         _deploy_store_env(session.sparkContext)
         python_rdds.prepare(session.sparkContext)       # the Java objects every run builds its RDDs with
-        _cancel_on_interrupt()
-        _start_python_workers(session.sparkContext, slot_pools)
+        canceled = KeyboardInterrupt("canceled while the Spark session started")
+        if cancel_requested():
+            raise canceled
+        try:
+            _start_python_workers(session.sparkContext, slot_pools)
+        except Exception:
+            if cancel_requested():      # Ctrl-C while the workers started: a cancel, not a failure
+                raise canceled from None
+            raise
         return session
 
 
@@ -432,18 +444,34 @@ def cancel_all_jobs() -> None:
             pass
 
 
-def _cancel_on_interrupt() -> None:
-    """Ctrl-C (SIGINT) cancels the run as Flink's cancel does: its Spark jobs are canceled from a
-    thread of their own, the run ends CANCELED at once (a canceled Spark job) or at its next epoch
-    boundary, and says so in one line; a second Ctrl-C interrupts at once. PySpark's own handler
-    (SparkContext's) cancels the jobs from inside the py4j call the main thread is in, a reentrant
-    call that py4j reports with pages of tracebacks, and raises KeyboardInterrupt there. Only in the
-    main thread, and only in place of PySpark's handler or Python's own (not a program's)."""
+def _interrupts_while_starting():
+    """Ctrl-C (SIGINT) while the session starts ends the process at once, quietly (py4j reports a
+    KeyboardInterrupt in its calls with a traceback), where Python's own handler is in place. Returns
+    the handler that was, for ``_interrupts_while_running``; None outside the main thread."""
     if threading.current_thread() is not threading.main_thread():
+        return None
+    before = signal.getsignal(signal.SIGINT)
+    if before is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupted_starting)
+    return before
+
+
+def _interrupts_while_running(before) -> None:
+    """Once the session is up, Ctrl-C cancels the run as Flink's cancel does: its Spark jobs are
+    canceled from a thread of their own, the run ends CANCELED at once (a canceled Spark job) or at
+    its next epoch boundary and says so in one line; a second Ctrl-C interrupts at once. PySpark's
+    own handler (SparkContext's, which replaced whatever was there) canceled the jobs from inside the
+    py4j call the main thread is in, a reentrant call that py4j reports with pages of tracebacks.
+    A program's own handler, or SIGINT ignored (a background process), is put back as it was."""
+    if before is None:      # not the main thread, or a handler Python did not install
         return
-    current = signal.getsignal(signal.SIGINT)
-    if current is signal.default_int_handler or getattr(current, "__module__", "").startswith("pyspark"):
-        signal.signal(signal.SIGINT, _interrupted)
+    signal.signal(signal.SIGINT, _interrupted if before in (signal.default_int_handler, _interrupted_starting)
+                  else before)
+
+
+def _interrupted_starting(signum, frame) -> None:
+    _quiet_teardown()
+    raise KeyboardInterrupt
 
 
 def _interrupted(signum, frame) -> None:
