@@ -376,10 +376,11 @@ class JobRunner:
         text = str(error) if isinstance(error, JobExecutionException) else f"{type(error).__name__}: {error}"
         self.decision = decision = recorder.failed(text, names, result, self.restored_from, effective_configuration(
             settings.restart_strategy, dict(settings.configuration), self.coordinator.enabled), self.earlier_attempts)
-        # A control plane or the driver (restarts) acts on this decision: say it now. A first failure
-        # that does not restart is the caller's to report (sluice run's one line).
-        if self.options.dag_run_id or self.restarts and (decision.restart or self.earlier_attempts):
+        # A control plane or the driver (restarts) acts on this decision: say it now. The failure
+        # that ends a run outside Airflow is its caller's to report (sluice run's line), after why.
+        if self.options.dag_run_id or self.restarts and decision.restart:
             log.error("[%s] attempt %s failed: %s", self.job_graph.job_name, self.options.attempt, error)
+        if self.options.dag_run_id or self.restarts and (decision.restart or self.earlier_attempts):
             (log.warning if decision.restart else log.error)("[%s] %s", self.job_graph.job_name, decision.describe())
 
 
