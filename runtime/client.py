@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from runtime.datastream.pipeline import EXECUTORS, PipelineExecutor, current_executor, load_service
-from runtime.datastream.stream_execution_environment import client_configuration
+from runtime.datastream.stream_execution_environment import PROGRAM_KEY, client_configuration
 from runtime.graph.execution_graph import ExecutionGraph, build_execution_graph
 from runtime.graph.job_graph import JobGraph, create_job_graph
 from runtime.graph.stream_graph import StreamGraph
@@ -49,7 +49,7 @@ def _run_script(path: str, args: Sequence[str], executor: PipelineExecutor, para
         raise JobScriptError(f"Job script not found: {path}. Pass the path of a .py file, "
                              "e.g. include/jobs/wordcount.py.")
     token = current_executor.set(executor)
-    conf_token = client_configuration.set({**(configuration or {}),
+    conf_token = client_configuration.set({**(configuration or {}), PROGRAM_KEY: os.path.realpath(path),
                                            **({"parallelism.default": parallelism} if parallelism else {})})
     saved_argv = sys.argv
     sys.argv = [path, *args]

@@ -80,11 +80,11 @@ def test_two_runs_of_the_kafka_windows_dag_write_each_closed_window_once(control
     bootstrap = kafka_broker.bootstrap
     events = kafka_env.create_topic(bootstrap, "events", 2)
     counts = kafka_env.create_topic(bootstrap, "window-counts", 1)
-    table = control_plane / "warehouse" / "kafka-window-counts"
+    table = control_plane / "warehouse" / "tables" / "kafka-window-counts"     # outside the job's folder
     # The broker is the kafka_default connection's, as a user sets it in Airflow's UI.
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", kafka_connection(bootstrap))
     args = ("--bootstrap-servers", BOOTSTRAP_SERVERS, "--input-topic", events, "--output-topic", counts,
-            "--table", "{warehouse}/kafka-window-counts", "--group-id", f"{events}-group",
+            "--table", "{warehouse}/tables/kafka-window-counts", "--group-id", f"{events}-group",
             "--transactional-id-prefix", events)
     (control_plane / "jobs" / "kafka_windows_run.py").write_text(JOB_TEMPLATE.format(jobs=JOBS, args=args))
     assert DEPLOYMENT.schedule == "@hourly" and DEPLOYMENT.max_epochs == 1

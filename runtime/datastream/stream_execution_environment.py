@@ -47,6 +47,9 @@ RUNTIME_MODE = "execution.runtime-mode"
 
 # Settings the client passes to the job's environments, below the job's own (Flink's
 # -p / -D on `flink run`): e.g. {"parallelism.default": "4"} from `sluice restore --parallelism`.
+# The job script the client runs (Flink's key of an application's entry point): the script that
+# owns the job's folder in the warehouse (runtime.storage.job_folders).
+PROGRAM_KEY = "$internal.application.main"
 client_configuration: contextvars.ContextVar[dict] = contextvars.ContextVar("sluice_client_configuration",
                                                                           default={})
 

@@ -13,9 +13,12 @@ from runtime.checkpoint.restore import NoUsableCheckpointException, RestorePoint
 from runtime.checkpoint.sink_committers import check_sink_locations, committed_sinks
 from runtime.checkpoint.storage import (CheckpointException, CheckpointStorage, JobAlreadyRunningException,
                                         already_running)
+from runtime.datastream.stream_execution_environment import PROGRAM_KEY
 from runtime.execution.options import ExecutionOptions
 from runtime.execution.source_coordinator import SourceCoordinator
 from runtime.graph.job_graph import JobGraph
+from runtime.storage.filesystems import basename, join
+from runtime.storage.job_folders import JobFolderException, claim, own_folder
 
 log = logging.getLogger("runtime.execution.executor")     # the run's messages: read by that name
 
@@ -24,8 +27,10 @@ START_OVER = "none"     # restore_from value of a deliberate fresh start
 
 def preflight(job_graph: JobGraph, sources: SourceCoordinator, storage: CheckpointStorage,
               options: ExecutionOptions, batch: bool) -> Optional[RestorePoint]:
-    """Misuse fails here, before Spark starts or anything is written: the job's inputs, where
-    its sinks write, another run holding the job, and the restore point (which must fit the job)."""
+    """Misuse fails here, before Spark starts or anything is written: a job folder shared (with
+    another script, a source or a sink), the job's inputs, where its sinks write, another run
+    holding the job, and the restore point (which must fit the job)."""
+    check_job_folder(job_graph, options.warehouse, storage.job_dir)
     sources.check()
     check_sink_locations(job_graph)
     holder = storage.running_holder(options.lease_timeout_s)
@@ -47,6 +52,30 @@ def preflight(job_graph: JobGraph, sources: SourceCoordinator, storage: Checkpoi
     if point is not None:
         check_compatibility(point, job_graph, options.allow_non_restored_state)
     return point
+
+
+def check_job_folder(job_graph: JobGraph, warehouse: str, job_dir: str) -> None:
+    """The job's folder is its script's alone (``job_folders.claim``), and no source reads or sink
+    writes in a job folder of the warehouse: the job is refused before anything is written."""
+    from runtime.connectors import committer_class
+    for node in (n for v in job_graph.vertices for n in v.operators):
+        if node.kind == "source":
+            found, verb = node.operator.source.locations, "reads"
+        elif node.kind == "sink":
+            found, verb = (committer_class(node.operator.sink).output_location(node.operator.sink) or ())[:1], "writes"
+        else:
+            continue
+        for location in found:
+            own = own_folder(location, warehouse, job_dir)
+            if own is not None:
+                raise JobFolderException(
+                    f"The {node.kind} '{node.operator_name}' of job '{job_graph.job_name}' {verb} {location}, which "
+                    f"overlaps {own}, a job folder of the warehouse (checkpoints, state, epoch log; Sluice's own "
+                    f"files): a VACUUM of a table there would delete them. Give it a path outside every job "
+                    f"folder, e.g. {join(warehouse, 'tables', basename(location))}.")
+    program = dict(job_graph.stream_graph.settings.configuration).get(PROGRAM_KEY)
+    if program:     # a job built by a script (not in a Python session): the folder is the script's
+        claim(job_dir, job_graph.job_name, program)
 
 
 def warn_start_over(job_graph: JobGraph, storage: CheckpointStorage) -> None:

@@ -23,6 +23,7 @@ from runtime.execution.executor import execute_stream_graph
 from runtime.execution.restarts import attempt_overrides
 from runtime.execution.history import FAILED, ExecutionHistory, ExecutionRecord
 from runtime.execution.options import ExecutionOptions
+from runtime.execution.preflight import check_job_folder
 from runtime.jobmaster.deployment import CONTROL_PLANE_CONFIGURATION, JobSpec, resolve_args
 from runtime.jobmaster.plans import latest_plan, load_plan, promote_plan, script_sha256, store_plan, store_slot_plan
 from runtime.scheduler.failover import FAILOVER_STRATEGY_KEY, REGION, pipelined_regions
@@ -97,8 +98,10 @@ def compile_run(spec: JobSpec, request: RunRequest, warehouse: Optional[str] = N
 
 def compile_step(spec: JobSpec, request: RunRequest, warehouse: str, run: str) -> dict:
     """Run the job script once and store the plan for the run's later steps; returns its
-    summary with ``plan``, the folder every later step of the run reads."""
+    summary with ``plan``, the folder every later step of the run reads. A job whose folder is
+    another script's, or that reads or writes in a job folder, is refused here (``preflight``)."""
     job = compile_run(spec, request, warehouse)
+    check_job_folder(job.job_graph, warehouse, job_dir(warehouse, job.job_graph.job_name))
     settings = job.stream_graph.settings
     conf = dict(settings.configuration)
     checkpointing = dict(settings.checkpoint_config)

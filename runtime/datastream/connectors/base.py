@@ -46,6 +46,11 @@ class Source:
         return self.boundedness
 
     @property
+    def locations(self) -> tuple:
+        """The paths or URIs it reads (files, tables), for the run's preflight; () for none."""
+        return ()
+
+    @property
     def produced_type(self) -> Any:
         return None
 

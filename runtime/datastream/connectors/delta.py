@@ -21,6 +21,10 @@ class DeltaSource(Source):
     columns: Optional[tuple] = None
     change_data_feed: bool = False          # for_change_data_feed: the table's change rows
 
+    @property
+    def locations(self) -> tuple:
+        return (self.table_path,)
+
     @staticmethod
     def for_bounded_row_data(table_path: str, columns=None, starting_version: Optional[int] = None) -> "DeltaSource":
         """The table's rows at ``starting_version`` (None: the latest as the run starts). A run

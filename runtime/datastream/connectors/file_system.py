@@ -41,6 +41,10 @@ class FileSource(Source):
     # None: read what is there and finish; else look for new files every N ms.
     monitor_interval_ms: Optional[int] = None
 
+    @property
+    def locations(self) -> tuple:
+        return tuple(self.paths)
+
     @staticmethod
     def for_record_stream_format(stream_format: TextLineFormat, *paths: str) -> "FileSourceBuilder":
         if not paths:
