@@ -1,4 +1,4 @@
-"""The runtime's packages depend one way (README, "Layout"): this builds the import graph of
+"""The runtime's packages depend one way (docs/contributing.md, "Layout"): this builds the import graph of
 ``runtime`` from the source with ``ast``, imports inside functions included, and names every
 import that breaks the layering.
 """
@@ -13,7 +13,7 @@ from seed import ROOT
 
 RUNTIME = os.path.join(ROOT, "runtime")
 
-# What each package may import (besides itself); the README's diagram says the same.
+# What each package may import (besides itself); docs/contributing.md's diagram says the same.
 LAYERS = {
     "common": set(),
     "storage": {"common"},
@@ -86,7 +86,14 @@ def runtime_edges():
 def test_every_package_is_in_the_layering():
     found = {package_of(os.path.join(folder, f)) for folder, _, files in os.walk(RUNTIME)
              for f in files if f.endswith(".py")} - {"__init__"}
-    assert found == set(LAYERS), "add the package to LAYERS and to the README's layout diagram"
+    assert found == set(LAYERS), "add the package to LAYERS and to docs/contributing.md's layout diagram"
+
+
+def test_the_contributing_page_draws_every_package():
+    with open(os.path.join(ROOT, "docs", "contributing.md")) as f:
+        diagram = f.read().split("```text\n", 1)[1].split("```", 1)[0]
+    drawn = {name.strip() for line in diagram.splitlines() for name in line[:26].split(",") if name.strip()}
+    assert drawn == set(LAYERS), "docs/contributing.md's layout diagram names each package of runtime"
 
 
 def test_packages_import_only_the_layers_below():
