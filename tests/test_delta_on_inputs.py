@@ -134,14 +134,18 @@ def test_a_restored_bounded_change_feed_reads_the_changes_since_its_checkpoint(t
 # ---- the shipped job ---------------------------------------------------------------------------
 
 def test_the_shipped_totals_job_is_scheduled_on_the_table_wordcount_writes(tmp_path):
+    from runtime.client import compile_job
     from runtime.jobmaster import discover_jobs
-    from runtime.jobmaster.assets import input_tables
+    from runtime.jobmaster.assets import ON_INPUTS, source_tables
     from runtime.jobmaster.deployment import resolve_args
     specs = {s.name: s for s in discover_jobs(os.path.join(ROOT, "include", "jobs"))}
     totals_job, wordcount = specs["wordcount_totals"], specs["wordcount"]
     warehouse = str(tmp_path / "warehouse")
     written = resolve_args(wordcount.args, warehouse)
-    assert input_tables(totals_job, warehouse) == (written[written.index("--output") + 1],)
+    assert totals_job.deployment.schedule == ON_INPUTS
+    # The tables it is scheduled on: those its compiled job reads, with its deployment's arguments.
+    job = compile_job(TOTALS_JOB, resolve_args(totals_job.args, warehouse))
+    assert source_tables(job) == (written[written.index("--output") + 1],)
 
 
 def test_the_shipped_totals_job_counts_every_row_once_over_runs(spark, tmp_path):
