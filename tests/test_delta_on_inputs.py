@@ -186,6 +186,10 @@ kept.sink_to(DeltaSink.for_row_data(sys.argv[1] + "/appended", partition_by=["da
 kept.sink_to(DeltaSink.for_row_data(sys.argv[1] + "/upserted").with_upsert_keys("word"))
 kept.map(lambda e: e.word, output_type=Types.STRING()).sink_to(
     FileSink.for_row_format(sys.argv[1] + "/lines", Encoder.simple_string_encoder()).build())
+# A field typed by its values: the table waits for them.
+kept.map(lambda e: Row(word=e.word, tags=[e.day]),
+         output_type=Types.ROW_NAMED(["word", "tags"], [Types.STRING(), Types.PICKLED_BYTE_ARRAY()])).sink_to(
+    DeltaSink.for_row_data(sys.argv[1] + "/tagged"))
 env.execute("empty sinks")
 '''
 
@@ -210,11 +214,14 @@ def test_a_sink_that_received_no_rows_leaves_an_empty_table_with_the_streams_sch
         assert dt.transaction_version(f"sluice-empty-sinks-{name}") is None     # no output committed
         del dt
     assert os.listdir(out / "lines") == []      # a FileSink's: its folder, empty
+    assert not (out / "tagged").exists()
     # The next run's rows go into those tables.
     run_empty_sinks(tmp_path, keep=True, restore_from="none")
     expected = [{"word": "a", "count": 1, "day": "mon"}, {"word": "b", "count": 2, "day": "tue"}]
     for name in ("appended", "upserted"):
         assert sorted(rows_of(out / name), key=lambda r: r["word"]) == expected
+    assert sorted(rows_of(out / "tagged"), key=lambda r: r["word"]) == [
+        {"word": "a", "tags": ["mon"]}, {"word": "b", "tags": ["tue"]}]
 
 
 def test_a_sink_that_received_no_rows_leaves_a_table_that_reads_in_spark_sql(spark, tmp_path):

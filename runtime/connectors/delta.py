@@ -779,12 +779,14 @@ class DeltaCommitter(Committer):
         table for an empty DataFrame too). It carries no app transaction: it holds no output."""
         from deltalake import DeltaTable
         declared = self.context.input_type
-        if declared is None or isinstance(declared, PickledBytesTypeInfo):
+        # A field declared PICKLED_BYTE_ARRAY is typed by its values (records_to_table): unknown yet.
+        if declared is None or any(isinstance(t, PickledBytesTypeInfo) for _, t in batch_fields(declared)):
             if not self._warned:
                 self._warned = True
-                log.warning("The Delta sink to %s has received no rows yet and its stream declares no type, "
-                            "so its table is made only with the first rows: declare the stream's type "
-                            "(output_type=...) to have it from the first checkpoint", self.sink.table_path)
+                log.warning("The Delta sink to %s has received no rows yet and its stream does not declare "
+                            "the type of every field, so its table is made only with the first rows: declare "
+                            "the stream's type (output_type=...) to have it from the first checkpoint",
+                            self.sink.table_path)
             return False
         schema = records_to_table([], None, declared, f"the Delta sink to {self.sink.table_path}").schema
         DeltaTable.create(self.sink.table_path, schema, mode="ignore",
