@@ -46,6 +46,8 @@ def test_site_builds_in_strict_mode(tmp_path, snippet_run):
     assert done.returncode == 0, done.stdout + done.stderr
     api = (tmp_path / "site" / "reference" / "streams" / "index.html").read_text()
     assert "key_by" in api and "execute_and_collect" in api  # the reference is rendered from the docstrings
+    # A docstring's indented example is a code block, not a paragraph (docs/hooks/indented_examples.py)
+    assert '<div class="highlight"><pre><span></span><code>ds.map(parse).name("Parse")' in api
 
 
 @pytest.fixture(scope="module")
