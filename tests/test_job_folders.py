@@ -61,7 +61,8 @@ def test_paths_and_uris_overlap_when_one_is_or_holds_the_other(tmp_path):
     assert overlap("s3://b/w/job", "s3://b/w/job/") and overlap("s3://b/w", "s3://b/w/job/state")
     assert overlap("s3://b/w/job/state", "s3://b/w") and not overlap("s3://b/w/job", "s3://b/w/jobs")
     assert not overlap("s3://b/w/job", "gs://b/w/job") and not overlap("s3://b/w/job", "s3://c/w/job")
-    assert overlap(str(tmp_path / "w"), f"file://{tmp_path}/w/job") and not overlap(str(tmp_path / "a"), str(tmp_path / "ab"))
+    assert overlap(str(tmp_path / "w"), f"file://{tmp_path}/w/job")
+    assert not overlap(str(tmp_path / "a"), str(tmp_path / "ab"))
     warehouse, own = "s3://b/w", "s3://b/w/counts"
     assert own_folder("s3://b/w/counts", warehouse, own) == own            # the job's own folder
     assert own_folder("s3://b/w/counts/out", warehouse, own) == own        # inside it

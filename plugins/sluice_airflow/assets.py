@@ -30,12 +30,14 @@ def sink_alias(dag_id: str) -> AssetAlias:
     return AssetAlias(f"sluice-sinks:{dag_id}")
 
 
-def dag_schedule(spec: JobSpec, warehouse: str):
-    """The DAG's schedule: the deployment's, or, for tables, when any of them changes."""
+def dag_schedule(spec: JobSpec, warehouse: str, profile=None):
+    """The DAG's schedule: the deployment's, or, for tables, when any of them changes (the tables
+    the job reads: as its last compile found them, ``profile``; None before any)."""
     schedule = spec.deployment.schedule
     if schedule != ON_INPUTS and not isinstance(schedule, tuple):
         return schedule
-    return AssetAny(*(table_asset(t) for t in input_tables(spec, warehouse)))
+    tables = input_tables(spec, warehouse, profile)
+    return AssetAny(*(table_asset(t) for t in tables)) if tables else None
 
 
 class SinkAssetsOperator(BaseOperator):

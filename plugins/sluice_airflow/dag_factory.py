@@ -1,4 +1,6 @@
-"""DAGs of the control plane, built from the job modules' deployments.
+"""DAGs of the control plane, built from the job modules' deployments, never by running a job
+script: a parse of these DAG files reads each job's DEPLOYMENT and the profile its last compile
+stored (runtime/jobmaster/dag_profiles.py), so it stays cheap however the jobs are written.
 
     <job>                          compile -> execution_graph -> allocate_slots -> deploy -> run -> finish
                                    -> sink_assets (Asset events of the sink tables the run committed to)
@@ -9,12 +11,15 @@
 from __future__ import annotations
 
 import logging
+import sys
 from datetime import datetime, timezone
+from typing import Optional
 
 from airflow.sdk import DAG, Param, chain
 
 from runtime.jobmaster import JobSpec, discover_jobs
-from runtime.jobmaster.steps import dag_profile
+from runtime.jobmaster.dag_profiles import DagProfile, read_profile
+from runtime.jobmaster.deployment import ON_INPUTS, dag_id_of
 from sluice_airflow import warehouse_root
 from sluice_airflow.assets import SinkAssetsOperator, dag_schedule
 from sluice_airflow.operators import ALL_JOBS, SluiceJobOperator, SluiceStepOperator, SluiceTriggerRunOperator
@@ -40,43 +45,85 @@ def run_params(spec: JobSpec) -> dict:
     }
 
 
-def job_dag(spec: JobSpec) -> DAG:
-    d, warehouse = spec.deployment, warehouse_root()
-    profile = dag_profile(spec, warehouse)
-    doc = (f"{spec.doc}\n\n**Restarts:** {profile['restart_strategy']} {profile['give_up_time']} Restarts run in "
-           f"the run task's own Spark session: every attempt is in its one Airflow try and log. Set another "
-           f"strategy with `env.set_restart_strategy(...)` or the `restart-strategy.*` configuration keys.")
-    with DAG(dag_id=spec.name, schedule=dag_schedule(spec, warehouse), start_date=START, catchup=False,
-             max_active_runs=1, description=d.description or (spec.doc.splitlines() or [""])[0], doc_md=doc,
+def job_dag(spec: JobSpec, profile: Optional[DagProfile] = None, warehouse: Optional[str] = None,
+            error: str = "", namesakes: tuple = ()) -> DAG:
+    """The DAG of a job, built from its deployment and the DAG's stored profile (``dag_profiles``):
+    nothing here runs the job script. ``error``: the job module does not import; its DAG says so
+    and its compile task fails with the cause. ``namesakes``: other job modules whose jobs have
+    this one's name (one job folder: only the first to compile may run)."""
+    d, warehouse = spec.deployment, warehouse or warehouse_root()
+    schedule = dag_schedule(spec, warehouse, profile)
+    doc = f"{spec.doc}\n\n" + "\n\n".join(_notes(spec, profile, schedule, error, namesakes))
+    description = d.description or (spec.doc.splitlines() or [""])[0]
+    with DAG(dag_id=spec.name, schedule=None if error else schedule, start_date=START, catchup=False,
+             max_active_runs=1, description=f"BROKEN: {error}"[:200] if error else description, doc_md=doc,
              tags=["sluice", *d.tags], params=run_params(spec), default_args={"owner": d.owner}) as dag:
         steps = [SluiceStepOperator(task_id=step, step=step, job=spec.path)
                  for step in ("compile", "execution_graph", "allocate_slots", "deploy")]
-        run = SluiceJobOperator(task_id="run", job=spec.path, slot_profile=profile["slot_profile"])
+        # Until a compile of this script says which slots the run needs, it reserves the whole pool (policy.py).
+        run = SluiceJobOperator(task_id="run", job=spec.path,
+                                slot_profile=profile.slot_profile if profile and profile.current else None)
         finish = SluiceStepOperator(task_id="finish", step="finish", job=spec.path)
         chain(*steps, run, finish, SinkAssetsOperator(task_id="sink_assets", dag_id=spec.name))
     return dag
 
 
-def job_dags(specs=None) -> dict[str, DAG]:
-    """A DAG per job module; a module that does not import, or whose job does not compile when
-    its DAG is built, is logged and left out (the others stay)."""
+def _notes(spec: JobSpec, profile: Optional[DagProfile], schedule, error: str, namesakes: tuple) -> list[str]:
+    """The DAG doc's paragraphs on what the DAG knows of its job, and what it does not yet."""
+    if error:
+        return [f"**The job module does not import:** `{error}`. Fix it; its compile task's log has the traceback."]
+    notes = []
+    if namesakes:
+        notes.append(f"**Its job has the name of the job of {', '.join(namesakes)}** "
+                     f"(`env.execute({profile.job_name!r})`): both would share one job folder, so only the first "
+                     f"to compile runs and the other's compile step is refused. Give one of them another name in "
+                     f"`env.execute(...)`.")
+    if profile is None or not profile.current:
+        notes.append("**Not compiled since the job script changed** (or never): the run reserves the whole "
+                     "`spark_slots` pool until its compile step tells the slots it needs.")
+    if profile is not None:
+        notes.append(f"**Restarts:** {profile.restart_strategy} {profile.give_up_time} Restarts run in the run "
+                     f"task's own Spark session: every attempt is in its one Airflow try and log. Set another "
+                     f"strategy with `env.set_restart_strategy(...)` or the `restart-strategy.*` configuration keys.")
+    if spec.deployment.schedule == ON_INPUTS and schedule is None:
+        notes.append("**Scheduled on its inputs, which are not known yet:** trigger it once (its compile step "
+                     "finds the Delta tables it reads), or restart `bin/dev airflow`.")
+    return notes
+
+
+def job_dags(specs=None, warehouse: Optional[str] = None) -> dict[str, DAG]:
+    """A DAG per job module, built without running any job script (``job_dag``); a module that
+    does not import still has its DAG, which says why and whose compile task fails with the cause.
+    Modules whose last compiles gave their jobs one name say so in their DAGs' docs, and the log."""
     errors: list = []
     specs = discover_jobs(errors=errors) if specs is None else specs
+    warehouse = warehouse or warehouse_root()
+    profiles = {spec.path: read_profile(warehouse, spec) for spec in specs}
+    by_name: dict = {}
+    for path, profile in profiles.items():
+        if profile is not None:
+            by_name.setdefault(profile.job_name, []).append(path)
     dags = {}
     for spec in specs:
-        try:
-            dags[spec.name] = job_dag(spec)
-        except Exception as e:      # the job script's own error, as it would fail its compile task
-            errors.append((spec.path, f"its job does not compile: {type(e).__name__}: {e}"))
+        profile = profiles[spec.path]
+        namesakes = tuple(p for p in by_name.get(profile.job_name, ()) if p != spec.path) if profile else ()
+        if namesakes:
+            log.error("Job module %s names its job '%s' in env.execute(...), as %s do: one job folder, so only "
+                      "the first to compile runs. Give each its own name.", spec.path, profile.job_name,
+                      ", ".join(namesakes))
+        dags[spec.name] = job_dag(spec, profile, warehouse, namesakes=namesakes)
     for path, message in errors:
-        log.error("Job module %s is left out of the DAGs: %s", path, message)
+        log.error("Job module %s does not import: %s", path, message)
+        spec = JobSpec(dag_id_of(path), path)
+        dags[spec.name] = job_dag(spec, None, warehouse, error=message)
     return dags
 
 
 def _job_param(specs) -> Param:
     names = [spec.name for spec in specs]
-    return Param(names[0] if names else None, type="string", enum=names or None, title="Job",
-                 description="The job (its DAG id)")
+    if not names:       # no job that imports: any name (an enum must list one)
+        return Param(None, type=["null", "string"], title="Job", description="The job (its DAG id)")
+    return Param(names[0], type="string", enum=names, title="Job", description="The job (its DAG id)")
 
 
 def restart_from_checkpoint_dag(specs=None) -> DAG:
@@ -126,3 +173,21 @@ def maintenance_dag(specs=None, schedule: str = "@daily") -> DAG:
              description="Compact and vacuum jobs' tables") as dag:
         SluiceStepOperator(task_id="maintain", step="maintain", job="{{ params.job }}")
     return dag
+
+
+def main() -> int:
+    """``python -m sluice_airflow.dag_factory``: compile each job whose DAG profile is not current
+    (new or changed since its last compile) and store it, outside Airflow's parse of the DAG files,
+    so its DAG is whole at once (``bin/dev airflow`` runs it before Airflow starts). A job that does
+    not import or compile is named, with the cause; its DAG and compile task say the same."""
+    from runtime.jobmaster.steps import refresh_profiles
+    errors: list = []
+    specs = discover_jobs(errors=errors)
+    errors += refresh_profiles(specs, warehouse_root())
+    for path, message in errors:
+        print(f"sluice: job module {path}: {message}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

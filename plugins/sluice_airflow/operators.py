@@ -10,13 +10,14 @@ the task fails without retrying, so the DAG run fails.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
 import time
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, Optional
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -24,36 +25,11 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseOperator
 
+# A parse of the DAG files imports this module (Airflow's DAG processor, once per file, within
+# dagbag_import_timeout), and runs only the operators' constructors: the engine (Spark, Delta) is
+# imported where a task runs it.
 from runtime.jobmaster import JobSpec, discover_jobs, find_job
-from runtime.execution.options import ExecutionOptions
-from runtime.execution.spark import delta_jars
-from runtime.jobmaster.plans import load_plan
-from runtime.jobmaster.steps import (
-    RUN_PARAMETERS,
-    RunRequest,
-    RunRequestError,
-    allocate_slots_step,
-    cancel_spark_jobs,
-    compile_run,
-    compile_step,
-    deploy_step,
-    execution_graph_step,
-    finish_step,
-    outcome,
-    parallelism_report,
-    resolve_restore_point,
-    restart_backoff_remaining,
-    next_attempt,
-    run_options,
-    run_step,
-    request_json,
-    driver_restart_decision,
-    savepoint_step,
-    slots_for,
-)
-from runtime.checkpoint.storage import CheckpointException
-from runtime.jobmaster.maintenance import maintain_job
-from runtime.scheduler.slots import NoResourceAvailableException
+from runtime.jobmaster.dag_profiles import slots_for
 from sluice_airflow import SLOTS_POOL, warehouse_root
 from sluice_airflow.policy import RESERVATION_KEY
 
@@ -71,6 +47,7 @@ def compiled_plan(context) -> str:
 def run_request(context, spec) -> RunRequest:
     """The run's parameters: the manual-run form (params), else the job's deployment defaults. A
     parameter the form left empty is null (Epochs: until stopped); one the DAG lacks is the default."""
+    from runtime.jobmaster.steps import RUN_PARAMETERS, RunRequest, RunRequestError
     params = context.get("params") or {}
     try:
         return RunRequest.from_conf({k: params[k] for k in RUN_PARAMETERS if k in params}, spec)
@@ -128,6 +105,7 @@ class SluiceStepOperator(BaseOperator):
         return getattr(self, f"_{self.step}")(context, spec, run_request(context, spec))
 
     def _compile(self, context, spec, request) -> dict:
+        from runtime.jobmaster.steps import compile_step
         compiled = compile_step(spec, request, warehouse_root(), context["run_id"])
         self.log.info("Compiled %s (%s) at default parallelism %s; restart strategy: %s", spec.name,
                       compiled["job_name"], compiled["default_parallelism"], compiled["restart_strategy"])
@@ -135,6 +113,7 @@ class SluiceStepOperator(BaseOperator):
         return compiled
 
     def _report_parallelism(self, compiled: dict) -> None:
+        from runtime.jobmaster.steps import parallelism_report
         for line in parallelism_report(compiled):
             if line.startswith("WARNING: "):
                 self.log.warning("%s", line[len("WARNING: "):])
@@ -142,6 +121,8 @@ class SluiceStepOperator(BaseOperator):
                 self.log.info("  %s", line)
 
     def _execution_graph(self, context, spec, request) -> dict:
+        from runtime.checkpoint.storage import CheckpointException
+        from runtime.jobmaster.steps import execution_graph_step
         try:
             return execution_graph_step(compiled_plan(context), request, warehouse_root())
         except CheckpointException as e:
@@ -151,6 +132,8 @@ class SluiceStepOperator(BaseOperator):
         """The slot plan over the run task's reservation. The reservation policy sized it for this
         run and recorded the pool's size: a job needing more slots than the pool has fails here,
         with Flink's message, instead of waiting for slots forever."""
+        from runtime.jobmaster.steps import allocate_slots_step
+        from runtime.scheduler.slots import NoResourceAvailableException
         run_task = context["dag"].get_task("run")
         reservation = (context["dag_run"].conf or {}).get(RESERVATION_KEY)
         if reservation is None:
@@ -179,6 +162,8 @@ class SluiceStepOperator(BaseOperator):
     def _check_restore_point(self, context, spec, request, job=None) -> dict:
         """The restore point, checked against the run's compiled plan (the job DAG) or, in the
         restart DAG, which has no compile step, against the job compiled at the asked parallelism."""
+        from runtime.checkpoint.storage import CheckpointException
+        from runtime.jobmaster.steps import compile_run, request_json, resolve_restore_point
         warehouse = warehouse_root()
         try:
             checked = resolve_restore_point(job or compile_run(spec, request, warehouse), request, warehouse)
@@ -192,6 +177,8 @@ class SluiceStepOperator(BaseOperator):
         return checked
 
     def _deploy(self, context, spec, request) -> dict:
+        from runtime.jobmaster.plans import load_plan
+        from runtime.jobmaster.steps import deploy_step
         master, mode = deployment_target(self.conn_id)
         plan = compiled_plan(context)
         deployed = {**self._check_restore_point(context, spec, request, load_plan(plan)), "master": master,
@@ -202,6 +189,8 @@ class SluiceStepOperator(BaseOperator):
         return deployed
 
     def _savepoint(self, context, spec, request) -> str:
+        from runtime.checkpoint.storage import CheckpointException
+        from runtime.jobmaster.steps import savepoint_step
         params = context.get("params") or {}
         try:
             path = savepoint_step(spec, warehouse_root(), params.get("checkpoint"), params.get("target") or None)
@@ -211,6 +200,7 @@ class SluiceStepOperator(BaseOperator):
         return path
 
     def _finish(self, context, spec, request) -> dict:
+        from runtime.jobmaster.steps import finish_step
         result = finish_step(warehouse_root(), context["ti"].xcom_pull(task_ids="run"))
         self.log.info("Job %s %s: %s epoch(s), %s record(s) in; latest checkpoint %s in %s; sinks: %s",
                       result["job"], result["state"], result["epochs"], result["records_in"],
@@ -221,6 +211,7 @@ class SluiceStepOperator(BaseOperator):
     def _maintain(self, context, spec, request) -> dict:
         """The job's sinks compacted and vacuumed as their policies say, its own tables when it is
         stopped; the log says what was removed, the return value is the report."""
+        from runtime.jobmaster.maintenance import maintain_job
         report = maintain_job(spec, warehouse_root())
         for line in report.lines():
             self.log.info("%s", line)
@@ -235,17 +226,19 @@ class SluiceJobOperator(SparkSubmitOperator):
     template_fields = (*SparkSubmitOperator.template_fields, "job", "slot_profile")
     ui_color = "#aed6f1"
 
-    def __init__(self, *, job: str, slot_profile: list, conn_id: str = "spark_default", **kwargs):
-        import runtime.cli
+    def __init__(self, *, job: str, slot_profile: Optional[list], conn_id: str = "spark_default", **kwargs):
         kwargs.setdefault("pool", SLOTS_POOL)
-        kwargs.setdefault("pool_slots", max(1, slots_for(slot_profile, None)))
+        # None: not compiled yet, the policy reserves the whole pool.
+        kwargs.setdefault("pool_slots", max(1, slots_for(slot_profile, None)) if slot_profile else 1)
         kwargs.setdefault("retries", RESTART_RETRY_CAP)
         kwargs.setdefault("retry_delay", timedelta(0))     # the strategy's backoff is waited in execute()
-        super().__init__(application=runtime.cli.__file__, conn_id=conn_id, name="sluice", **kwargs)
+        super().__init__(application=importlib.util.find_spec("runtime.cli").origin, conn_id=conn_id, name="sluice",
+                         **kwargs)
         self.job = job
         self.slot_profile = slot_profile        # read by the reservation policy (policy.py)
 
     def execute(self, context) -> dict:
+        from runtime.jobmaster.steps import driver_restart_decision, next_attempt, restart_backoff_remaining, run_step
         spec = find_job(self.job)
         deployed = context["ti"].xcom_pull(task_ids="deploy")
         request = run_request(context, spec)
@@ -272,6 +265,7 @@ class SluiceJobOperator(SparkSubmitOperator):
         view): Flink's Cancel. In this process: cancel the Spark jobs and interrupt the run, which
         records itself CANCELED; with spark-submit: the provider kills the submission."""
         if getattr(self, "_in_process", False):
+            from runtime.jobmaster.steps import cancel_spark_jobs
             cancel_spark_jobs()
             raise KeyboardInterrupt("canceled: Airflow stopped the task")
         super().on_kill()
@@ -280,6 +274,10 @@ class SluiceJobOperator(SparkSubmitOperator):
         # The driver runs the plan the compile step stored, with the same options run_step would use;
         # it restarts its attempts itself, and fails here with a restart still to do only when its
         # JVM died with the attempt: an Airflow retry submits a new driver.
+        from runtime.execution.options import ExecutionOptions
+        from runtime.execution.spark import delta_jars
+        from runtime.jobmaster.plans import load_plan
+        from runtime.jobmaster.steps import driver_restart_decision, outcome, run_options
         options = run_options(load_plan(plan), request, warehouse, master, dag_run_id)
         self.application_args = ["run", spec.path, "--plan", plan, *ExecutionOptions.to_properties(options)]
         self.env_vars = {**(self.env_vars or {}), "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
@@ -301,6 +299,7 @@ class SluiceJobOperator(SparkSubmitOperator):
     def _give_up_or_retry(error: Exception, restart: bool, decision: str) -> None:
         """An Airflow retry when the restart strategy restarts, a failure without retry otherwise. The
         message says the cause, then the decision, then the task's traceback."""
+        from runtime.jobmaster.steps import RunRequestError
         cause, _, trace = str(error).partition("\n")
         message = f"{cause}\n{decision}" + (f"\n{trace}" if trace else "")
         if restart and not isinstance(error, (AirflowFailException, RunRequestError)):

@@ -54,7 +54,11 @@ def output_to(path: str):
 
 
 def run_dag(dag_id: str):
+    """``dag.test()`` of the DAG, once the jobs' DAG profiles are compiled (as ``bin/dev airflow``
+    does at start: a parse of the DAG files never compiles), so its run reserves the slots it needs."""
     from airflow.dag_processing.dagbag import DagBag
+    from sluice_airflow.dag_factory import main as refresh_profiles
+    refresh_profiles()
     bag = DagBag(dag_folder=os.path.join(PROJECT_ROOT, "dags"))
     if bag.import_errors:
         raise SystemExit(f"DAG import errors: {bag.import_errors}")

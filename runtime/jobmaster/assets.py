@@ -19,11 +19,11 @@ import os
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, DISCARDED, CheckpointRecord, CheckpointStorage
-from runtime.execution.history import ExecutionHistory
+from runtime.jobmaster.deployment import ON_INPUTS, resolve_args
 from runtime.storage.filesystems import absolute, is_uri
 
-ON_INPUTS = "on-inputs"     # JobDeployment.schedule: run when a Delta table the job reads changes
+# The checkpoints and the history are imported where a run's commits are read (a task): a parse
+# of the DAG files needs only ON_INPUTS and input_tables.
 
 
 @dataclass(frozen=True)
@@ -47,9 +47,10 @@ def table_uri(table: str) -> str:
     return location if is_uri(location) else "file://" + os.path.abspath(location)
 
 
-def committed_tables(checkpoints: Iterable[CheckpointRecord], run_ids: set, job_dir: str) -> tuple:
+def committed_tables(checkpoints: Iterable, run_ids: set, job_dir: str) -> tuple:
     """The TableCommits of the runs ``run_ids`` (an Airflow run's attempts): each sink table whose
     version in their completed checkpoints is above every version other runs' checkpoints recorded."""
+    from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, DISCARDED
     before: dict = {}
     during: dict = {}
     for record in sorted(checkpoints, key=lambda r: r.checkpoint_id):
@@ -66,6 +67,8 @@ def committed_tables(checkpoints: Iterable[CheckpointRecord], run_ids: set, job_
 
 def run_commits(job_dir: str, dag_run_id: str) -> tuple:
     """What the Airflow run ``dag_run_id`` of the job in ``job_dir`` committed (committed_tables)."""
+    from runtime.checkpoint.storage import CheckpointStorage
+    from runtime.execution.history import ExecutionHistory
     run_ids = {r.run_id for r in ExecutionHistory(job_dir).attempts(dag_run_id)}
     if not run_ids:
         return ()
@@ -83,27 +86,11 @@ def source_tables(job) -> tuple:
     return tuple(found)
 
 
-def input_tables(spec, warehouse: Optional[str] = None) -> tuple:
-    """The tables a job's deployment schedules it on: its Delta sources' (``ON_INPUTS``, compiled
-    with its arguments, or read from the DAG's stored plan while the script is unchanged), or
-    the tables it lists ({warehouse} is the warehouse; relative paths are the project's)."""
-    from runtime.jobmaster.deployment import resolve_args
+def input_tables(spec, warehouse: Optional[str], profile) -> tuple:
+    """The tables a job's deployment schedules it on: its Delta sources' (``ON_INPUTS``: as its
+    last compile found them, ``profile``, a ``dag_profiles.DagProfile``; () before any), or the
+    tables it lists ({warehouse} is the warehouse; relative paths are the project's)."""
     schedule = spec.deployment.schedule
     if isinstance(schedule, tuple):
         return tuple(resolve_args(schedule, warehouse))
-    if schedule != ON_INPUTS:
-        return ()
-    tables = source_tables(_compiled(spec, warehouse))
-    if not tables:
-        raise ValueError(f"Job {spec.name} ({spec.path}) is scheduled on its inputs (schedule={ON_INPUTS!r}) "
-                         f"but reads no Delta table: read one with DeltaSource, or give it another schedule")
-    return tables
-
-
-def _compiled(spec, warehouse: Optional[str]):
-    from runtime.jobmaster.plans import latest_plan, load_plan, script_sha256
-    from runtime.jobmaster.steps import RunRequest, compile_run
-    stored = latest_plan(warehouse, spec.name) if warehouse else None
-    if stored and stored.get("script_sha256") == script_sha256(spec.path):
-        return load_plan(stored["plan"])
-    return compile_run(spec, RunRequest(parallelism=spec.deployment.parallelism), warehouse)
+    return tuple(profile.input_tables) if schedule == ON_INPUTS and profile is not None else ()

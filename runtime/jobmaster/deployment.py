@@ -19,6 +19,7 @@ from typing import Optional, Union
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JOBS_FOLDER = os.path.join(PROJECT_ROOT, "include", "jobs")
 JOBS_FOLDER_ENV = "SLUICE_JOBS_FOLDER"      # another folder of job modules (tests, other projects)
+ON_INPUTS = "on-inputs"     # JobDeployment.schedule: when a Delta table the job reads changes (jobmaster.assets)
 
 
 # The control plane's configuration, under each job's own (as flink-conf.yaml is under a job's
@@ -74,10 +75,21 @@ class JobSpec:
         return self.deployment.args
 
 
+def script_sha256(path: str) -> str:
+    """Which version of a job script a stored plan or DAG profile was compiled from."""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def dag_id_of(path: str) -> str:
+    """A job module's DAG id: its file's name."""
+    return re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+
+
 def load_job_spec(path: str) -> JobSpec:
     """Import a job module (not as ``__main__``) and read its DEPLOYMENT."""
     path = os.path.abspath(path)
-    name = re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+    name = dag_id_of(path)
     digest = hashlib.sha1(path.encode()).hexdigest()[:8]
     spec = importlib.util.spec_from_file_location(f"sluice_job_{name}_{digest}", path)
     if spec is None or spec.loader is None:

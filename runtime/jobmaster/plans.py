@@ -19,7 +19,6 @@ slots) changes neither what the web view shows nor what the next default run res
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import pickle
 import re
@@ -29,6 +28,7 @@ from runtime.client import CompiledJob
 from runtime.execution.dependencies import dumps_by_value
 from runtime.graph.execution_graph import build_execution_graph
 from runtime.graph.job_graph import create_job_graph
+from runtime.jobmaster.deployment import script_sha256  # noqa: F401 (read with a plan: overview.py)
 from runtime.storage.filesystems import isdir, isfile, join, read_bytes, rmtree, write_bytes
 from runtime.storage.layout import job_dir
 
@@ -87,12 +87,6 @@ def latest_plan(warehouse: str, dag_id: str) -> Optional[dict]:
     "slot_profile"}, or None."""
     pointer = _read_json(_pointer(warehouse, dag_id))
     return pointer if pointer and isdir(pointer["plan"]) else None
-
-
-def script_sha256(path: str) -> str:
-    """Which version of a job script a stored plan was compiled from."""
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 def _pointer(warehouse: str, dag_id: str) -> str:

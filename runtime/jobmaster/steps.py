@@ -24,8 +24,10 @@ from runtime.execution.restarts import attempt_overrides
 from runtime.execution.history import FAILED, ExecutionHistory, ExecutionRecord
 from runtime.execution.options import ExecutionOptions
 from runtime.execution.preflight import check_job_folder
-from runtime.jobmaster.deployment import CONTROL_PLANE_CONFIGURATION, JobSpec, resolve_args
-from runtime.jobmaster.plans import latest_plan, load_plan, promote_plan, script_sha256, store_plan, store_slot_plan
+from runtime.jobmaster.assets import source_tables
+from runtime.jobmaster.dag_profiles import DagProfile, read_profile, slots_for, store_profile  # noqa: F401
+from runtime.jobmaster.deployment import CONTROL_PLANE_CONFIGURATION, ON_INPUTS, JobSpec, resolve_args, script_sha256
+from runtime.jobmaster.plans import latest_plan, load_plan, promote_plan, store_plan, store_slot_plan
 from runtime.scheduler.failover import FAILOVER_STRATEGY_KEY, REGION, pipelined_regions
 from runtime.scheduler.restart import effective_configuration
 from runtime.scheduler.slots import TaskManager, compute_slot_plan
@@ -99,9 +101,17 @@ def compile_run(spec: JobSpec, request: RunRequest, warehouse: Optional[str] = N
 def compile_step(spec: JobSpec, request: RunRequest, warehouse: str, run: str) -> dict:
     """Run the job script once and store the plan for the run's later steps; returns its
     summary with ``plan``, the folder every later step of the run reads. A job whose folder is
-    another script's, or that reads or writes in a job folder, is refused here (``preflight``)."""
+    another script's, or that reads or writes in a job folder, is refused here (``preflight``);
+    the DAG's profile (``dag_profiles``) is stored for the next parse of the DAG files."""
     job = compile_run(spec, request, warehouse)
     check_job_folder(job.job_graph, warehouse, job_dir(warehouse, job.job_graph.job_name))
+    profile = dag_profile_of(job, spec, warehouse)
+    if spec.deployment.schedule == ON_INPUTS and not profile.input_tables:
+        raise ValueError(f"Job {spec.name} ({spec.path}) is scheduled on its inputs (schedule={ON_INPUTS!r}) but "
+                         f"reads no Delta table: read one with DeltaSource, or give it another schedule")
+    stored = read_profile(warehouse, spec)
+    if request.parallelism == spec.deployment.parallelism or stored is None or not stored.current:
+        store_profile(warehouse, spec.name, profile)    # the slots of a default run (a rescale's are its own)
     settings = job.stream_graph.settings
     conf = dict(settings.configuration)
     checkpointing = dict(settings.checkpoint_config)
@@ -233,23 +243,29 @@ def attempt_seconds(records: list[ExecutionRecord], last: int = 20) -> Optional[
     return spans[len(spans) // 2] if spans else None
 
 
-def dag_profile(spec: JobSpec, warehouse: Optional[str] = None) -> dict:
-    """What a DAG needs of its job when the DAG file is parsed: the slot profile (``slot_profile``),
-    the restart strategy in words and how long a run that keeps failing takes to give up
-    (``give_up_time``, a sentence: ``GiveUpTime`` with the attempts' duration the history measured),
-    read from the DAG's last stored plan while the job script is unchanged, so a parse does not
-    compile."""
-    stored = latest_plan(warehouse, spec.name) if warehouse else None
-    if stored and stored.get("script_sha256") == script_sha256(spec.path) and "give_up" in stored:
-        profile = {k: stored[k] for k in ("slot_profile", "restart_strategy", "give_up")}
-        job_name = stored["job_name"]
-    else:
-        job = compile_run(spec, RunRequest(parallelism=spec.deployment.parallelism), warehouse)
-        profile = {"slot_profile": slot_profile_of(job), "restart_strategy": restart_strategy_of(job),
-                   "give_up": give_up_of(job)}
-        job_name = job.job_graph.job_name
-    measured = measured_attempt_s(warehouse, job_name) if warehouse else None
-    return {**profile, "give_up_time": GiveUpTime(**profile["give_up"], attempt_s=measured).describe()}
+def dag_profile_of(job: CompiledJob, spec: JobSpec, warehouse: str) -> DagProfile:
+    """What the job's DAG needs of the compiled job (``dag_profiles``): the slot profile, the restart
+    strategy in words, how long a run that keeps failing takes to give up (with the attempts'
+    duration the history measured), and the Delta tables it reads."""
+    measured = measured_attempt_s(warehouse, job.job_graph.job_name)
+    return DagProfile(script_sha256(spec.path), job.job_graph.job_name, slot_profile_of(job), restart_strategy_of(job),
+                      GiveUpTime(**give_up_of(job), attempt_s=measured).describe(), source_tables(job))
+
+
+def refresh_profiles(specs, warehouse: str) -> list[tuple[str, str]]:
+    """Compile each job whose DAG profile is not current and store it (outside any parse of the
+    DAG files); (path, error) of those that do not compile: their compile step says the same."""
+    errors = []
+    for spec in specs:
+        profile = read_profile(warehouse, spec)
+        if profile is not None and profile.current:
+            continue
+        try:
+            job = compile_run(spec, RunRequest(parallelism=spec.deployment.parallelism), warehouse)
+            store_profile(warehouse, spec.name, dag_profile_of(job, spec, warehouse))
+        except Exception as e:      # the job script's own error
+            errors.append((spec.path, f"{type(e).__name__}: {e}"))
+    return errors
 
 
 def give_up_of(job: CompiledJob) -> dict:
@@ -296,12 +312,6 @@ def slot_profile_of(job: CompiledJob) -> list:
             groups[node.slot_sharing_group] = (fixed, True)
     default = job.stream_graph.settings.default_parallelism
     return [[g, fixed, uses_default, default] for g, (fixed, uses_default) in groups.items()]
-
-
-def slots_for(profile: list, parallelism: Optional[int]) -> int:
-    """The slots a run needs at ``parallelism`` (None: the job's own default)."""
-    return sum(max(fixed, (parallelism or default) if uses_default else 0)
-               for _, fixed, uses_default, default in profile)
 
 
 def allocate_slots_step(plan: str, pool: str, pool_slots: int) -> dict:
