@@ -1,13 +1,14 @@
 """``bin/dev airflow``, the development Airflow, as the test run's shared ``real_airflow`` runs it:
 nothing of it listens beyond the loopback address, its executor is sized to the machine, the job
-DAGs run when triggered, and its log is free of the warnings it used to repeat."""
+DAGs run when triggered, its log is free of the warnings it used to repeat, and it says it is
+ready when its UI answers."""
 from __future__ import annotations
 
 import os
 import re
 import subprocess
 
-from real_airflow import tree
+from real_airflow import free_port, tree
 from waiting import wait_until
 
 NOISE = ("Triggerer's async thread was blocked", "Pydantic serializer warnings", "PydanticSerializationUnexpectedValue",
@@ -83,3 +84,42 @@ def test_bin_dev_airflow_listens_on_loopback_sizes_its_executor_and_logs_no_nois
 
     log = site.log.read_text()
     assert [line for line in log.splitlines() if any(n in line for n in NOISE)] == []
+    # "Ready" is said once, when the UI answers (bin/dev asks its health endpoint): standalone's own
+    # line, which comes once its scheduler heartbeats, tens of seconds earlier, is held back (issue 50, item 8).
+    ready = [line for line in log.splitlines() if "Airflow is ready" in line]
+    assert ready == [f"bin/dev airflow: Airflow is ready: the UI answers at {site.url} (Ctrl-C stops it)"], ready
+
+
+def test_bin_dev_airflow_says_ready_when_the_ui_answers(tmp_path):
+    """bin/dev's say_ready, between standalone and the terminal: lines pass as they come, standalone's
+    own "Airflow is ready" is held back, and readiness is said once the health endpoint answers."""
+    import sys
+    import threading
+    import time
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    functions = subprocess.run(["sed", "-n", "/^say_ready() {/,/^}/p;/^ui_answers() {/,/^}/p",
+                                os.path.join(root, "bin", "dev")], capture_output=True, text=True, check=True).stdout
+    port = free_port()
+    health = tmp_path / "api" / "v2" / "monitor"
+    health.mkdir(parents=True)
+    (health / "health").write_text("{}")
+    script = (f"{functions}\n(echo 'api-server | starting'; echo 'standalone | Airflow is ready'; sleep 4; "
+              f"echo 'scheduler | later') | say_ready http://127.0.0.1:{port}")
+    seen = []
+    said = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, text=True)
+    reader = threading.Thread(target=lambda: seen.extend((time.monotonic(), line.rstrip("\n")) for line in said.stdout))
+    reader.start()
+    time.sleep(1.5)
+    serving = time.monotonic()      # the UI answers from now on
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        said.wait(timeout=30)
+        reader.join()
+    finally:
+        server.terminate()
+        server.wait()
+    lines = [line for _, line in seen]
+    assert lines == ["api-server | starting", f"bin/dev airflow: Airflow is ready: the UI answers at "
+                     f"http://127.0.0.1:{port} (Ctrl-C stops it)", "scheduler | later"], lines
+    assert seen[1][0] >= serving
