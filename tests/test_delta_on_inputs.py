@@ -58,9 +58,10 @@ def sums(table) -> dict:
 # ---- the enumerator: what a bounded run reads ----------------------------------------------------
 
 def read_run(source, positions=None, between_epochs=None) -> tuple[list, dict]:
-    """One run of a bounded source, one epoch a file: the rows it reads and its positions at the
-    end. ``between_epochs()`` runs after the first epoch (a commit while the run goes on)."""
-    enumerator = DeltaSourceEnumerator(source, EnumeratorContext(parallelism=1))
+    """One run of a bounded source, a row of each file an epoch: the rows it reads and its
+    positions at the end. ``between_epochs()`` runs after the first epoch (a commit while the
+    run goes on)."""
+    enumerator = DeltaSourceEnumerator(source, EnumeratorContext(parallelism=1, max_records_per_split=1))
     if positions is not None:
         enumerator.restore(positions)
     reader = DeltaSourceReader(source, TaskContext("Delta Source", 0, 1, 128, 0, 0, {}))
@@ -87,11 +88,11 @@ def test_a_restored_bounded_source_reads_the_versions_since_its_checkpoint_up_to
     rows, positions = read_run(source)      # a fresh run: the snapshot as it starts
     assert rows == [("a", 1), ("b", 2), ("c", 3)]
 
-    append(table, [("d", 4)])               # version 2
-    append(table, [("e", 5)])               # version 3
+    append(table, [("d", 4), ("e", 5)])     # version 2
+    append(table, [("e", 6)])               # version 3
     # Restored: versions 2 and 3 only; version 4, committed while it runs, is the next run's.
     rows, positions = read_run(source, positions, between_epochs=lambda: append(table, [("f", 6)]))
-    assert rows == [("d", 4), ("e", 5)]
+    assert rows == [("d", 4), ("e", 5), ("e", 6)]
     rows, positions = read_run(source, positions)
     assert rows == [("f", 6)]
     rows, positions = read_run(source, positions)       # nothing new: nothing read, the run ends
