@@ -11,7 +11,8 @@ A snippet is runnable when the line before its fence is ``<!-- run -->``:
     2
     ```
 
-A fenced block titled "Output" right after it (blank lines between allowed) is what the snippet
+The marker and the fence may be indented alike (inside a tab or an admonition). A fenced block
+titled "Output" right after it (blank lines between allowed) is what the snippet
 must print on stdout, compared line by line without trailing blanks. Each snippet runs on its own,
 in a fresh namespace, in its own working folder and warehouse (so two snippets' jobs never share
 checkpoints), but all of a run's snippets share one process: a Spark session starts once.
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Optional
 
 MARK = "<!-- run -->"
-FENCE = re.compile(r"^(`{3,})\s*([\w+-]*)(.*)$")
+FENCE = re.compile(r"^(\s*)(`{3,})\s*([\w+-]*)(.*)$")     # indented inside a tab or an admonition too
 
 
 @dataclass(frozen=True)
@@ -50,15 +51,15 @@ class Snippet:
         return f"{self.page}#{self.index}"
 
 
-def _block(lines: list[str], start: int) -> tuple[str, str, int]:
-    """The fenced block opening at ``start``: (its info string, its text, the line after it)."""
-    fence, _, _ = FENCE.match(lines[start]).groups()
+def _block(lines: list[str], start: int) -> tuple[str, int]:
+    """The fenced block opening at ``start``: (its text, without the fence's indentation; the line after it)."""
+    indent, fence, _, _ = FENCE.match(lines[start]).groups()
     end = start + 1
     while end < len(lines) and lines[end].strip() != fence:
         end += 1
     if end == len(lines):
         raise ValueError(f"line {start + 1}: the fence {fence} is never closed")
-    return lines[start], "\n".join(lines[start + 1:end]), end + 1
+    return "\n".join(line[len(indent):] for line in lines[start + 1:end]), end + 1
 
 
 def find_snippets(page: Path, name: Optional[str] = None) -> list[Snippet]:
@@ -73,15 +74,15 @@ def find_snippets(page: Path, name: Optional[str] = None) -> list[Snippet]:
             continue
         start = i + 1
         opening = FENCE.match(lines[start]) if start < len(lines) else None
-        if not opening or opening.group(2) != "python":
+        if not opening or opening.group(3) != "python":
             raise ValueError(f"{name}:{i + 1}: {MARK} must be followed by a ```python block")
-        _, code, after = _block(lines, start)
+        code, after = _block(lines, start)
         output = None
         j = after
         while j < len(lines) and not lines[j].strip():
             j += 1
         if j < len(lines) and FENCE.match(lines[j]) and 'title="Output"' in lines[j]:
-            _, output, after = _block(lines, j)
+            output, after = _block(lines, j)
         found.append(Snippet(name, len(found), start + 1, code, output))
         i = after
     return found
