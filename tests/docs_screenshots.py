@@ -5,12 +5,13 @@ failing in its third epoch, a savepoint, a run restoring it), a real ``airflow a
 the ``sluice`` plugin, and headless Chromium logged in through Airflow's login page. Run it again
 when the view changes:
 
-    bin/dev sluice --help >/dev/null && .venv/bin/python tests/docs_screenshots.py
+    .venv/bin/python tests/docs_screenshots.py     (after bin/dev's set-up)
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -77,8 +78,10 @@ def shoot(driver, css: str, name: str) -> None:
 def main() -> None:
     airflow_env.migrate()
     IMG.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="sluice-screens-") as tmp:
-        root = Path(tmp)
+    root = Path(tempfile.gettempdir()) / "sluice-example"     # a short path: the pages show it
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir()
+    try:
         proc, url, log = view._start_api_server(root, *make_warehouse(root))
         driver = browser(root / "profile")
         try:
@@ -102,6 +105,8 @@ def main() -> None:
         finally:
             driver.quit()
             view._stop(proc)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
