@@ -51,6 +51,9 @@ def control_plane(airflow_db, spark, tmp_path, monkeypatch):
     jobs = tmp_path / "jobs"
     jobs.mkdir()
     monkeypatch.setenv("SLUICE_JOBS_FOLDER", str(jobs))
+    # Tasks read the variable; this process's parses and profile compiles (no Airflow task around
+    # them reads variables) the environment, which says the same.
+    monkeypatch.setenv("SLUICE_WAREHOUSE", str(tmp_path / "warehouse"))
     Variable.set("sluice_warehouse", str(tmp_path / "warehouse"))
     Pool.create_or_update_pool("spark_slots", 4, "Spark slots (tests)", include_deferred=False)
     with create_session() as session:
@@ -115,8 +118,10 @@ def test_dagbag_imports_a_dag_per_job_and_the_control_dags(control_plane):
     bag = DagBag(dag_folder=os.path.join(ROOT, "dags"))
     assert bag.import_errors == {}
     assert {"counts_a", "broken_compile", "sluice_restart_from_checkpoint", "sluice_savepoint"} <= set(bag.dags)
-    # Never compiled: the run reserves the whole pool (the policy), and the DAG's doc says why.
-    assert bag.dags["counts_a"].get_task("run").slot_profile is None
+    # Never compiled: the run reserves its deployment's parallelism (the machine's cores by
+    # default), and the DAG's doc says why.
+    cores = os.cpu_count() or 1
+    assert bag.dags["counts_a"].get_task("run").slot_profile == [["default", 0, True, cores]]
     assert "Not compiled since" in bag.dags["counts_a"].doc_md
     # Compiled outside the parse (as bin/dev airflow does at start, and each run's compile step).
     assert refresh_profiles() == 0
@@ -129,7 +134,6 @@ def test_dagbag_imports_a_dag_per_job_and_the_control_dags(control_plane):
     run = dag.get_task("run")
     # The source chain (the default parallelism: PyFlink's, the machine's cores) and the keyed
     # operators (2) share the default group: the larger of the two.
-    cores = os.cpu_count() or 1
     assert (run.pool, run.pool_slots, run.slot_profile) == ("spark_slots", max(2, cores), [["default", 2, True, cores]])
     schema = dag.params.dump()
     assert schema["restore_from"] == "latest" and schema["parallelism"] is None
@@ -406,7 +410,8 @@ def test_a_run_runs_the_job_script_once_and_later_readers_use_its_stored_plan(co
 
     script.write_text(script.read_text() + "\n# a new version of the job\n")
     changed = DagBag(dag_folder=os.path.join(ROOT, "dags")).dags["counts_once"]
-    assert len(script_runs()) == before and changed.get_task("run").slot_profile is None    # not compiled yet
+    assert len(script_runs()) == before and "Not compiled since" in changed.doc_md      # not compiled yet
+    assert changed.get_task("run").slot_profile == [["default", 2, True, os.cpu_count() or 1]]    # its last compile's
 
 
 MAINTAINED_JOB = '''

@@ -18,7 +18,7 @@ from typing import Optional
 from airflow.sdk import DAG, Param, chain
 
 from runtime.jobmaster import JobSpec, discover_jobs
-from runtime.jobmaster.dag_profiles import DagProfile, read_profile
+from runtime.jobmaster.dag_profiles import DagProfile, estimated_slot_profile, read_profile
 from runtime.jobmaster.deployment import ON_INPUTS, dag_id_of
 from sluice_airflow import warehouse_root
 from sluice_airflow.assets import SinkAssetsOperator, dag_schedule
@@ -60,9 +60,9 @@ def job_dag(spec: JobSpec, profile: Optional[DagProfile] = None, warehouse: Opti
              tags=["sluice", *d.tags], params=run_params(spec), default_args={"owner": d.owner}) as dag:
         steps = [SluiceStepOperator(task_id=step, step=step, job=spec.path)
                  for step in ("compile", "execution_graph", "allocate_slots", "deploy")]
-        # Until a compile of this script says which slots the run needs, it reserves the whole pool (policy.py).
+        # The slots its last compile found (a changed script's are most likely the same), else an estimate.
         run = SluiceJobOperator(task_id="run", job=spec.path,
-                                slot_profile=profile.slot_profile if profile and profile.current else None)
+                                slot_profile=profile.slot_profile if profile else estimated_slot_profile(spec))
         finish = SluiceStepOperator(task_id="finish", step="finish", job=spec.path)
         chain(*steps, run, finish, SinkAssetsOperator(task_id="sink_assets", dag_id=spec.name))
     return dag
@@ -79,8 +79,8 @@ def _notes(spec: JobSpec, profile: Optional[DagProfile], schedule, error: str, n
                      f"to compile runs and the other's compile step is refused. Give one of them another name in "
                      f"`env.execute(...)`.")
     if profile is None or not profile.current:
-        notes.append("**Not compiled since the job script changed** (or never): the run reserves the whole "
-                     "`spark_slots` pool until its compile step tells the slots it needs.")
+        notes.append("**Not compiled since the job script changed** (or never): the run reserves the slots its "
+                     "last compile found, or its deployment's parallelism, until its compile step tells what it needs.")
     if profile is not None:
         notes.append(f"**Restarts:** {profile.restart_strategy} {profile.give_up_time} Restarts run in the run "
                      f"task's own Spark session: every attempt is in its one Airflow try and log. Set another "

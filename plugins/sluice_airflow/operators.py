@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any, Optional
+from typing import Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -226,10 +226,9 @@ class SluiceJobOperator(SparkSubmitOperator):
     template_fields = (*SparkSubmitOperator.template_fields, "job", "slot_profile")
     ui_color = "#aed6f1"
 
-    def __init__(self, *, job: str, slot_profile: Optional[list], conn_id: str = "spark_default", **kwargs):
+    def __init__(self, *, job: str, slot_profile: list, conn_id: str = "spark_default", **kwargs):
         kwargs.setdefault("pool", SLOTS_POOL)
-        # None: not compiled yet, the policy reserves the whole pool.
-        kwargs.setdefault("pool_slots", max(1, slots_for(slot_profile, None)) if slot_profile else 1)
+        kwargs.setdefault("pool_slots", max(1, slots_for(slot_profile, None)))
         kwargs.setdefault("retries", RESTART_RETRY_CAP)
         kwargs.setdefault("retry_delay", timedelta(0))     # the strategy's backoff is waited in execute()
         super().__init__(application=importlib.util.find_spec("runtime.cli").origin, conn_id=conn_id, name="sluice",

@@ -6,9 +6,7 @@ parallelism. This cluster policy (Airflow's ``task_instance_mutation_hook``, loa
 plugins/airflow_local_settings.py) recomputes the slots from the run's ``parallelism`` and
 the job's slot profile, caps them at the pool's size so the task can never wait forever,
 and records the reservation in the run's conf for the allocate-slots task, which fails the
-run with the slots-required message when the pool is too small. A job not compiled since its
-script changed has no profile yet (parsing the DAG files never compiles): its run reserves the
-whole pool, which fits whatever it needs if anything does.
+run with the slots-required message when the pool is too small.
 """
 from __future__ import annotations
 
@@ -17,19 +15,17 @@ RESERVATION_KEY = "slot_reservation"
 
 def task_instance_mutation_hook(task_instance, dag_run=None) -> None:
     task = getattr(task_instance, "task", None)
-    if not hasattr(task, "slot_profile") or dag_run is None:
+    profile = getattr(task, "slot_profile", None)
+    if not profile or dag_run is None:
         return
-    profile = task.slot_profile
     from runtime.jobmaster.dag_profiles import slots_for
     conf = dict(dag_run.conf or {})
     try:
         parallelism = int(conf["parallelism"]) if conf.get("parallelism") not in (None, "") else None
     except (TypeError, ValueError):
         parallelism = None      # the run's own check names the bad value
+    required = slots_for(profile, parallelism)
     size = _pool_size(dag_run, task_instance.pool)
-    required = slots_for(profile, parallelism) if profile else size
-    if required is None or required < 0:      # neither known: what the task asked for
-        required = task_instance.pool_slots
     slots = required if size is None or size < 0 else max(1, min(required, size))
     task_instance.pool_slots = slots
     reservation = {"pool": task_instance.pool, "pool_size": size, "pool_slots": slots,

@@ -8,15 +8,17 @@ stores the DAG's profile instead, ``<warehouse>/plans/<dag id>.profile.json``: t
 time, and the Delta tables it reads (an ``on-inputs`` schedule), with the digest of the script
 compiled. A parse reads that one small file. A profile is ``current`` while the script is
 unchanged; a new or changed job's DAG is built from its deployment and what its last compile
-knew, and its run reserves the whole Spark pool until a compile tells the slots it needs.
+knew (a job never compiled reserves its deployment's parallelism: ``estimated_slot_profile``).
 ``steps.refresh_profiles`` compiles every job outside any parse (``bin/dev airflow`` does, at start).
 """
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, replace
 from typing import Optional
 
+from runtime.graph.stream_graph import DEFAULT_SLOT_SHARING_GROUP
 from runtime.jobmaster.deployment import JobSpec, script_sha256
 from runtime.storage.filesystems import isfile, join, read_bytes, write_bytes
 
@@ -61,3 +63,11 @@ def slots_for(profile: list, parallelism: Optional[int]) -> int:
     """The slots a run needs at ``parallelism`` (None: the job's own default), by its slot profile."""
     return sum(max(fixed, (parallelism or default) if uses_default else 0)
                for _, fixed, uses_default, default in profile)
+
+
+def estimated_slot_profile(spec: JobSpec) -> list:
+    """The slot profile of a job never compiled: its operators at the deployment's parallelism, else
+    at PyFlink's local default (the machine's cores), in one slot sharing group. Exact unless the
+    job sets parallelism or groups in its code; an under-reservation only shares the cluster's
+    cores for that run (the allocate step checks the slots against the pool, and says so)."""
+    return [[DEFAULT_SLOT_SHARING_GROUP, 0, True, spec.deployment.parallelism or os.cpu_count() or 1]]
