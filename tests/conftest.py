@@ -53,7 +53,9 @@ SLOW_TESTS = {
     "delta_spark": DELTA_SPARK,
     "kafka": (r"test_kafka_broker\.py::test_sigterm_.*",),     # a real broker; the taken port's test stays
     # The Asset rule's own tests stay; its job DAGs run through dag.test() and the real scheduler.
-    "airflow": (r"test_airflow_assets\.py::test_a_job_.*", r"test_delta_on_inputs\.py::.*_real_scheduler_.*"),
+    "airflow": (r"test_airflow_assets\.py::test_a_job_.*", r"test_delta_on_inputs\.py::.*_real_scheduler_.*",
+                # The parse-time test stays: the compile of the profiles and a DAG's dag.test() go.
+                r"test_dag_parse\.py::test_(a_dag_takes|the_compile_task)_.*"),
 }
 
 
