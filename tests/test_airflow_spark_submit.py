@@ -32,6 +32,7 @@ def spark_submit_plane(airflow_db, spark, tmp_path, monkeypatch):
     monkeypatch.setenv("SLUICE_JOBS_FOLDER", str(tmp_path / "jobs"))
     # _submit puts the environment's bin/ on PATH when spark-submit is not there: undo it after.
     monkeypatch.setenv("PATH", os.environ.get("PATH", ""))
+    monkeypatch.setenv("SLUICE_WAREHOUSE", str(tmp_path / "warehouse"))     # this process's parses read it
     Variable.set("sluice_warehouse", str(tmp_path / "warehouse"))
     Pool.create_or_update_pool("spark_slots", 4, "Spark slots (tests)", include_deferred=False)
     with create_session() as session:
