@@ -96,6 +96,7 @@ def test_bin_dev_airflow_says_ready_when_the_ui_answers(tmp_path):
     import sys
     import threading
     import time
+    import urllib.request
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     functions = subprocess.run(["sed", "-n", "/^say_ready() {/,/^}/p;/^ui_answers() {/,/^}/p",
                                 os.path.join(root, "bin", "dev")], capture_output=True, text=True, check=True).stdout
@@ -103,8 +104,10 @@ def test_bin_dev_airflow_says_ready_when_the_ui_answers(tmp_path):
     health = tmp_path / "api" / "v2" / "monitor"
     health.mkdir(parents=True)
     (health / "health").write_text("{}")
-    script = (f"{functions}\n(echo 'api-server | starting'; echo 'standalone | Airflow is ready'; sleep 4; "
-              f"echo 'scheduler | later') | say_ready http://127.0.0.1:{port}")
+    answers = tmp_path / "answers"      # made once the server answers; a line comes 3 s later
+    script = (f"{functions}\n(echo 'api-server | starting'; echo 'standalone | Airflow is ready'; "
+              f"until [ -e {answers} ]; do sleep 0.1; done; sleep 3; echo 'scheduler | later') "
+              f"| say_ready http://127.0.0.1:{port}")
     seen = []
     said = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, text=True)
     reader = threading.Thread(target=lambda: seen.extend((time.monotonic(), line.rstrip("\n")) for line in said.stdout))
@@ -114,6 +117,9 @@ def test_bin_dev_airflow_says_ready_when_the_ui_answers(tmp_path):
     server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], cwd=tmp_path,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
+        wait_until(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=1),
+                   30, "the server's answer", interval=0.1, ignoring=(OSError,))
+        answers.touch()
         said.wait(timeout=30)
         reader.join()
     finally:
