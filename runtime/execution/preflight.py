@@ -18,7 +18,7 @@ from runtime.execution.options import ExecutionOptions
 from runtime.execution.source_coordinator import SourceCoordinator
 from runtime.graph.job_graph import JobGraph
 from runtime.storage.filesystems import basename, join
-from runtime.storage.job_folders import JobFolderException, claim, own_folder
+from runtime.storage.job_folders import JobFolderException, check_claim, claim, own_folder
 
 log = logging.getLogger("runtime.execution.executor")     # the run's messages: read by that name
 
@@ -29,8 +29,16 @@ def preflight(job_graph: JobGraph, sources: SourceCoordinator, storage: Checkpoi
               options: ExecutionOptions, batch: bool) -> Optional[RestorePoint]:
     """Misuse fails here, before Spark starts or anything is written: a job folder shared (with
     another script, a source or a sink), the job's inputs, where its sinks write, another run
-    holding the job, and the restore point (which must fit the job)."""
+    holding the job, and the restore point (which must fit the job). Only a run that passes them all
+    claims the job's folder for its script: a refused run leaves nothing behind."""
+    point = _checks(job_graph, sources, storage, options, batch)
     check_job_folder(job_graph, options.warehouse, storage.job_dir)
+    return point
+
+
+def _checks(job_graph: JobGraph, sources: SourceCoordinator, storage: CheckpointStorage,
+            options: ExecutionOptions, batch: bool) -> Optional[RestorePoint]:
+    check_job_folder(job_graph, options.warehouse, storage.job_dir, claim_folder=False)
     sources.check()
     check_sink_locations(job_graph)
     holder = storage.running_holder(options.lease_timeout_s)
@@ -54,9 +62,10 @@ def preflight(job_graph: JobGraph, sources: SourceCoordinator, storage: Checkpoi
     return point
 
 
-def check_job_folder(job_graph: JobGraph, warehouse: str, job_dir: str) -> None:
-    """The job's folder is its script's alone (``job_folders.claim``), and no source reads or sink
-    writes in a job folder of the warehouse: the job is refused before anything is written."""
+def check_job_folder(job_graph: JobGraph, warehouse: str, job_dir: str, claim_folder: bool = True) -> None:
+    """The job's folder is its script's alone (``job_folders.claim``; with ``claim_folder``, the script
+    claims it), and no source reads or sink writes in a job folder of the warehouse: the job is
+    refused before anything is written."""
     from runtime.connectors import committer_class
     for node in (n for v in job_graph.vertices for n in v.operators):
         if node.kind == "source":
@@ -75,7 +84,7 @@ def check_job_folder(job_graph: JobGraph, warehouse: str, job_dir: str) -> None:
                     f"folder, e.g. {join(warehouse, 'tables', basename(location))}.")
     program = dict(job_graph.stream_graph.settings.configuration).get(PROGRAM_KEY)
     if program:     # a job built by a script (not in a Python session): the folder is the script's
-        claim(job_dir, job_graph.job_name, program)
+        (claim if claim_folder else check_claim)(job_dir, job_graph.job_name, program)
 
 
 def warn_start_over(job_graph: JobGraph, storage: CheckpointStorage) -> None:

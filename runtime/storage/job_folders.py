@@ -34,18 +34,26 @@ def owner(job_dir: str) -> Optional[str]:
 
 def claim(job_dir: str, job_name: str, program: str) -> None:
     """The script ``program`` compiles or runs the job ``job_name``: its folder is that script's,
-    unless another script that still exists claimed it first."""
+    unless another script that still exists claimed it first (``check_claim``)."""
+    if check_claim(job_dir, job_name, program):
+        write_bytes(join(job_dir, PROGRAM), json.dumps({"program": os.path.realpath(program),
+                                                        "job_name": job_name}).encode())
+
+
+def check_claim(job_dir: str, job_name: str, program: str) -> bool:
+    """Whether the script ``program`` may claim the folder of job ``job_name`` anew (False: it is
+    its already); refused, writing nothing, when another script that still exists claimed it."""
     program = os.path.realpath(program)
     current = owner(job_dir)
     if current == program:
-        return
+        return False
     if current is not None and os.path.exists(current):
         raise JobFolderException(
             f"Job '{job_name}' of {program} has the name of the job of {current}: both would share the "
             f"job folder {job_dir} (checkpoints, state, history). Give one of them another name in "
             f"env.execute(...), or run it with another warehouse (--warehouse, SLUICE_WAREHOUSE, the "
             f"sluice_warehouse variable). If {program} replaces {current}, delete {join(job_dir, PROGRAM)}.")
-    write_bytes(join(job_dir, PROGRAM), json.dumps({"program": program, "job_name": job_name}).encode())
+    return True
 
 
 def overlap(a: str, b: str) -> bool:
