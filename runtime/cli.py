@@ -65,10 +65,10 @@ def _run(args: argparse.Namespace) -> int:
             if args.parallelism or args.job_args:
                 raise ValueError("--plan runs a compiled plan as it was compiled: drop --parallelism and the "
                                  "job's arguments, or run the job script without --plan")
-            result = SparkPipelineExecutor(restarts=True, **overrides).execute(load_plan(args.plan).stream_graph)
+            result = SparkPipelineExecutor(**overrides).execute(load_plan(args.plan).stream_graph)
         else:   # the job's restart strategy applies, as to a job Flink's CLI submits
             result = run_job(args.job, args.job_args, parallelism=args.parallelism,
-                             configuration=configuration, restarts=True, **overrides)
+                             configuration=configuration, **overrides)
     except (JobExecutionException, NoResourceAvailableException, CheckpointException,
             JobAlreadyRunningException, FileNotFoundError) as e:
         return _failed(args, e)

@@ -172,13 +172,38 @@ def test_a_checkpoint_failing_in_the_background_fails_the_run_and_the_restart_is
     _slow_or_failing_record(monkeypatch, 2, fail)
     with pytest.raises(JobExecutionException, match=r"Checkpoint 2 failed: OSError: the record's disk is full "
                                                     r"\(epoch 1 of job 'checkpointed counts'\)"):
-        run(tmp_path)
+        run(tmp_path, configuration={"restart-strategy.type": "none"})     # else Flink's default restarts it
     store = storage(tmp_path)
     assert [r.checkpoint_id for r in store.completed()] == [1]
     assert [r.checkpoint_id for r in store.history() if r.status == "FAILED"] == [2]
     monkeypatch.undo()
     result = run(tmp_path, restore_from="latest")
     assert result.restored_from == 1 and result.epochs[0].epoch == 1
+    assert_exactly_once(tmp_path, events)
+
+
+def test_a_failed_run_restarts_in_its_process_as_its_strategy_says(spark, tmp_path, monkeypatch):
+    """The job's restart strategy applies to a run a program starts in its own process, as Flink's
+    applies however a job was submitted: the failed attempt is recorded, the next restores the
+    latest completed checkpoint in the same Spark session, and the output is exactly once."""
+    from runtime.execution.history import FAILED, FINISHED, ExecutionHistory
+    events = write_input(tmp_path / "in", seed=29)
+    failures = []
+
+    def fail_once():
+        if not failures:
+            failures.append("checkpoint 2")
+            raise OSError("the record's disk is full")
+    _slow_or_failing_record(monkeypatch, 2, fail_once)
+    result = run(tmp_path, configuration={"restart-strategy.type": "fixed-delay",
+                                          "restart-strategy.fixed-delay.attempts": "1",
+                                          "restart-strategy.fixed-delay.delay": "0 ms"})
+    first, second = sorted(ExecutionHistory(str(tmp_path / "warehouse" / "checkpointed-counts")).executions(),
+                           key=lambda r: r.attempt)
+    assert (first.state, first.restarting) == (FAILED, True) and "the record's disk is full" in first.failure
+    assert (second.attempt, second.state, second.restored_from) == (2, FINISHED, 1)
+    assert second.application_id == first.application_id       # in the same Spark session
+    assert result.restored_from == 1
     assert_exactly_once(tmp_path, events)
 
 

@@ -23,8 +23,9 @@ from typing import Optional
 
 from runtime.checkpoint.coordinator import CheckpointCoordinator
 from runtime.checkpoint.incremental import IncrementalPolicy, StateChains
-from runtime.checkpoint.storage import CheckpointStorage
+from runtime.checkpoint.storage import CheckpointStorage, JobAlreadyRunningException
 from runtime.common.logs import utc_time
+from runtime.common.restart_strategy import RestartStrategies
 from runtime.common.watermark_strategy import MIN_WATERMARK
 from runtime.execution import dependencies
 from runtime.execution.checkpoint_completion import CheckpointCompletion
@@ -118,7 +119,6 @@ class JobRunner:
         self.watermark = MIN_WATERMARK      # the job's: the minimum over its sinks' subtasks
         self.metrics = RunMetrics()         # user metrics: not checkpointed, they start with the run
         self.decision = None                # the restart strategy's decision on this run's failure
-        self.restarts = False               # its driver restarts it as the strategy decides (restarts.run_attempts)
         self.earlier_attempts: tuple = ()   # ... the run ids of the driver's earlier attempts, outside Airflow
         self.stopping: Optional[StopRequest] = None     # a stop with savepoint, seen at an epoch boundary
 
@@ -374,34 +374,38 @@ class JobRunner:
         names = tuple(self.execution_graph.vertex(v, s).task_name_with_subtask_index
                       for v, s in getattr(error, "failed_tasks", ()))
         text = str(error) if isinstance(error, JobExecutionException) else f"{type(error).__name__}: {error}"
-        self.decision = decision = recorder.failed(text, names, result, self.restored_from, effective_configuration(
-            settings.restart_strategy, dict(settings.configuration), self.coordinator.enabled), self.earlier_attempts)
-        # A control plane or the driver (restarts) acts on this decision: say it now. The failure
-        # that ends a run outside Airflow is its caller's to report (sluice run's line), after why.
-        if self.options.dag_run_id or self.restarts and decision.restart:
+        # Another run holds the job (it took it over, or was there first): this run stands down, as a
+        # JobMaster that lost its leadership does, instead of restarting against it.
+        strategy = (RestartStrategies.no_restart() if isinstance(error, JobAlreadyRunningException) else
+                    effective_configuration(settings.restart_strategy, dict(settings.configuration),
+                                            self.coordinator.enabled))
+        self.decision = decision = recorder.failed(text, names, result, self.restored_from, strategy,
+                                                   self.earlier_attempts)
+        # A control plane or the driver (restarts.run_attempts) acts on this decision: say it now. The
+        # failure that ends a run outside Airflow is its caller's to report (sluice run's line), after why.
+        if self.options.dag_run_id or decision.restart:
             log.error("[%s] attempt %s failed: %s", self.job_graph.job_name, self.options.attempt, error)
-        if self.options.dag_run_id or self.restarts and (decision.restart or self.earlier_attempts):
+        if self.options.dag_run_id or decision.restart or self.earlier_attempts:
             (log.warning if decision.restart else log.error)("[%s] %s", self.job_graph.job_name, decision.describe())
 
 
 def execute_stream_graph(stream_graph: StreamGraph, options: Optional[ExecutionOptions] = None,
-                         stop: Optional[threading.Event] = None, restarts: bool = False) -> JobExecutionResult:
+                         stop: Optional[threading.Event] = None) -> JobExecutionResult:
     """Run a compiled job on Spark; ``stop`` set ends it after its current epoch (a JobClient's cancel).
-    Under a control plane, or with ``restarts`` (``sluice run``'s driver), a failed attempt restarts in
-    the same session as the job's restart strategy says (``runtime.execution.restarts``)."""
+    A failed attempt restarts in the same session as the job's restart strategy says, whoever runs
+    it (``runtime.execution.restarts``)."""
     from runtime.common.logs import console_logging
     console_logging()       # the progress lines on stderr, unless the program configured logging
     options = options or ExecutionOptions.from_configuration(dict(stream_graph.settings.configuration))
-    return run_attempts(JobRunner, stream_graph, options, stop, restarts)
+    return run_attempts(JobRunner, stream_graph, options, stop)
 
 
 class SparkPipelineExecutor:
     """What ``env.execute()`` finds for ``execution.target: spark`` (the default)."""
 
-    def __init__(self, restarts: bool = False, **overrides):
+    def __init__(self, **overrides):
         self.overrides = overrides      # ExecutionOptions fields a client sets (sluice run's flags)
-        self.restarts = restarts        # the job's restart strategy applies (sluice run's driver)
 
     def execute(self, stream_graph: StreamGraph, stop: Optional[threading.Event] = None) -> JobExecutionResult:
         options = ExecutionOptions.from_configuration(dict(stream_graph.settings.configuration))
-        return execute_stream_graph(stream_graph, options.with_overrides(**self.overrides), stop, self.restarts)
+        return execute_stream_graph(stream_graph, options.with_overrides(**self.overrides), stop)

@@ -60,14 +60,13 @@ def attempt_overrides(graph: ExecutionGraph, configuration: dict, warehouse: str
             "subtask_attempts": json.dumps(subtask_attempts(graph, failover, earlier))}
 
 
-def run_attempts(job_runner, stream_graph, options: ExecutionOptions, stop: Optional[threading.Event] = None,
-                 restarts: bool = False):
+def run_attempts(job_runner, stream_graph, options: ExecutionOptions, stop: Optional[threading.Event] = None):
     """Run the job (each attempt a ``job_runner(stream_graph, options, spark, restart_attempt)``: the
     JobRunner), and while the restart strategy says so, run it again in the same session after its
-    delay. For a driver that a control plane (``options.dag_run_id``) or ``sluice run`` started
-    (``restarts``), as Flink applies a job's strategy whoever submits it; a job a program runs
-    in its own process (``env.execute()``, the tests) fails at its first failure, its decision in
-    the history."""
+    delay, whoever started it (a control plane, ``sluice run``, a program's ``env.execute()``), as
+    Flink applies a job's strategy however it was submitted. A job that sets no strategy and takes
+    no checkpoints fails at its first failure (Flink's default); one that checkpoints restarts with
+    exponential delay (``runtime.scheduler.restart.effective_configuration``)."""
     stop = stop or threading.Event()
     spark = None
     restart_attempt = False
@@ -75,12 +74,12 @@ def run_attempts(job_runner, stream_graph, options: ExecutionOptions, stop: Opti
     while True:
         runner = job_runner(stream_graph, options, spark, restart_attempt)
         runner.stop = stop
-        runner.restarts, runner.earlier_attempts = bool(restarts or options.dag_run_id), run_ids
+        runner.earlier_attempts = run_ids
         try:
             return runner.run()
         except Exception as error:
             decision = runner.decision
-            if not runner.restarts or decision is None or not decision.restart or cancel_requested():
+            if decision is None or not decision.restart or cancel_requested():
                 raise
             run_ids += (runner.run_id,)
             spark = runner.spark
