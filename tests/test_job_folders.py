@@ -96,6 +96,21 @@ def test_a_second_script_with_the_same_job_name_is_refused_naming_both_and_the_f
     assert compile_(renamed, warehouse, "-", out)["job_name"] == "Other Counts"
 
 
+def test_a_script_run_with_python_is_refused_too(tmp_path):
+    """`python job.py` (env.execute() in the script's own process, no client) is the script's run as
+    much as `sluice run job.py`: refused before Spark starts, naming both scripts."""
+    import subprocess
+    import sys
+    warehouse, out = tmp_path / "warehouse", str(tmp_path / "out")
+    first, second = script(tmp_path / "a", "counts.py"), script(tmp_path / "b", "other_counts.py")
+    compile_(first, warehouse, "-", out)
+    done = subprocess.run([sys.executable, second, "-", out], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT, "SLUICE_WAREHOUSE": str(warehouse)})
+    assert done.returncode != 0
+    assert "JobFolderException" in done.stderr and first in done.stderr and second in done.stderr
+    assert "Spark session up" not in done.stderr
+
+
 def test_a_script_that_moved_takes_its_job_folder_over(tmp_path):
     warehouse, out = tmp_path / "warehouse", str(tmp_path / "out")
     old = script(tmp_path / "old", "counts.py")

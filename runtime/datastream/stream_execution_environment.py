@@ -6,6 +6,7 @@ import copy
 import enum
 import itertools
 import os
+import sys
 import uuid
 from typing import Any, Callable, Iterable, Optional
 
@@ -54,6 +55,17 @@ client_configuration: contextvars.ContextVar[dict] = contextvars.ContextVar("slu
                                                                           default={})
 
 
+def main_script() -> Optional[str]:
+    """The job script of ``python job.py`` (no client named one): the program that owns its job
+    folders. None in an interactive session, under ``python -m`` (pytest) or Sluice's own CLI."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None) or ""
+    if getattr(main, "__spec__", None) is not None or not path.endswith(".py"):
+        return None
+    path = os.path.realpath(path)
+    return None if path.startswith(os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep) else path
+
+
 class StreamExecutionEnvironment:
     """Builds a job's transformations and runs it (``execute``)."""
 
@@ -63,6 +75,8 @@ class StreamExecutionEnvironment:
             self._configuration.set_string(key, str(value))
         for key, value in (configuration.to_dict() if configuration else {}).items():
             self._configuration.set_string(key, value)
+        if not self._configuration.contains_key(PROGRAM_KEY) and main_script():
+            self._configuration.set_string(PROGRAM_KEY, main_script())
         # PyFlink's local default: as many subtasks as the machine has cores.
         self._parallelism = self._configuration.get_integer("parallelism.default", os.cpu_count() or 1)
         self._parallelism_set_by_job = False
