@@ -75,8 +75,9 @@ class StreamExecutionEnvironment:
             self._configuration.set_string(key, str(value))
         for key, value in (configuration.to_dict() if configuration else {}).items():
             self._configuration.set_string(key, value)
-        if not self._configuration.contains_key(PROGRAM_KEY) and main_script():
-            self._configuration.set_string(PROGRAM_KEY, main_script())
+        script = None if self._configuration.contains_key(PROGRAM_KEY) else main_script()
+        if script:
+            self._configuration.set_string(PROGRAM_KEY, script)
         # PyFlink's local default: as many subtasks as the machine has cores.
         self._parallelism = self._configuration.get_integer("parallelism.default", os.cpu_count() or 1)
         self._parallelism_set_by_job = False

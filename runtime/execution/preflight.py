@@ -32,13 +32,13 @@ def preflight(job_graph: JobGraph, sources: SourceCoordinator, storage: Checkpoi
     holding the job, and the restore point (which must fit the job). Only a run that passes them all
     claims the job's folder for its script: a refused run leaves nothing behind."""
     point = _checks(job_graph, sources, storage, options, batch)
-    check_job_folder(job_graph, options.warehouse, storage.job_dir)
+    claim_job_folder(job_graph, storage.job_dir)
     return point
 
 
 def _checks(job_graph: JobGraph, sources: SourceCoordinator, storage: CheckpointStorage,
             options: ExecutionOptions, batch: bool) -> Optional[RestorePoint]:
-    check_job_folder(job_graph, options.warehouse, storage.job_dir, claim_folder=False)
+    check_job_folder(job_graph, options.warehouse, storage.job_dir)
     sources.check()
     check_sink_locations(job_graph)
     holder = storage.running_holder(options.lease_timeout_s)
@@ -62,10 +62,9 @@ def _checks(job_graph: JobGraph, sources: SourceCoordinator, storage: Checkpoint
     return point
 
 
-def check_job_folder(job_graph: JobGraph, warehouse: str, job_dir: str, claim_folder: bool = True) -> None:
-    """The job's folder is its script's alone (``job_folders.claim``; with ``claim_folder``, the script
-    claims it), and no source reads or sink writes in a job folder of the warehouse: the job is
-    refused before anything is written."""
+def check_job_folder(job_graph: JobGraph, warehouse: str, job_dir: str) -> None:
+    """The job's folder is its script's alone (``job_folders.check_claim``), and no source reads or
+    sink writes in a job folder of the warehouse: the job is refused, and nothing is written."""
     from runtime.connectors import committer_class
     for node in (n for v in job_graph.vertices for n in v.operators):
         if node.kind == "source":
@@ -82,9 +81,21 @@ def check_job_folder(job_graph: JobGraph, warehouse: str, job_dir: str, claim_fo
                     f"overlaps {own}, a job folder of the warehouse (checkpoints, state, epoch log; Sluice's own "
                     f"files): a VACUUM of a table there would delete them. Give it a path outside every job "
                     f"folder, e.g. {join(warehouse, 'tables', basename(location))}.")
-    program = dict(job_graph.stream_graph.settings.configuration).get(PROGRAM_KEY)
-    if program:     # a job built by a script (not in a Python session): the folder is the script's
-        (claim if claim_folder else check_claim)(job_dir, job_graph.job_name, program)
+    program = _program(job_graph)
+    if program:
+        check_claim(job_dir, job_graph.job_name, program)
+
+
+def claim_job_folder(job_graph: JobGraph, job_dir: str) -> None:
+    """The job's script claims its folder (``job_folders.claim``), once its checks passed."""
+    program = _program(job_graph)
+    if program:
+        claim(job_dir, job_graph.job_name, program)
+
+
+def _program(job_graph: JobGraph) -> Optional[str]:
+    """The script that built the job (None for a job built in a Python session)."""
+    return dict(job_graph.stream_graph.settings.configuration).get(PROGRAM_KEY)
 
 
 def warn_start_over(job_graph: JobGraph, storage: CheckpointStorage) -> None:

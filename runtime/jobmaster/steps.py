@@ -23,9 +23,9 @@ from runtime.execution.executor import execute_stream_graph
 from runtime.execution.restarts import attempt_overrides
 from runtime.execution.history import FAILED, ExecutionHistory, ExecutionRecord
 from runtime.execution.options import ExecutionOptions
-from runtime.execution.preflight import check_job_folder
+from runtime.execution.preflight import check_job_folder, claim_job_folder
 from runtime.jobmaster.assets import source_tables
-from runtime.jobmaster.dag_profiles import DagProfile, read_profile, slots_for, store_profile  # noqa: F401
+from runtime.jobmaster.dag_profiles import DagProfile, read_profile, store_profile
 from runtime.jobmaster.deployment import CONTROL_PLANE_CONFIGURATION, ON_INPUTS, JobSpec, resolve_args, script_sha256
 from runtime.jobmaster.plans import latest_plan, load_plan, promote_plan, store_plan, store_slot_plan
 from runtime.scheduler.failover import FAILOVER_STRATEGY_KEY, REGION, pipelined_regions
@@ -104,7 +104,9 @@ def compile_step(spec: JobSpec, request: RunRequest, warehouse: str, run: str) -
     another script's, or that reads or writes in a job folder, is refused here (``preflight``);
     the DAG's profile (``dag_profiles``) is stored for the next parse of the DAG files."""
     job = compile_run(spec, request, warehouse)
-    check_job_folder(job.job_graph, warehouse, job_dir(warehouse, job.job_graph.job_name))
+    folder = job_dir(warehouse, job.job_graph.job_name)
+    check_job_folder(job.job_graph, warehouse, folder)
+    claim_job_folder(job.job_graph, folder)
     profile = dag_profile_of(job, spec, warehouse)
     if spec.deployment.schedule == ON_INPUTS and not profile.input_tables:
         raise ValueError(f"Job {spec.name} ({spec.path}) is scheduled on its inputs (schedule={ON_INPUTS!r}) but "
