@@ -1,0 +1,171 @@
+"""The driver process (runtime/jobmanager/driver.py) as the JobManager drives it: real processes,
+real Spark in local mode, real Delta tables. A driver starts, says it is ready, runs the plan it is
+assigned, writes result.json and exits; SIGTERM cancels the job (CANCELED in the history and the
+result); driver_alive tells the folder's driver from another process that has its pid."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from runtime.execution.history import ExecutionHistory
+from runtime.jobmanager.driver import (
+    ASSIGNMENT, DRIVER, LOG, READY, RESULT, driver_alive, launch_driver, read_json, write_json)
+from runtime.jobmaster.deployment import JobDeployment, JobSpec
+from runtime.jobmaster.plans import load_plan
+from runtime.jobmaster.steps import RunRequest, compile_step, run_options
+from runtime.storage.layout import job_dir
+from seed import ROOT, WORDCOUNT
+from waiting import wait_until
+
+MASTER = "local[2]"
+START_S = 180       # a cold driver's JVM and session on a loaded 2-core machine
+
+CANCELABLE_JOB = '''"""Numbers, five an epoch, a checkpoint each epoch, slowly, until canceled."""
+import time
+from runtime.common import Configuration, Types, WatermarkStrategy
+from runtime.datastream import StreamExecutionEnvironment
+from runtime.datastream.connectors import DataGeneratorSource
+
+
+def slowly(n):
+    time.sleep(0.1)
+    return n
+
+
+conf = Configuration()
+conf.set_string("sluice.epoch.max-records-per-split", "5")
+env = StreamExecutionEnvironment.get_execution_environment(conf)
+env.set_parallelism(1)
+env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
+(env.from_source(DataGeneratorSource(lambda i: i, count=1_000_000, type_info=Types.LONG()),
+                 WatermarkStrategy.no_watermarks(), "numbers")
+ .uid("numbers").map(slowly, output_type=Types.LONG()).uid("slowly").print())
+env.execute("cancelable")
+'''
+
+
+def compiled(spec: JobSpec, warehouse: str, jobid: str) -> dict:
+    """The assignment of ``spec``'s plan, as the JobManager writes it (``run_options``)."""
+    request = RunRequest(parallelism=spec.deployment.parallelism)
+    plan = compile_step(spec, request, warehouse, jobid)["plan"]
+    job = load_plan(plan)
+    return {"jobid": jobid, "job_name": job.job_graph.job_name, "plan": plan,
+            "options": run_options(job, request, warehouse, MASTER, jobid)}
+
+
+def wordcount(warehouse: str) -> JobSpec:
+    return JobSpec("wordcount", WORDCOUNT, JobDeployment(
+        args=("--input", "include/data", "--output", "{warehouse}/wordcount-results"), parallelism=2))
+
+
+def start(directory: str, warehouse: str):
+    proc = launch_driver(directory, warehouse, MASTER)
+    log = os.path.join(directory, LOG)
+    wait_until(lambda: read_json(directory, READY), START_S, "the driver's ready.json", log=log, proc=proc)
+    return proc, log
+
+
+def words_in(path: str) -> Counter:
+    words: Counter = Counter()
+    for name in os.listdir(path):
+        with open(os.path.join(path, name)) as f:
+            words.update(f.read().split())
+    return words
+
+
+@pytest.mark.slow
+def test_a_driver_gets_ready_runs_its_assignment_and_says_how_it_ended(tmp_path):
+    from deltalake import DeltaTable
+    warehouse = str(tmp_path / "warehouse")
+    directory = str(tmp_path / "warehouse" / "jobmanager" / "drivers" / "d1")
+    assignment = compiled(wordcount(warehouse), warehouse, "a" * 32)
+    proc, log = start(directory, warehouse)
+    try:
+        info, ready = read_json(directory, DRIVER), read_json(directory, READY)
+        assert info["pid"] == ready["pid"] == proc.pid and info["master"] == MASTER
+        assert ready["ready_at"] >= info["started_at"] and ready["warm_s"] > 0
+        assert driver_alive(directory)
+        assert read_json(directory, RESULT) is None
+        write_json(directory, ASSIGNMENT, assignment)
+        result = wait_until(lambda: read_json(directory, RESULT), 120, "result.json", log=log, proc=None)
+        assert proc.wait(60) == 0, open(log).read()[-3000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    [record] = ExecutionHistory(job_dir(warehouse, assignment["job_name"])).executions()
+    assert result == {"jobid": "a" * 32, "state": "FINISHED", "run_id": record.run_id, "failure": None,
+                      "savepoint": None}
+    assert (record.state, record.dag_run_id) == ("FINISHED", "a" * 32)
+    rows = DeltaTable(os.path.join(warehouse, "wordcount-results")).to_pyarrow_table().to_pylist()
+    counts: Counter = Counter()
+    for row in rows:
+        counts[row["word"]] += row["count"]
+    expected = Counter(w for w in words_in(os.path.join(ROOT, "include", "data")).elements())
+    assert counts == expected and len(counts) > 10
+    text = open(log).read()
+    assert "driver ready in" in text and "epoch 0:" in text     # the driver's log is in its folder
+    assert not driver_alive(directory)      # exited: driver.json names no live driver
+
+
+@pytest.mark.slow
+def test_sigterm_cancels_the_job_and_the_result_says_canceled(tmp_path):
+    warehouse = str(tmp_path / "warehouse")
+    directory = str(tmp_path / "drivers" / "d2")
+    script = tmp_path / "cancelable.py"
+    script.write_text(CANCELABLE_JOB)
+    assignment = compiled(JobSpec("cancelable", str(script), JobDeployment(parallelism=1)), warehouse, "b" * 32)
+    proc, log = start(directory, warehouse)
+    try:
+        write_json(directory, ASSIGNMENT, assignment)
+        wait_until(lambda: re.search(r"epoch 1: ", open(log).read()), 120, "the job's second epoch", log=log,
+                   proc=proc)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0, open(log).read()[-3000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    [record] = ExecutionHistory(job_dir(warehouse, "cancelable")).executions()
+    assert record.state == "CANCELED" and record.epochs >= 2
+    assert read_json(directory, RESULT) == {"jobid": "b" * 32, "state": "CANCELED", "run_id": record.run_id,
+                                            "failure": None, "savepoint": None}
+    assert "Traceback" not in open(log).read()
+
+
+def test_a_driver_stopped_by_sigterm_before_a_job_exits_without_a_result(tmp_path):
+    """A standby the JobManager stops before giving it a job: no result.json (it ran no job).
+    Stopped while it starts, it does not wait for its session."""
+    directory = str(tmp_path / "d3")
+    proc = launch_driver(directory, str(tmp_path / "warehouse"), MASTER)
+    try:
+        wait_until(lambda: read_json(directory, DRIVER), 60, "driver.json", log=os.path.join(directory, LOG),
+                   proc=proc)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert read_json(directory, RESULT) is None and read_json(directory, READY) is None
+
+
+def test_driver_alive_is_false_for_another_process_with_the_drivers_pid(tmp_path):
+    """pids are reused: a live process that is not the folder's driver is not it."""
+    directory = str(tmp_path / "d4")
+    os.makedirs(directory)
+    assert not driver_alive(directory)      # no driver.json
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        write_json(directory, DRIVER, {"pid": other.pid, "started_at": 0, "master": MASTER})
+        assert not driver_alive(directory)
+        write_json(directory, DRIVER, {"pid": os.getpid(), "started_at": 0, "master": MASTER})
+        assert not driver_alive(directory)
+    finally:
+        other.kill()
+        other.wait()
+    write_json(directory, DRIVER, {"pid": other.pid, "started_at": 0, "master": MASTER})
+    assert not driver_alive(directory)      # gone
