@@ -8,6 +8,14 @@
     sluice stop JOB.py [--savepoint-path DIR] [--timeout S] [-- JOB ARGS]
     sluice state JOB.py --operator UID [--checkpoint N | --savepoint PATH] [--format table|json] [-- JOB ARGS]
     sluice maintain JOB.py [--warehouse DIR] [-- JOB ARGS]
+
+  With a JobManager (Flink's session cluster; --jobmanager URL, default: the warehouse's, else
+  http://127.0.0.1:8081; --token T for one that wants it):
+    sluice jobmanager [--host 127.0.0.1] [--port 8081] [--token T] [--warehouse DIR] [--master URL]
+    sluice run -d JOB.py [run options] [-- JOB ARGS]     submit, print the JobID, return
+    sluice list [-a]                                     running and scheduled jobs (-a: all)
+    sluice cancel JOBID
+    sluice stop [--savepoint-path DIR] JOBID             waits for the savepoint, prints its path
 """
 from __future__ import annotations
 
@@ -15,6 +23,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import shlex
 import sys
 import time
@@ -24,6 +33,7 @@ from typing import Optional, Sequence
 from runtime.checkpoint.storage import CheckpointException
 from runtime.client import JobScriptError, compile_job, run_job
 from runtime.graph.stream_graph import StreamGraphError
+from runtime.jobmanager.rest_client import JobManagerError
 from runtime.scheduler.slots import NoResourceAvailableException, TaskManager, compute_slot_plan
 from runtime.storage.filesystems import StorageException
 
@@ -47,6 +57,8 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if getattr(args, "detached", False):
+        return _submit(args)
     from runtime.checkpoint.storage import CheckpointException, JobAlreadyRunningException
     from runtime.execution.executor import SparkPipelineExecutor
     from runtime.execution.job_execution_result import JobExecutionException
@@ -136,8 +148,10 @@ def _savepoint(args: argparse.Namespace) -> int:
 
 def _stop(args: argparse.Namespace) -> int:
     """Flink's ``stop --savepointPath``: the running job ends after its current epoch with a
-    savepoint, FINISHED; waits for it and prints the savepoint's path."""
+    savepoint, FINISHED; waits for it and prints the savepoint's path. A JobID: the JobManager's job."""
     from runtime.jobmaster.stop import request_stop, running_attempt, wait_for_end
+    if _is_job_id(args.job):
+        return _stop_on_jobmanager(args)
     warehouse, job_name = _located(args)
     running = running_attempt(warehouse, job_name)
     request_stop(warehouse, job_name, None, args.savepoint_path, requested_by="sluice stop")
@@ -202,6 +216,97 @@ def _maintain(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- with a JobManager (runtime.jobmanager) ------------------------------------------------
+
+def _is_job_id(text: str) -> bool:
+    """A JobID (32 hex digits, Flink's form) rather than a job script's path."""
+    return bool(re.fullmatch(r"[0-9a-f]{32}", text)) and not os.path.exists(text)
+
+
+def _client(args: argparse.Namespace):
+    from runtime.execution.options import ExecutionOptions
+    from runtime.jobmanager.rest_client import RestClusterClient, jobmanager_url
+    url = args.jobmanager or jobmanager_url(getattr(args, "warehouse", None)
+                                            or ExecutionOptions.from_configuration({}).warehouse)
+    return RestClusterClient(url, args.token)
+
+
+def _submit(args: argparse.Namespace) -> int:
+    """``sluice run -d``: the job script goes to the JobManager, which compiles and runs it in a
+    driver of its own; prints the JobID and returns (Flink's ``run -d``)."""
+    if args.master or args.plan:
+        raise ValueError("run -d submits to the JobManager, which runs its drivers on its own Spark master and "
+                         "compiles the script itself: drop --master and --plan (or run without -d)")
+    configuration = dict(p.partition("=")[::2] for p in args.properties)
+    for key, value in (("sluice.epoch.interval", args.epoch_interval),
+                       ("sluice.epoch.max-records-per-split", args.max_records_per_split)):
+        if value is not None:
+            configuration[key] = str(value)
+    submitted = _client(args).submit_job(
+        script=args.job, args=list(args.job_args), parallelism=args.parallelism, max_epochs=args.max_epochs,
+        restore_from=args.restore_from,
+        allow_non_restored_state=args.allow_non_restored_state or None, configuration=configuration or None)
+    print(f"Job has been submitted with JobID {submitted['jobid']}")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    """Flink's ``list``: running and scheduled jobs (``-a``: the ended ones too), newest first."""
+    jobs = sorted(_client(args).list_jobs(), key=lambda j: j["start-time"], reverse=True)
+    groups = [("Running/Restarting Jobs", "running", ("RUNNING", "RESTARTING", "CANCELLING", "FAILING")),
+              ("Scheduled Jobs", "scheduled", ("INITIALIZING", "CREATED"))]
+    if args.all:
+        groups.append(("Terminated Jobs", "terminated", ("FINISHED", "CANCELED", "FAILED")))
+    for title, none, states in groups:
+        found = [j for j in jobs if j["state"] in states]
+        if not found:
+            print(f"No {none} jobs.")
+            continue
+        print(f"{'-' * 18} {title} {'-' * 18}")
+        for j in found:
+            started = time.strftime("%d.%m.%Y %H:%M:%S", time.localtime(j["start-time"] / 1000))
+            print(f"{started} : {j['jid']} : {j['name']} ({j['state']})")
+        print("-" * (38 + len(title)))
+    return 0
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    client = _client(args)
+    print(f"Cancelling job {args.jobid}.")
+    client.cancel_job(args.jobid)
+    ended = client.wait_for_terminal(args.jobid, args.timeout)
+    print(f"Cancelled job {args.jobid}." if ended["state"] == "CANCELED" else
+          f"Job {args.jobid} ended {ended['state']}" + (f": {ended['failure-cause']}" if ended.get("failure-cause") else "."))
+    return 0 if ended["state"] == "CANCELED" else 1
+
+
+def _stop_on_jobmanager(args: argparse.Namespace) -> int:
+    client = _client(args)
+    print(f"Suspending job \"{args.job}\" with a savepoint.", file=sys.stderr)
+    request = client.stop_with_savepoint(args.job, args.savepoint_path)
+    path = client.wait_for_savepoint(args.job, request, args.timeout)
+    print(f"Savepoint completed. Path: {path}")
+    print(f"Restore with: sluice run -d JOB.py --restore-from {shlex.quote(path)}")
+    return 0
+
+
+def _jobmanager(args: argparse.Namespace) -> int:
+    from runtime.execution.options import ExecutionOptions
+    from runtime.jobmanager.rest_client import TOKEN_VARIABLE
+    from runtime.jobmanager.rest_server import serve
+    defaults = ExecutionOptions.from_configuration({})
+    return serve(args.warehouse or defaults.warehouse, args.master or defaults.master, args.host, args.port,
+                 args.token or os.environ.get(TOKEN_VARIABLE) or None, args.standby_drivers)
+
+
+def _jobmanager_options(p: argparse.ArgumentParser, warehouse: bool = True) -> None:
+    p.add_argument("--jobmanager", help="the JobManager's URL (default: the one the warehouse's "
+                                        "jobmanager/address.json names, else http://127.0.0.1:8081)")
+    p.add_argument("--token", help="the JobManager's token, if it wants one (default: SLUICE_JOBMANAGER_TOKEN)")
+    if warehouse:
+        p.add_argument("--warehouse", help="the warehouse whose JobManager to ask (default: ./warehouse)")
+
+
 def _job_argument(p: argparse.ArgumentParser, warehouse: bool = True) -> None:
     p.add_argument("job", help="path of the job script, e.g. include/jobs/wordcount.py")
     p.add_argument("--verbose", "-v", action="store_true", help="print the traceback of a failure")
@@ -247,6 +352,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     run.add_argument("--restore-from", help="latest (the default: the newest checkpoint since the job last started "
                                             "over, or the logged epochs of a start that has none yet), none (start "
                                             "over: sinks receive everything again), a checkpoint id, or a savepoint path")
+    run.add_argument("--detached", "-d", action="store_true",
+                     help="submit the job to the JobManager, print its JobID and return (Flink's run -d)")
+    _jobmanager_options(run, warehouse=False)
     run.set_defaults(func=_run)
     restore = sub.add_parser("restore", help="run a job from its latest checkpoint, a given one, or a savepoint")
     _run_options(restore)
@@ -266,7 +374,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     _job_argument(stop)
     stop.add_argument("--savepoint-path", help="folder to create the savepoint in (default: <job>/savepoints)")
     stop.add_argument("--timeout", type=float, default=600, help="seconds to wait for the job to stop (default 600)")
+    _jobmanager_options(stop, warehouse=False)
     stop.set_defaults(func=_stop)
+    jobmanager = sub.add_parser("jobmanager", help="run the JobManager: jobs submitted over REST, each in a driver "
+                                                   "process of its own (docs/operations/jobmanager.md)")
+    jobmanager.add_argument("--host", default="127.0.0.1",
+                            help="the address to listen on (default 127.0.0.1; another needs a token)")
+    jobmanager.add_argument("--port", type=int, default=8081, help="the REST port (default 8081, Flink's)")
+    jobmanager.add_argument("--token", help="a token every request must send as 'Authorization: Bearer <token>' "
+                                            "(default: SLUICE_JOBMANAGER_TOKEN)")
+    jobmanager.add_argument("--warehouse", help="the warehouse (default: ./warehouse); the JobManager's state "
+                                                "is in its jobmanager/ folder")
+    jobmanager.add_argument("--master", help="Spark master URL of the drivers (default: local[*], or SLUICE_SPARK_MASTER)")
+    jobmanager.add_argument("--standby-drivers", type=int,
+                            help="drivers kept started and ready for the next submit, each a JVM (default: 1 on "
+                                 "a local master, 0 on a cluster's)")
+    jobmanager.set_defaults(func=_jobmanager, verbose=False)
+    listing = sub.add_parser("list", help="list the JobManager's running and scheduled jobs (Flink's list)")
+    listing.add_argument("--all", "-a", action="store_true", help="the ended jobs too")
+    _jobmanager_options(listing)
+    listing.set_defaults(func=_list)
+    cancel = sub.add_parser("cancel", help="cancel a job of the JobManager (Flink's cancel)")
+    cancel.add_argument("jobid", help="the JobID (sluice list)")
+    cancel.add_argument("--timeout", type=float, default=120, help="seconds to wait for the job to end (default 120)")
+    _jobmanager_options(cancel)
+    cancel.set_defaults(func=_cancel)
     state = sub.add_parser("state", help="print one operator's state in a checkpoint")
     _job_argument(state)
     state.add_argument("--operator", required=True, help="the operator's uid")
@@ -288,7 +420,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         return args.func(args)
     except (JobScriptError, StreamGraphError, NoResourceAvailableException, CheckpointException,
-            StorageException, ValueError, TypeError) as e:      # ValueError: also a refused stop
+            StorageException, ValueError, TypeError, JobManagerError) as e:      # ValueError: also a refused stop
         return _failed(args, e)
 
 

@@ -32,8 +32,10 @@ LAYERS = {
     "jobmaster": {"common", "metrics", "datastream", "graph", "state", "storage", "task", "connectors", "checkpoint",
                   "execution", "scheduler", "client"},
     "cli": {"common", "metrics", "datastream", "graph", "state", "storage", "checkpoint", "execution", "scheduler",
-            "client", "jobmaster"},
+            "client", "jobmaster", "jobmanager"},
 }
+# The JobManager (Dispatcher, JobMasters, drivers) runs the control plane's steps: all jobmaster may, and jobmaster.
+LAYERS["jobmanager"] = LAYERS["jobmaster"] | {"jobmaster"}
 # The API and the compilers know nothing of Spark; nothing in runtime knows Airflow.
 NO_SPARK = {"common", "metrics", "datastream", "graph", "scheduler", "client", "cep"}
 
@@ -196,3 +198,13 @@ def test_the_checker_finds_what_it_must():
     assert package_of(os.path.join(RUNTIME, "task", "operators.py")) == "task"
     assert package_of(os.path.join(RUNTIME, "cli.py")) == "cli"
     assert "datastream" not in LAYERS["common"] and "execution" not in LAYERS["checkpoint"]
+    assert "jobmanager" not in LAYERS["jobmaster"] and "jobmanager" in LAYERS["cli"]
+
+
+def test_the_rest_client_needs_only_the_standard_library_and_common():
+    """The Airflow plugin imports the JobManager's REST client: it must not pull the engine in."""
+    client = os.path.join(RUNTIME, "jobmanager", "rest_client.py")
+    wrong = [f"{where(path, line)}: the REST client imports {target}"
+             for path, line, _, target, _ in imports()
+             if path == client and target.split(".")[0] == "runtime" and target.split(".")[1:2] != ["common"]]
+    assert not wrong, "\n".join(wrong)

@@ -165,11 +165,18 @@ class RunRecorder:
                restart_configuration: dict, earlier_run_ids: tuple = ()):
         """Record the failure with the restart strategy's decision on it, which is returned. The
         earlier attempts it counts: its Airflow run's, else those of ``earlier_run_ids`` (its driver's)."""
-        execution, now = self.execution, time.time()
-        earlier = self.history.attempts(execution.dag_run_id, earlier_run_ids)
-        times = [int((r.ended_at or r.recorded_at or now) * 1000) for r in earlier
-                 if r.state == FAILED and r.run_id != execution.run_id]
-        decision = decide(restart_configuration, times + [int(now * 1000)])
+        decision = failure_decision(self.history, self.execution, restart_configuration, time.time(), earlier_run_ids)
         self.ended(FAILED, result, restored_from, failure=error_text[:4000], failed_tasks=failed_tasks,
                    restart=decision.describe(), backoff_ms=decision.backoff_ms, restarting=decision.restart)
         return decision
+
+
+def failure_decision(history: ExecutionHistory, execution: ExecutionRecord, restart_configuration, now: float,
+                     earlier_run_ids: tuple = ()):
+    """The restart strategy's decision on ``execution`` failing at ``now``: its run's earlier failed
+    attempts (its Airflow run's, else those of ``earlier_run_ids``) and this one, replayed into the
+    strategy. A driver's own failures and a JobManager's record of a driver that died both ask here."""
+    earlier = history.attempts(execution.dag_run_id, earlier_run_ids)
+    times = [int((r.ended_at or r.recorded_at or now) * 1000) for r in earlier
+             if r.state == FAILED and r.run_id != execution.run_id]
+    return decide(restart_configuration, times + [int(now * 1000)])
