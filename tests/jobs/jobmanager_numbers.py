@@ -22,6 +22,7 @@ def main(argv=None):
     parser.add_argument("--rate", type=float, default=20, help="numbers a second of an unbounded job")
     parser.add_argument("--per-epoch", type=int, default=20, help="numbers an epoch of a bounded job")
     parser.add_argument("--name", default="jobmanager numbers")
+    parser.add_argument("--restarts", type=int, default=3, help="fixed-delay restarts (0.5 s apart) before it fails")
     args = parser.parse_args(argv)
     conf = Configuration()
     if args.count is not None:
@@ -29,7 +30,7 @@ def main(argv=None):
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(1)
     env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
-    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(3, Time.milliseconds(500)))
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(args.restarts, Time.milliseconds(500)))
     rate = RateLimiterStrategy.per_second(args.rate) if args.count is None else RateLimiterStrategy.no_op()
     (env.from_source(DataGeneratorSource(lambda i: i, count=args.count, rate_limiter=rate, type_info=Types.LONG()),
                      WatermarkStrategy.no_watermarks(), "numbers").uid("numbers")
