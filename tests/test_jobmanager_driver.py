@@ -15,7 +15,7 @@ import pytest
 
 from runtime.execution.history import ExecutionHistory
 from runtime.jobmanager.driver import (
-    ASSIGNMENT, DRIVER, LOG, READY, RESULT, driver_alive, launch_driver, read_json, write_json)
+    ASSIGNMENT, DRIVER, LOG, READY, RESULT, driver_alive, launch_driver, read_json, write_assignment, write_json)
 from runtime.jobmaster.deployment import JobDeployment, JobSpec
 from runtime.jobmaster.plans import load_plan
 from runtime.jobmaster.steps import RunRequest, compile_step, run_options
@@ -114,16 +114,20 @@ def test_a_driver_gets_ready_runs_its_assignment_and_says_how_it_ended(tmp_path)
 
 
 @pytest.mark.slow
-def test_sigterm_cancels_the_job_and_the_result_says_canceled(tmp_path):
+def test_sigterm_cancels_the_job_of_a_new_driver_and_the_result_says_canceled(tmp_path):
+    """A new driver for a job (its assignment there before it starts: no generic warm-up, no
+    ready.json; the run starts its own session). SIGTERM while it runs: CANCELED."""
     warehouse = str(tmp_path / "warehouse")
     directory = str(tmp_path / "drivers" / "d2")
     script = tmp_path / "cancelable.py"
     script.write_text(CANCELABLE_JOB)
     assignment = compiled(JobSpec("cancelable", str(script), JobDeployment(parallelism=1)), warehouse, "b" * 32)
-    proc, log = start(directory, warehouse)
+    os.makedirs(directory)
+    write_assignment(directory, assignment)
+    proc = launch_driver(directory, warehouse, MASTER)
+    log = os.path.join(directory, LOG)
     try:
-        write_json(directory, ASSIGNMENT, assignment)
-        wait_until(lambda: re.search(r"epoch 1: ", open(log).read()), 120, "the job's second epoch", log=log,
+        wait_until(lambda: re.search(r"epoch 1: ", open(log).read()), START_S, "the job's second epoch", log=log,
                    proc=proc)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0, open(log).read()[-3000:]
@@ -134,7 +138,9 @@ def test_sigterm_cancels_the_job_and_the_result_says_canceled(tmp_path):
     assert record.state == "CANCELED" and record.epochs >= 2
     assert read_json(directory, RESULT) == {"jobid": "b" * 32, "state": "CANCELED", "run_id": record.run_id,
                                             "failure": None, "savepoint": None}
-    assert "Traceback" not in open(log).read()
+    assert read_json(directory, READY) is None
+    text = open(log).read()
+    assert "Traceback" not in text and "[cancelable] Spark session up in" in text
 
 
 def test_a_driver_stopped_by_sigterm_before_a_job_exits_without_a_result(tmp_path):
@@ -169,3 +175,57 @@ def test_driver_alive_is_false_for_another_process_with_the_drivers_pid(tmp_path
         other.wait()
     write_json(directory, DRIVER, {"pid": other.pid, "started_at": 0, "master": MASTER})
     assert not driver_alive(directory)      # gone
+
+
+# ---- the standby pool ---------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_the_pool_replaces_a_taken_standby_and_a_restarted_pool_adopts_the_live_ones(tmp_path):
+    """A pool of one: take() hands out its driver (a ready one, warm; the caller now owns its
+    process), which runs its assignment; a replacement starts and gets ready; a second pool on the
+    same warehouse (a JobManager restarted after kill -9) adopts the live standby instead of
+    starting another, and stop() ends it and removes its folder."""
+    from runtime.jobmanager.standby import STANDBY, StandbyDrivers
+    warehouse = str(tmp_path / "warehouse")
+    pool = StandbyDrivers(warehouse, MASTER, size=1, replenish_delay_s=0)
+    assert StandbyDrivers(warehouse, "spark://cluster:7077").size == 0     # a cluster's: none unless configured
+    assert StandbyDrivers(warehouse, MASTER).size == 1
+    pool.start()
+    try:
+        [first] = pool.standbys()
+        wait_until(pool.ready, START_S, "the first standby ready", log=os.path.join(first, LOG))
+        assert pool.ready_count() == 1
+        taken = pool.take()
+        assert taken.directory == first and taken.process.pid == read_json(first, DRIVER)["pid"]
+        assert not os.path.exists(os.path.join(first, STANDBY))
+        assignment = compiled(wordcount(warehouse), warehouse, "c" * 32)
+        write_json(first, ASSIGNMENT, assignment)
+        assert taken.process.wait(120) == 0, open(os.path.join(first, LOG)).read()[-3000:]
+        assert read_json(first, RESULT)["state"] == "FINISHED"
+        second = wait_until(lambda: pool.ready(), START_S, "the replacement ready")[0]
+        assert second != first and pool.standbys() == [second]
+        pool._stopped.set()         # the JobManager killed: its pool's thread starts nothing more
+        again = StandbyDrivers(warehouse, MASTER, size=1)
+        again.start()
+        try:
+            assert again.standbys() == [second] and driver_alive(second)     # adopted, none started
+            assert len(os.listdir(os.path.dirname(second))) == 2      # the first driver's and this one
+        finally:
+            again.stop()
+        assert not driver_alive(second) and not os.path.exists(second)
+    finally:
+        pool.stop()
+        for directory in (d for d in os.listdir(os.path.join(warehouse, "jobmanager", "drivers"))):
+            path = os.path.join(warehouse, "jobmanager", "drivers", directory)
+            info = read_json(path, DRIVER)
+            if info and driver_alive(path):
+                os.killpg(info["pid"], signal.SIGKILL)
+
+
+def test_an_assignment_without_its_plan_or_a_uri_warehouse_is_refused_naming_the_fix(tmp_path):
+    from runtime.jobmanager.driver import drivers_dir
+    with pytest.raises(ValueError, match=r"assignment.json lacks plan: the JobManager writes"):
+        write_assignment(str(tmp_path), {"jobid": "d" * 32, "options": {}})
+    assert not os.path.exists(tmp_path / ASSIGNMENT)
+    with pytest.raises(ValueError, match="needs a local warehouse folder for them, not s3://bucket/w"):
+        drivers_dir("s3://bucket/w")

@@ -377,6 +377,13 @@ def _start_python_workers(sc, slot_pools: Union[bool, Callable[[int], bool]]) ->
     py.collect([py.rows(py.partition_by([started], slots), *pinned).then(python_rdds.read_to_end)])
 
 
+def warm_python_workers(spark, slot_pools: bool) -> None:
+    """Start the session's Python workers with the engine imported, in the slots' pools or in
+    Spark's shared pool (``_start_python_workers``), or keep them: Spark stops a pool's workers
+    once it was idle for a minute. A warm driver waiting for a job calls it (runtime.jobmanager)."""
+    _start_python_workers(spark.sparkContext, slot_pools)
+
+
 def _python() -> str:
     import sys
     return sys.executable

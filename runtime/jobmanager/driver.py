@@ -38,6 +38,7 @@ DRIVER, READY, ASSIGNMENT, RESULT, LOG = "driver.json", "ready.json", "assignmen
 FINISHED, CANCELED, FAILED = "FINISHED", "CANCELED", "FAILED"
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ASSIGNMENT_POLL_S = 0.02        # how often a ready driver looks for its job (a submit waits up to this)
+KEEP_WARM_S = 30.0              # how often a waiting driver uses its Python workers (Spark stops them after 60 s idle)
 MODULE = "runtime.jobmanager.driver"
 log = logging.getLogger(MODULE)     # not __name__: run with -m, that is __main__, outside the runtime's logger
 
@@ -79,6 +80,12 @@ def write_json(directory: str, name: str, value: dict) -> None:
     with open(partial, "w") as f:
         json.dump(value, f)
     os.replace(partial, path)
+
+
+def write_assignment(directory: str, assignment: dict) -> None:
+    """The JobManager gives the driver of ``directory`` its job (it runs it once ready)."""
+    Assignment.from_json(assignment)        # refused here, naming what lacks, not in the driver
+    write_json(directory, ASSIGNMENT, assignment)
 
 
 def driver_alive(directory: str) -> bool:
@@ -126,16 +133,20 @@ class Driver:
         self.directory, self.warehouse, self.master = os.path.abspath(directory), warehouse, master
         self.terminated = threading.Event()     # SIGTERM: cancel the job (or, before one, stop)
         self.phase = "starting"                 # starting, ready (waiting for a job), running
+        self.spark = None                       # the warm session, once warm_up started it
 
     def main(self) -> int:
         signal.signal(signal.SIGTERM, self._sigterm)
         os.makedirs(self.directory, exist_ok=True)
         write_json(self.directory, DRIVER, {"pid": os.getpid(), "started_at": time.time(), "master": self.master})
-        started = time.time()
-        self.warm_up()
-        write_json(self.directory, READY, {"pid": os.getpid(), "ready_at": time.time(),
-                                           "warm_s": round(time.time() - started, 3)})
-        log.info("driver ready in %.1f s (%s): waiting for a job", time.time() - started, self.master)
+        if read_json(self.directory, ASSIGNMENT) is None:      # a standby: warm, then wait for a job
+            started = time.time()
+            self.warm_up()
+            write_json(self.directory, READY, {"pid": os.getpid(), "ready_at": time.time(),
+                                               "warm_s": round(time.time() - started, 3)})
+            log.info("driver ready in %.1f s (%s): waiting for a job", time.time() - started, self.master)
+        # else its job came with it (a new driver for a job): the run starts the session the job
+        # needs (its jars, its Python workers' pools, its name), as a run in any process does.
         self.phase = "ready"
         assignment = self.wait_for_assignment()
         if assignment is None:
@@ -147,18 +158,36 @@ class Driver:
         return 0 if result["state"] != FAILED else 1
 
     def warm_up(self) -> None:
-        """The SparkSession and its Python workers, before any job (``runtime.execution.spark``)."""
-        from runtime.execution.spark import get_spark_session
-        get_spark_session(self.master, "sluice: driver")
+        """The SparkSession, its Python workers with the task side imported in both kinds of pools
+        a job's subtasks may run in (Spark's shared pool, and the slots' own: ``epoch_job.shares_slots``),
+        and the driver's side of a run imported."""
+        from runtime.execution.spark import DRIVER_JAVA_OPTIONS, get_spark_session, warm_python_workers
+        settings = {DRIVER_JAVA_OPTIONS: f"-XX:ErrorFile={os.path.join(self.directory, 'hs_err_pid%p.log')}"}
+        if not self.master.startswith("local"):
+            settings["spark.ui.port"] = "0"     # drivers on one machine: each its own free port, no retries
+        self.spark = get_spark_session(self.master, "sluice: driver", settings)     # the shared pool's workers
+        warm_python_workers(self.spark, slot_pools=True)
+        import runtime.execution.executor  # noqa: F401  (the run's modules, imported before the job comes)
+        import runtime.jobmaster.plans  # noqa: F401
+
+    def keep_warm(self) -> None:
+        """Spark stops a pool's Python workers idle for a minute: a waiting driver uses them."""
+        from runtime.execution.spark import warm_python_workers
+        for slot_pools in (False, True):
+            warm_python_workers(self.spark, slot_pools)
 
     def wait_for_assignment(self) -> Optional[Assignment]:
         """The job, once the JobManager wrote it; None when stopped first (SIGTERM)."""
+        warm_at = time.time() + KEEP_WARM_S
         while True:
             found = read_json(self.directory, ASSIGNMENT)
             if found is not None:       # also when SIGTERM came with it: run() records the cancel
                 return Assignment.from_json(found)
             if self.terminated.is_set():
                 return None
+            if self.spark is not None and time.time() >= warm_at:
+                self.keep_warm()
+                warm_at = time.time() + KEEP_WARM_S
             time.sleep(ASSIGNMENT_POLL_S)
 
     def run(self, assignment: Assignment) -> dict:
