@@ -143,3 +143,24 @@ def test_keyed_subtasks_run_where_their_local_stores_are(standalone_cluster, tmp
     running = DeltaTable(str(tmp_path / "running")).to_pyarrow_table().to_pylist()
     assert Counter(r["word"] for r in running) == Counter(words)
     assert {r["word"]: r["count"] for r in running if r["count"] == Counter(words)[r["word"]]} == Counter(words)
+
+
+def test_the_jobmanagers_drivers_run_their_epochs_on_the_cluster(standalone_cluster, tmp_path):
+    """A JobManager whose drivers use the standalone master: the submitted job's epochs run on the
+    cluster's executors (its attempt's Spark application is the master's, app-...), exactly once."""
+    from jobmanager_env import NUMBERS, JobManagerProcess, numbers_args, sink_numbers
+    from runtime.execution.history import ExecutionHistory
+    from runtime.storage.layout import job_dir
+    jm = JobManagerProcess(tmp_path / "warehouse", tmp_path / "logs", standalone_cluster,
+                           env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")).start()
+    try:
+        sink = tmp_path / "numbers"
+        jid = jm.client.submit_job(script=NUMBERS, args=numbers_args(sink, "--count", "60", "--name", "on cluster"))["jobid"]
+        details = jm.client.wait_for_terminal(jid, 300)
+        assert details["state"] == "FINISHED", jm.driver_log(jid)
+        assert sink_numbers(sink) == list(range(60))
+        attempt, = ExecutionHistory(job_dir(str(jm.warehouse), "on cluster")).attempts(details["dag-run-id"])
+        assert attempt.state == "FINISHED" and attempt.epochs == 3
+        assert attempt.application_id.startswith("app-"), attempt.application_id     # local mode's are local-...
+    finally:
+        jm.close()
