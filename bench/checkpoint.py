@@ -138,8 +138,9 @@ def measure_tasks(runner, record, snapshot_root, epoch):
     """TaskStateManager.restore and .snapshot of every subtask of the word-counts vertex on the files
     of `record`, with a breakdown; returns a list of dicts (one per subtask), times in ms."""
     from runtime.checkpoint.restore import assign_state
-    from runtime.state.snapshot import (
-        read_state_file, snapshot_to_table, state_table_name, table_to_snapshot, write_state_file)
+    from runtime.state.snapshot_format import state_table_name
+    from runtime.state.snapshot_reader import read_state_file, table_to_snapshot
+    from runtime.state.snapshot_writer import snapshot_to_table, write_state_file
     from runtime.task.stream_task import Acknowledgement, StreamTask, TaskDeploymentDescriptor
 
     storage, job_graph = runner.storage, runner.job_graph

@@ -185,7 +185,7 @@ def checkpoint_state(runner, checkpoint_id=None):
     import pyarrow.parquet as pq
     from runtime.checkpoint.restore import RestorePoint
     from runtime.checkpoint.storage import CheckpointStorage
-    from runtime.state.snapshot import value_column
+    from runtime.state.snapshot_format import value_column
     storage = CheckpointStorage(runner.job_dir)
     completed = storage.completed()
     record = next(r for r in completed if r.checkpoint_id == checkpoint_id) if checkpoint_id else completed[-1]
@@ -289,7 +289,7 @@ def role_sluice(spec):
     # -- the checks, after every measured phase: they hold a whole state in this process ----------
     # (both checkpoints are retained: a job keeps its last 3)
     competitor.set_phase(spec["phase"], "check")
-    from runtime.state.snapshot import value_column
+    from runtime.state.snapshot_format import value_column
     record, table, files = checkpoint_state(runner, checkpoint_id)
     m["checkpoint_id"], m["state_rows"], m["state_bytes"] = record.checkpoint_id, record.state_rows, record.state_bytes
     m["chain_files"] = len(files)

@@ -19,7 +19,8 @@ from deltalake import DeltaTable
 
 from checkpoint_harness import (
     JOB, LINES_PER_EPOCH, expected_running, expected_windows, job_args, kill_at, table_rows, write_input)
-from runtime.state.snapshot import CorruptStateException, read_state_file, write_state_file
+from runtime.state.snapshot_reader import CorruptStateException, read_state_file
+from runtime.state.snapshot_writer import write_state_file
 from runtime.checkpoint.storage import COMPLETED, DISCARDED, INVALID, CheckpointException, CheckpointStorage
 from runtime.cli import main as sluice
 from runtime.client import compile_job, run_job

@@ -75,7 +75,9 @@ def test_retention_keeps_every_partition_a_retained_chain_reads():
 
 def test_an_increment_carries_deletions_that_apply_after_the_rows_before_it():
     from runtime.common import Types
-    from runtime.state.snapshot import TOMBSTONE, snapshot_to_table, table_to_snapshot
+    from runtime.state.backend import TOMBSTONE
+    from runtime.state.snapshot_reader import table_to_snapshot
+    from runtime.state.snapshot_writer import snapshot_to_table
     pair = Types.TUPLE([Types.STRING(), Types.LONG()])
     full = snapshot_to_table({
         "keyed": [(1, "s", None, "a", ("a", 1)), (2, "s", None, "b", ("b", 2)), (3, "n", None, "a", 7)],
@@ -104,18 +106,19 @@ def test_a_snapshot_is_written_in_chunks_and_reads_back_whole(monkeypatch):
     restore decodes them a chunk at a time; an engine state whose values do not keep to its
     declared type in one chunk is pickled there, typed in the others, and reads back as it was."""
     from runtime.common import Types
-    from runtime.state import snapshot as sn
-    monkeypatch.setattr(sn, "SNAPSHOT_CHUNK", 4)
-    monkeypatch.setattr(sn, "RESTORE_CHUNK", 3)
-    engine = sorted(sn.ENGINE_STATES)[0]
+    from runtime.state import snapshot_reader, snapshot_writer
+    from runtime.state.snapshot_format import ENGINE_STATES, state_types
+    monkeypatch.setattr(snapshot_writer, "SNAPSHOT_CHUNK", 4)
+    monkeypatch.setattr(snapshot_reader, "RESTORE_CHUNK", 3)
+    engine = sorted(ENGINE_STATES)[0]
     keyed = [(i % 3, "count", None, f"k{i}", i) for i in range(10)]
     keyed += [(i % 3, engine, None, f"k{i}", "not a long" if i == 13 else i) for i in range(10, 20)]
     timers = [(i % 3, "event", 100 + i, f"k{i}", None) for i in range(6)]
-    table = sn.snapshot_to_table({"keyed": iter(keyed), "timers": iter(timers),
-                                  "types": {"count": Types.LONG(), engine: Types.LONG()}}, 0, "op")
+    table = snapshot_writer.snapshot_to_table({"keyed": iter(keyed), "timers": iter(timers),
+                                               "types": {"count": Types.LONG(), engine: Types.LONG()}}, 0, "op")
     assert table.num_rows == 26
-    assert sn.state_types(table) == {"count": Types.LONG(), engine: Types.LONG()}
-    restored = sn.table_to_snapshot([table])
+    assert state_types(table) == {"count": Types.LONG(), engine: Types.LONG()}
+    restored = snapshot_reader.table_to_snapshot([table])
     # Decoded as loaded, three rows at a time: a state's rows span several chunks.
     assert len(restored["keyed"]) == 20
     assert max(len(keys) for _, _, _, keys, _ in restored["keyed"].column_chunks()) == 3

@@ -29,8 +29,8 @@ def open_store(path, key_group_range=ALL, max_parallelism=128):
 def raw(backend, state_name, key, namespace=None) -> bytes:
     sid = backend.states[state_name].sid
     kg = assign_to_key_group(key, backend.max_parallelism).to_bytes(2, "big")
-    backend.flush()     # state writes wait in a buffer until a flush (a snapshot, the version, close)
-    return backend.db.get(kg + sid + encode_key(key) + encode_namespace(namespace))
+    backend.write_buffer.flush()     # state writes wait in a buffer until a flush (a snapshot, the version, close)
+    return backend.store.db.get(kg + sid + encode_key(key) + encode_namespace(namespace))
 
 
 def test_typed_values_are_stored_without_pickling(tmp_path):
@@ -76,7 +76,7 @@ def test_key_groups_are_prefix_ranges(tmp_path):
     assert [r[0] for r in rows] == sorted(r[0] for r in rows)
     # the raw keys of a group start with the group: one seek reads the range
     lower, upper = (10).to_bytes(2, "big"), (41).to_bytes(2, "big")
-    in_range = [k for k in b.db.keys(from_key=lower) if k < upper]
+    in_range = [k for k in b.store.db.keys(from_key=lower) if k < upper]
     assert len(in_range) == len(rows)
     b.dispose()
 
@@ -233,7 +233,7 @@ def test_a_damaged_store_fails_naming_its_path(tmp_path, damage):
         b.set_current_key(i)
         v.update(i)
     if damage == "metadata":
-        b.db.put(b"\xffmeta", b"garbage")
+        b.store.db.put(b"\xffmeta", b"garbage")
     b.close()
     if damage == "CURRENT":
         (path / "CURRENT").write_text("MANIFEST-999999\n")
@@ -366,8 +366,8 @@ def test_an_epoch_that_wrote_in_bulk_leaves_its_store_merged(tmp_path, monkeypat
         for i in range(2000):
             b.set_current_key(f"k{part}-{i}")
             count.update(i)
-        b.flush()
-        b.db.flush(True)        # a file per part, as the write buffer's flushes in a bulk epoch
+        b.write_buffer.flush()
+        b.store.db.flush(True)        # a file per part, as the write buffer's flushes in a bulk epoch
     assert files(tmp_path / "s") >= 3
     b.version = "v1"
     assert (files(tmp_path / "s") <= 2) == bulk     # the merged run, and the version's own flush
@@ -404,14 +404,14 @@ def test_a_batch_reads_its_keys_state_at_once_and_never_a_stale_value(tmp_path):
     for k in keys[:50]:
         b.set_current_key(k)
         count.update(10)
-    b.flush()
-    b.db = db = _CountedGets(b.db)
+    b.write_buffer.flush()
+    b.store.db = db = _CountedGets(b.store.db)
     batch = keys + keys[:10]
     b.prepare_keys(batch)
     seen = []
     for i, k in enumerate(batch):
         if i == 60:
-            b.flush()       # the write buffer filled up in the middle of the batch
+            b.write_buffer.flush()       # the write buffer filled up in the middle of the batch
         b.set_current_key(k)
         seen.append(count.value())
         count.update((seen[-1] or 0) + 1)
@@ -421,7 +421,7 @@ def test_a_batch_reads_its_keys_state_at_once_and_never_a_stale_value(tmp_path):
     assert count.value() is None and db.single == 1
     b.set_current_key("k0")
     assert count.value() == 12
-    b.db = db.db
+    b.store.db = db.db
     b.version = "v1"
     b.close()
     b = open_store(tmp_path / "s")
@@ -437,7 +437,8 @@ def test_a_full_snapshot_decoded_column_wise_is_the_row_wise_one(tmp_path):
     are in the void namespace with text keys and values stored in the state's codec, and row by
     row otherwise; the table is the same either way, and restores the same state."""
     from runtime.state.backend import KeyedColumns
-    from runtime.state.snapshot import snapshot_to_table, table_to_snapshot
+    from runtime.state.snapshot_reader import table_to_snapshot
+    from runtime.state.snapshot_writer import snapshot_to_table
     b = open_store(tmp_path / "s")
     descriptors = {"count": Types.LONG(), "ratio": Types.DOUBLE(), "name": Types.STRING(), "small": Types.INT()}
     states = {n: b.get_partitioned_state(ValueStateDescriptor(n, t)) for n, t in descriptors.items()}
@@ -491,7 +492,8 @@ def test_an_increment_decoded_column_wise_is_the_row_wise_one(tmp_path):
     as columns where a full snapshot's would be, its deletions come as tombstone rows, and an
     entry added and removed since the checkpoint is left out: the table is the row-wise one, and applied over the checkpoint it gives the state."""
     from runtime.state.backend import KeyedColumns
-    from runtime.state.snapshot import snapshot_to_table, table_to_snapshot
+    from runtime.state.snapshot_reader import table_to_snapshot
+    from runtime.state.snapshot_writer import snapshot_to_table
     b = open_store(tmp_path / "s")
     b.track_changes(True)
     count = b.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
@@ -506,7 +508,7 @@ def test_an_increment_decoded_column_wise_is_the_row_wise_one(tmp_path):
     for i in range(0, 2_000, 3):        # updated
         b.set_current_key(f"k{i}")
         count.update(-i)
-    b.flush()       # these reach the store; the changes below are still in the write buffer
+    b.write_buffer.flush()       # these reach the store; the changes below are still in the write buffer
     for i in range(1, 2_000, 7):        # removed
         b.set_current_key(f"k{i}")
         name.clear()
@@ -554,27 +556,63 @@ def test_each_concept_of_the_backend_is_a_module_of_its_own():
         "rocksdb_keys": ["encode_key", "decode_key", "encode_namespace", "decode_namespace", "encode_entry_keys"],
         "rocksdb_codecs": ["codec_of", "encode_value", "decode_value", "encode_list"],
         "rocksdb_states": ["RocksDBValueState", "RocksDBListState", "RocksDBMapState", "RocksDBReducingState",
-                           "RocksDBAggregatingState", "RocksDBTtlListState", "RocksDBTtlMapState"],
+                           "RocksDBAggregatingState"],
         "rocksdb_timers": ["RocksDBTimerQueue"],
         "rocksdb_write_buffer": ["RocksDBWriteBuffer"],
         "rocksdb_read_ahead": ["RocksDBReadAhead"],
         "rocksdb_store": ["RocksDBStore", "StateStoreException", "CorruptStateStoreException",
                           "StateStoreInUseException"],
-        "rocksdb_snapshots": ["RocksDBSnapshots"],
-        "rocksdb_restore": ["RocksDBRestore"],
+        "rocksdb_snapshots": ["RocksDBSnapshotStrategyBase", "RocksFullSnapshotStrategy",
+                              "RocksIncrementalSnapshotStrategy"],
+        "rocksdb_restore": ["RocksDBRestoreOperation", "RocksDBWriteBatchWrapper"],
+        "ttl": ["TtlStateFactory", "TtlValueState", "TtlListState", "TtlMapState", "TtlReducingState",
+                "TtlAggregatingState"],
     }
     for module, names in homes.items():
         m = importlib.import_module(f"runtime.state.{module}")
         assert m.__doc__, module
         for name in names:
             assert getattr(m, name).__module__ == m.__name__, (module, name)
-    backend = RocksDBKeyedStateBackend
-    for part in ("RocksDBStore", "RocksDBReadAhead", "RocksDBWriteBuffer", "RocksDBSnapshots", "RocksDBRestore"):
-        assert part in [c.__name__ for c in backend.__mro__]
-    # The timer queue's, the write buffer's and the store's methods are theirs, not the backend's.
-    assert "put" not in vars(backend) and "resume" not in vars(backend) and "snapshot" not in vars(backend)
-    # What the task layer resumes, suspends, destroys and catches (runtime.task) is the store's.
-    assert all(getattr(backend, m).__qualname__.startswith("RocksDBStore.")
-               for m in ("resume", "suspend", "dispose", "destroy"))
     assert rocksdb.CorruptStateStoreException.__module__ == "runtime.state.rocksdb_store"
     assert issubclass(rocksdb.StateStoreInUseException, rocksdb.StateStoreException)
+
+
+def test_the_backend_holds_its_parts_each_owning_its_fields(tmp_path):
+    """Issue 55: the backend is composed, as Flink's RocksDBKeyedStateBackend is, not one object
+    of mixins: each part is an object of its own with its own fields, and the backend's own
+    fields are only the task's (operator, key groups, clock, states, timers) and its parts."""
+    from runtime.state.heap import HeapKeyedStateBackend
+    from runtime.state.rocksdb_read_ahead import RocksDBReadAhead
+    from runtime.state.rocksdb_restore import RocksDBRestoreOperation
+    from runtime.state.rocksdb_snapshots import RocksFullSnapshotStrategy, RocksIncrementalSnapshotStrategy
+    from runtime.state.rocksdb_store import RocksDBStore
+    from runtime.state.rocksdb_write_buffer import RocksDBWriteBuffer
+    from runtime.state.ttl import TtlListState, TtlValueState
+
+    backend = RocksDBKeyedStateBackend("op", KeyGroupRange(0, 127), 128, str(tmp_path / "db"))
+    parts = {"store": RocksDBStore, "read_ahead": RocksDBReadAhead, "write_buffer": RocksDBWriteBuffer,
+             "full_snapshot": RocksFullSnapshotStrategy, "incremental_snapshot": RocksIncrementalSnapshotStrategy,
+             "restore_operation": RocksDBRestoreOperation}
+    assert [c.__name__ for c in type(backend).__mro__] == ["RocksDBKeyedStateBackend", "KeyedStateBackend",
+                                                             "ABC", "object"]
+    for name, cls in parts.items():
+        assert type(getattr(backend, name)) is cls, name
+    assert set(vars(backend)) == set(parts) | {"local", "operator_name", "key_group_range", "max_parallelism",
+                                               "now", "states", "internal_states", "timer_queues"}
+    # Each field lives in one part: the store's db, the write buffer's pending writes, the read-ahead's key cache.
+    assert "db" in vars(backend.store) and "pending" in vars(backend.write_buffer) \
+        and "key_cache" in vars(backend.read_ahead)
+    fields = [set(vars(getattr(backend, name))) - {"store", "write_buffer", "read_ahead"} for name in parts]
+    assert all(not (a & b) for i, a in enumerate(fields) for b in fields[i + 1:])
+
+    # TTL is one decorator for both backends, over the backend's own states without TTL.
+    heap = HeapKeyedStateBackend("op", KeyGroupRange(0, 127), 128)
+    for b in (backend, heap):
+        value, listed = ValueStateDescriptor("v", Types.LONG()), ListStateDescriptor("l", Types.LONG())
+        for d in (value, listed):
+            d.enable_time_to_live(StateTtlConfig.new_builder(Time.hours(1)).build())
+        assert type(b.get_partitioned_state(value)) is TtlValueState
+        assert type(b.get_partitioned_state(listed)) is TtlListState
+        assert not any(hasattr(s, "ttl") for s in b.internal_states.values())
+        assert sorted(b.internal_states) == ["_ttl/l", "_ttl/v", "l", "v"]
+    backend.dispose()

@@ -9,9 +9,10 @@ from runtime.datastream.state import (
     AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor, ReducingStateDescriptor, StateTtlConfig,
     ValueStateDescriptor)
 from runtime.datastream.window import GlobalWindow, TimeWindow
-from runtime.state.backend import TOMBSTONE, TTL_PREFIX
+from runtime.state.backend import TOMBSTONE
 from runtime.state.key_groups import KeyGroupRange, assign_to_key_group
-from runtime.state.snapshot import KeyedRows
+from runtime.state.snapshot_reader import KeyedRows
+from runtime.state.ttl import TTL_PREFIX
 from runtime.task.timer_service import InternalTimerService
 from state_helpers import ALL, BACKENDS, Average, keyed_backend
 
@@ -624,7 +625,8 @@ def test_a_key_that_utf8_cannot_encode_is_checkpointed_exactly(make, kind):
     """A str key with a lone surrogate (bytes decoded with surrogateescape, as os.fsdecode does)
     is a valid key: its snapshot keeps it exactly (pickled, with its repr as the readable key)
     and restores it, next to text keys that stay text."""
-    from runtime.state.snapshot import snapshot_to_table, table_to_snapshot
+    from runtime.state.snapshot_reader import table_to_snapshot
+    from runtime.state.snapshot_writer import snapshot_to_table
     odd = b"caf\xe9".decode("utf-8", "surrogateescape")
     b = make(kind, name="a")
     count = b.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))

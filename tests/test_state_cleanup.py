@@ -30,7 +30,8 @@ from runtime.datastream.window import (
     TumblingProcessingTimeWindows)
 from runtime.graph.job_graph import create_job_graph
 from runtime.state import kept_stores
-from runtime.state.snapshot import TIMER_PREFIX, decode_keys, read_state_file
+from runtime.state.snapshot_format import TIMER_PREFIX, decode_keys
+from runtime.state.snapshot_reader import read_state_file
 from runtime.task.deployment import Acknowledgement, RestoredState, TaskDeploymentDescriptor
 from runtime.task.operators import UserCodeException
 from runtime.task.stream_task import StreamTask

@@ -12,7 +12,8 @@ from runtime.datastream.state import ListStateDescriptor, MapStateDescriptor, Va
 from runtime.state.backend import TOMBSTONE
 from runtime.state.heap import HeapKeyedStateBackend
 from runtime.state.key_groups import KeyGroupRange, assign_to_key_group
-from runtime.state.snapshot import snapshot_to_table, table_to_snapshot
+from runtime.state.snapshot_reader import table_to_snapshot
+from runtime.state.snapshot_writer import snapshot_to_table
 from runtime.state.state_map import CompactStateMap, StateMap
 
 ALL = KeyGroupRange(0, 127)
@@ -194,9 +195,10 @@ def test_a_bad_compact_after_setting_fails_when_the_job_starts_naming_the_key(ra
 
 
 def test_a_snapshot_written_a_chunk_at_a_time_restores_a_row_group_at_a_time(tmp_path, monkeypatch):
-    import runtime.state.snapshot as snapshot
-    from runtime.state.snapshot import DeferredPart, read_state_parts, write_snapshot
-    monkeypatch.setattr(snapshot, "SNAPSHOT_CHUNK", 1000)
+    import runtime.state.snapshot_writer as snapshot_writer
+    from runtime.state.snapshot_reader import DeferredPart, read_state_parts
+    from runtime.state.snapshot_writer import write_snapshot
+    monkeypatch.setattr(snapshot_writer, "SNAPSHOT_CHUNK", 1000)
     b, _ = counts_backend(n=20_000)
     written = write_snapshot({"keyed": b.snapshot(), "types": {"count": Types.LONG()}}, str(tmp_path), "op", 0, "op")
     assert written.rows == 20_000 and (written.key_group_min, written.key_group_max) == (0, 127)
@@ -218,7 +220,8 @@ def test_a_snapshot_written_a_chunk_at_a_time_restores_a_row_group_at_a_time(tmp
 
 def test_an_increment_of_struct_values_and_deletions_reads_the_same_by_row_group(tmp_path):
     """A struct value spans several Parquet leaf columns: row-group statistics are found by path."""
-    from runtime.state.snapshot import read_state_file, read_state_parts, write_snapshot
+    from runtime.state.snapshot_reader import read_state_file, read_state_parts
+    from runtime.state.snapshot_writer import write_snapshot
     pair = Types.TUPLE([Types.STRING(), Types.LONG()])
     b = HeapKeyedStateBackend("op", ALL, 128)
     state = b.get_partitioned_state(ValueStateDescriptor("pairs", pair))

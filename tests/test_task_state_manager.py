@@ -67,7 +67,8 @@ def test_only_the_task_state_manager_hands_kept_stores_over():
                 if calls:
                     users[os.path.relpath(path, RUNTIME)] = calls
     assert users == {os.path.join("task", "task_state_manager.py"): {"take", "keeps_stores", "keep"},
-                     os.path.join("state", "rocksdb_store.py"): {"request_release", "withdraw_request", "discard"}}
+                     os.path.join("state", "rocksdb_store.py"): {"request_release", "withdraw_request"},
+                     os.path.join("state", "rocksdb.py"): {"discard"}}
 
 
 def _counts_job(backend: str):

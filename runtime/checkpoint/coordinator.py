@@ -27,7 +27,8 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Optional
 
-from runtime.state.snapshot import SOURCE_STATE, SPLIT, snapshot_to_table, state_table_name, write_state_file
+from runtime.state.snapshot_format import SOURCE_STATE, SPLIT, state_table_name
+from runtime.state.snapshot_writer import snapshot_to_table, write_state_file
 from runtime.checkpoint.incremental import file_entry, referenced_partitions
 from runtime.checkpoint.sink_committers import create_committers
 from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, DISCARDED, FAILED, CheckpointRecord, CheckpointStorage

@@ -117,7 +117,7 @@ def referenced_partitions(records: Iterable) -> set[int]:
 
 
 def file_entry(f) -> dict:
-    """A StateFile (``runtime.state.snapshot``) as a chain entry (absolute path)."""
+    """A StateFile (``runtime.state.snapshot_writer``) as a chain entry (absolute path)."""
     return {"operator_id": f.operator_id, "path": f.path, "subtask": f.subtask, "size": f.size,
             "rows": f.rows, "key_group_min": f.key_group_min, "key_group_max": f.key_group_max,
             "checksum": f.checksum, "increment": f.increment}

@@ -24,7 +24,8 @@ from typing import Optional, Union
 import pyarrow.parquet as pq
 from pyarrow.fs import FileType
 
-from runtime.state.snapshot import SOURCE_STATE, read_state_file, table_to_snapshot
+from runtime.state.snapshot_format import SOURCE_STATE
+from runtime.state.snapshot_reader import read_state_file, table_to_snapshot
 from runtime.checkpoint.storage import (
     CHECKPOINT, COMPLETED, DISCARDED, INVALID, SAVEPOINT, CheckpointException, CheckpointRecord, CheckpointStorage)
 from runtime.datastream.operators import BroadcastProcessSpec

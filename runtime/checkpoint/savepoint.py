@@ -15,8 +15,8 @@ from typing import Optional
 import pyarrow.compute as pc
 
 from runtime.checkpoint.restore import METADATA, RestorePoint, choose, load_savepoint
-from runtime.state.snapshot import (
-    OPERATOR_PREFIX, TIMER_PREFIX, decode_keys, decode_values, read_state_file, state_types)
+from runtime.state.snapshot_format import OPERATOR_PREFIX, TIMER_PREFIX, decode_keys, decode_values, state_types
+from runtime.state.snapshot_reader import read_state_file
 from runtime.checkpoint.storage import SAVEPOINT, CheckpointException, CheckpointStorage
 from runtime.storage.filesystems import absolute, check_writable, copy_file, exists, join, size, write_bytes
 

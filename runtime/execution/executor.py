@@ -49,7 +49,7 @@ from runtime.metrics.aggregation import RunMetrics
 from runtime.metrics.vertex_metrics import epoch_vertex_metrics
 from runtime.scheduler.restart import effective_configuration
 from runtime.scheduler.slots import compute_slot_plan, slots_required_per_group
-from runtime.state.snapshot import CorruptStateException
+from runtime.state.snapshot_reader import CorruptStateException
 from runtime.storage.filesystems import check_writable, join, rmtree
 from runtime.storage.layout import job_dir
 from runtime.task.operator_factory import snapshots_incrementally

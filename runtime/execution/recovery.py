@@ -25,7 +25,7 @@ from runtime.execution.preflight import START_OVER, warn_start_over
 from runtime.execution.source_coordinator import SourceCoordinator
 from runtime.execution.state_assignment import TaskStates
 from runtime.graph.job_graph import JobGraph
-from runtime.state.snapshot import CorruptStateException
+from runtime.state.snapshot_reader import CorruptStateException
 
 log = logging.getLogger(__name__)
 

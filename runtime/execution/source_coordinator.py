@@ -13,7 +13,7 @@ from runtime.connectors import create_enumerator
 from runtime.connectors.base import EnumeratorContext
 from runtime.execution.options import ExecutionOptions
 from runtime.graph.job_graph import JobGraph
-from runtime.state.snapshot import state_table_name
+from runtime.state.snapshot_format import state_table_name
 from runtime.storage.filesystems import join
 from runtime.task.deployment import SplitRead
 

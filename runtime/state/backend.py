@@ -13,7 +13,7 @@ uses only what is here:
 * ``keys(state_name, namespace)``: the keys holding a value of a state in a namespace;
 * checkpoints: ``snapshot()`` yields the rows ``(key_group, state_name, namespace, key,
   value)`` of the whole state, ``restore(rows)`` takes them (rows of other key groups are
-  ignored; a ``KeyedRows`` from ``runtime.state.snapshot`` is loaded column-wise);
+  ignored; a ``KeyedRows`` from ``runtime.state.snapshot_reader`` is loaded column-wise);
 * incremental checkpoints: the backend tracks what changed since ``mark_checkpointed()``
   (or since it was built or restored): ``changes()`` yields rows of the changed entries, a
   removed entry as a row whose value is ``TOMBSTONE``; ``apply(rows)`` applies full or
@@ -37,8 +37,10 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Optional
 
+from runtime.datastream import state as api
+from runtime.state.ttl import TtlState, TtlStateFactory, ttl_enabled
+
 VOID_NAMESPACE = None
-TTL_PREFIX = "_ttl/"        # the state of a TTL state's entry times (a list's or map's: one per entry)
 
 # Flink's configuration key for the backend (``state.backend.type``), and its values.
 STATE_BACKEND = "state.backend.type"
@@ -117,6 +119,10 @@ class KeyedColumns:
     values: Any            # pyarrow array
 
 
+STATE_DESCRIPTORS = (api.ValueStateDescriptor, api.ListStateDescriptor, api.MapStateDescriptor,
+                     api.ReducingStateDescriptor, api.AggregatingStateDescriptor)
+
+
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
@@ -182,7 +188,8 @@ class KeyedStateBackend(ABC):
     max_parallelism: int
     key_type: Any = None       # how keys hash into key groups (runtime.state.key_groups)
     key_group_range: Any
-    states: dict               # state name -> its state object (``.descriptor``)
+    states: dict               # state name -> its state object (``.descriptor``), as the operator registered it
+    internal_states: dict      # state name -> the backend's own state object (a TTL'd state's values and times)
     current_key: Any = None
     now: Callable[[], int]     # processing time, which state TTL is measured in
     # Whether the state outlives the task on the executor (a RocksDB store at a kept path, a heap
@@ -204,8 +211,40 @@ class KeyedStateBackend(ABC):
     def get_current_key(self):
         return self.current_key
 
+    def get_partitioned_state(self, descriptor: api.StateDescriptor):
+        """The state object for ``descriptor``, one per name, shared by all keys: the backend's
+        own (``create_internal_state``), decorated when the descriptor enables TTL
+        (runtime.state.ttl)."""
+        existing = self.states.get(descriptor.name)
+        if existing is not None:
+            self._check_registration(existing, descriptor)
+            return existing
+        if type(descriptor) not in STATE_DESCRIPTORS:
+            raise TypeError(f"{self.operator_name}: unsupported state descriptor {descriptor!r}")
+        state = (TtlStateFactory.create_state(self, descriptor, self._internal_state) if ttl_enabled(descriptor)
+                 else self._internal_state(descriptor))
+        self.states[descriptor.name] = state
+        return state
+
+    def _internal_state(self, descriptor: api.StateDescriptor):
+        state = self.internal_states[descriptor.name] = self.create_internal_state(descriptor)
+        return state
+
     @abstractmethod
-    def get_partitioned_state(self, descriptor): ...
+    def create_internal_state(self, descriptor: api.StateDescriptor):
+        """A state of the descriptor's kind without TTL (Flink's KeyedStateFactory), also the
+        values and the times of a TTL'd state."""
+
+    def _reset_states(self) -> None:
+        """Forget the task's state objects (they reference its functions); the entries stay."""
+        self.states = {}
+        self.internal_states = {}
+
+    def _drop_expired(self) -> None:
+        """Flink's cleanup in full snapshot: expired entries are not checkpointed."""
+        for state in list(self.states.values()):
+            if isinstance(state, TtlState):
+                state.cleanup_full_snapshot()
 
     @abstractmethod
     def keys(self, state_name: str, namespace=VOID_NAMESPACE) -> list: ...
@@ -273,298 +312,3 @@ def iter_rows(rows) -> Iterator[tuple]:
     for name, kgs, nss, keys, values in chunks:
         for kg, ns, key, value in zip(kgs, nss, keys, values):
             yield kg, name, ns, key, value
-
-
-# ---- state semantics shared by the backends --------------------------------------------------
-# Each backend's state classes give the primitives (``_get``: the current value, checked for
-# TTL; ``_live``: the value a write builds on; ``_put``; ``_map``: a map state's current dict);
-# these give Flink's semantics on top, once. A backend's class lists the mixin first.
-
-class StateBase:
-    """What every backend's state objects share."""
-
-    def _merge(self, a, b):
-        raise NotImplementedError(f"{type(self).__name__} cannot be merged")
-
-
-class ValueStateOps:
-    def value(self):
-        return self._get()
-
-    def update(self, value) -> None:
-        if value is None:
-            self.clear()
-        else:
-            self._put(value)
-
-
-class ReducingStateOps:
-    def get(self):
-        return self._get()
-
-    def add(self, value) -> None:
-        current = self._live()
-        self._put(value if current is None else self.descriptor.reduce_function(current, value))
-
-    def _merge(self, a, b):
-        return self.descriptor.reduce_function(a, b)
-
-
-class AggregatingStateOps:
-    def get(self):
-        acc = self._get()
-        return None if acc is None else self.descriptor.agg_function.get_result(acc)
-
-    def add(self, value) -> None:
-        fn = self.descriptor.agg_function
-        acc = self._live()
-        self._put(fn.add(value, fn.create_accumulator() if acc is None else acc))
-
-    def _merge(self, a, b):
-        return self.descriptor.agg_function.merge(a, b)
-
-
-class MapStateReads:
-    def get(self, key):
-        return self._map().get(key)
-
-    def contains(self, key) -> bool:
-        return key in self._map()
-
-    def items(self):
-        return list(self._map().items())
-
-    def keys(self):
-        return list(self._map().keys())
-
-    def values(self):
-        return list(self._map().values())
-
-    def is_empty(self) -> bool:
-        return not self._map()
-
-    def _merge(self, a, b):
-        return {**a, **b}
-
-
-# ---- per-entry TTL of list and map state (Flink's TtlListState and TtlMapState) --------------
-# A TTL'd list keeps the times of its elements as a list beside it (a TTL'd map: a dict of its
-# entries' times), in the state's TTL_PREFIX state: checkpointed, restored and rescaled with the
-# values, so each element keeps its own time. Expired entries are filtered out and removed by the
-# read that finds them (Flink leaves a partly expired list's elements to its background cleanup,
-# which shows only under ReturnExpiredIfNotCleanedUp: here they are returned once), and left out
-# of every snapshot. Each backend gives the primitives: ``_current_entries()``, the (values,
-# times), (None, None) when absent; ``_store_at(where, values, times)``, empty values: removed;
-# ``_where()``, the current key and namespace as ``_store_at`` takes them; for lists
-# ``_append_entries(values)`` (added now). A list and map without TTL keep their own classes.
-
-class TtlEntriesOps:
-    """What a TTL'd list and map share: the checks of Flink's AbstractTtlDecorator per entry."""
-
-    def _store(self, values, times) -> None:
-        self._store_at(self._where(), values, times)
-
-    def _clock(self) -> tuple[int, int]:
-        """(now, the latest time of an entry that has expired by now)."""
-        now = self.backend.now()
-        return now, now - self.ttl.get_ttl_millis()
-
-    def _refresh_on_read(self) -> bool:
-        return self.ttl.get_update_type() is self.ttl.UpdateType.OnReadAndWrite
-
-    def _return_expired(self) -> bool:
-        return self.ttl.get_state_visibility() is self.ttl.StateVisibility.ReturnExpiredIfNotCleanedUp
-
-    def cleanup_at(self, where, values, times) -> None:
-        """Flink's cleanup in full snapshot for one key and namespace: its expired entries removed."""
-        if values is None:
-            self._store_at(where, None, None)      # times left without values
-            return
-        now, limit = self._clock()
-        kept = self._without(values, self._aligned(values, times, now), lambda t: t <= limit)
-        if kept is not None:
-            self._store_at(where, *kept)
-
-    def merge_namespaces(self, target, sources: Iterable) -> None:
-        """Fold the sources' entries into ``target`` (merging windows), each keeping its time."""
-        current = self.namespace
-        try:
-            merged = None
-            for ns in [target, *(ns for ns in sources if ns != target)]:
-                self.set_current_namespace(ns)
-                values, times = self._current_entries()
-                if values:
-                    times = self._aligned(values, times, self.backend.now())
-                    merged = (values, times) if merged is None else self._concat(merged, (values, times))
-                    if ns != target:
-                        self.clear()
-            self.set_current_namespace(target)
-            if merged is not None:
-                self._store(*merged)
-        finally:
-            self.set_current_namespace(current)
-
-
-class TtlListStateOps(TtlEntriesOps):
-    """Flink's TtlListState: each element has its own time."""
-
-    @staticmethod
-    def _aligned(values: list, times, now) -> list:
-        """The elements' times (``times`` itself when it has one for each); elements restored
-        without one (TTL enabled later) count from ``now``."""
-        if times is not None and len(times) >= len(values):
-            return times
-        times = list(times or ())
-        return times + [now] * (len(values) - len(times))
-
-    @staticmethod
-    def _without(values: list, times: list, gone: Callable) -> Optional[tuple]:
-        """(values, times) without the elements whose time is ``gone``; None when none is."""
-        keep = [i for i, t in enumerate(times) if not gone(t)]
-        if len(keep) == len(values):
-            return None
-        return [values[i] for i in keep], [times[i] for i in keep]
-
-    @staticmethod
-    def _concat(a: tuple, b: tuple) -> tuple:
-        return a[0] + b[0], a[1] + b[1]
-
-    def get(self):
-        values, times = self._current_entries()
-        if not values:
-            return []
-        now, limit = self._clock()
-        stamped = self._aligned(values, times, now)
-        kept = self._without(values, stamped, lambda t: t <= limit)
-        live, live_times = (values, stamped) if kept is None else kept
-        if self._refresh_on_read():
-            live_times = [now] * len(live)
-        if live_times is not times:     # expired elements removed, times added or refreshed
-            self._store(live, live_times)
-        return list(values if self._return_expired() else live)
-
-    def _checked(self, values) -> list:
-        values = list(values)
-        if any(v is None for v in values):
-            raise ValueError(f"ListState '{self.descriptor.name}': cannot add None")
-        return values
-
-    def add(self, value) -> None:
-        self._append_entries(self._checked([value]))
-
-    def add_all(self, values) -> None:
-        values = self._checked(values)
-        if values:
-            self._append_entries(values)
-
-    def update(self, values) -> None:
-        values = self._checked(values)
-        self._store(values, [self.backend.now()] * len(values))
-
-
-_ABSENT = object()
-
-
-class TtlMapStateOps(TtlEntriesOps):
-    """Flink's TtlMapState: each entry has its own time; a read refreshes (OnReadAndWrite) only
-    the entries it reads."""
-
-    @staticmethod
-    def _aligned(values: dict, times, now) -> dict:
-        """The entries' times (``times`` itself when it has one for each); entries restored
-        without one (TTL enabled later) count from ``now``."""
-        if times is not None and len(times) >= len(values):
-            return times
-        times = times or {}
-        return {k: times.get(k, now) for k in values}
-
-    @staticmethod
-    def _without(values: dict, times: dict, gone: Callable) -> Optional[tuple]:
-        """``values`` and ``times`` without the entries whose time is ``gone`` (removed in place);
-        None when none is."""
-        expired = [k for k, t in times.items() if gone(t)]
-        if not expired:
-            return None
-        for k in expired:
-            values.pop(k, None)
-            del times[k]
-        return values, times
-
-    @staticmethod
-    def _concat(a: tuple, b: tuple) -> tuple:
-        return {**a[0], **b[0]}, {**a[1], **b[1]}
-
-    def _read(self, key):
-        """The value of ``key`` checked (Flink's getWrappedWithTtlCheckAndUpdate); _ABSENT if none."""
-        values, times = self._current_entries()
-        if not values or key not in values:
-            return _ABSENT
-        now, limit = self._clock()
-        stamped = self._aligned(values, times, now)
-        value = values[key]
-        if stamped[key] <= limit:
-            del values[key], stamped[key]
-            self._store(values, stamped)
-            return value if self._return_expired() else _ABSENT
-        refresh = self._refresh_on_read()
-        if refresh:
-            stamped[key] = now
-        if refresh or stamped is not times:
-            self._store(values, stamped)
-        return value
-
-    def _checked_all(self, refresh: bool) -> dict:
-        """The entries, the expired ones removed (and returned under ReturnExpiredIfNotCleanedUp),
-        the live ones refreshed when ``refresh``."""
-        values, times = self._current_entries()
-        if not values:
-            return {}
-        now, limit = self._clock()
-        stamped = self._aligned(values, times, now)
-        out = dict(values) if self._return_expired() else None
-        expired = self._without(values, stamped, lambda t: t <= limit)
-        if refresh:
-            stamped = dict.fromkeys(values, now)
-        if expired is not None or stamped is not times:
-            self._store(values, stamped)
-        return dict(values) if out is None else out
-
-    def get(self, key):
-        value = self._read(key)
-        return None if value is _ABSENT else value
-
-    def contains(self, key) -> bool:
-        return self._read(key) is not _ABSENT
-
-    def items(self):
-        return list(self._checked_all(self._refresh_on_read()).items())
-
-    def keys(self):
-        return list(self._checked_all(self._refresh_on_read()).keys())
-
-    def values(self):
-        return list(self._checked_all(self._refresh_on_read()).values())
-
-    def is_empty(self) -> bool:
-        return not self._checked_all(False)
-
-    def put(self, key, value) -> None:
-        self.put_all({key: value})
-
-    def put_all(self, dict_value) -> None:
-        if not dict_value:
-            return
-        values, times = self._current_entries()
-        now = self.backend.now()
-        values = {} if values is None else values
-        times = self._aligned(values, times, now)
-        values.update(dict_value)
-        times.update(dict.fromkeys(dict_value, now))
-        self._store(values, times)
-
-    def remove(self, key) -> None:
-        values, times = self._current_entries()
-        if values is not None and key in values:
-            times = self._aligned(values, times, self.backend.now())
-            del values[key], times[key]
-            self._store(values, times)

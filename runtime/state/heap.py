@@ -18,15 +18,13 @@ import pyarrow as pa
 
 from runtime.datastream import state as api
 from runtime.state.backend import (
-    TOMBSTONE, TTL_PREFIX, VOID_NAMESPACE, AggregatingStateOps, KeyedStateBackend, MapStateReads,
-    ReducingStateOps, StateBase, TimerQueue, TtlEntriesOps, TtlListStateOps, TtlMapStateOps, Untracked,
-    KeyedColumns, ValueStateOps, iter_rows, wall_clock_ms)
+    TOMBSTONE, VOID_NAMESPACE, KeyedColumns, KeyedStateBackend, TimerQueue, Untracked, iter_rows, wall_clock_ms)
+from runtime.state.internal_state import AggregatingStateOps, MapStateReads, ReducingStateOps, StateBase, ValueStateOps
 from runtime.state.key_groups import KeyGroupRange, assign_key_groups, assign_to_key_group
 from runtime.state.state_map import CompactStateMap, StateMap
 
-__all__ = ["HeapKeyedStateBackend", "HeapTimerQueue", "TTL_PREFIX", "VOID_NAMESPACE"]
+__all__ = ["HeapKeyedStateBackend", "HeapTimerQueue"]
 
-_RETURN_EXPIRED = api.StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp
 SNAPSHOT_CHUNK = 100_000    # entries a snapshot turns into rows at a time
 SETTLE_EVERY = 1 << 16      # keys set between two looks for maps to settle
 
@@ -36,34 +34,24 @@ class _HeapState(StateBase):
     so an entry costs no (key, namespace) tuple (a third of a large state's memory) and a window's
     entries are one dict. ``table`` is the current namespace's dict, always the one in ``tables``
     (the backend re-points it after removing empty namespaces). Changes are tracked per
-    (key, namespace)."""
+    (key, namespace), a state's slot (runtime.state.ttl)."""
 
     def __init__(self, backend: "HeapKeyedStateBackend", descriptor: api.StateDescriptor):
         self.backend = backend
         self.descriptor = descriptor
         self.tables: dict = backend.table(descriptor.name)
         self.changed: dict = backend.changed_of(descriptor.name)
-        ttl = descriptor.ttl_config
-        self.ttl: Optional[api.StateTtlConfig] = ttl if ttl is not None and ttl.is_enabled() else None
-        # Last-write (or access) times of a TTL state's entries: a state of their own, so they
-        # are checkpointed and restored with the values.
-        self.stamp_tables: dict = backend.table(TTL_PREFIX + descriptor.name) if self.ttl else {}
-        self.stamps_changed: dict = backend.changed_of(TTL_PREFIX + descriptor.name) if self.ttl else {}
-        self.namespace, self.table, self.stamps = VOID_NAMESPACE, None, {}
+        self.namespace, self.table = VOID_NAMESPACE, None
         self.set_current_namespace(VOID_NAMESPACE)
 
     def set_current_namespace(self, namespace) -> None:
         # A window's dict goes as the state leaves it empty (fired, purged, merged away, or only
         # read), not at the next snapshot: a long epoch of many windows would hold one per window.
         ns = self.namespace
-        if ns is not VOID_NAMESPACE:
-            if not self.table and self.tables.get(ns) is self.table:
-                del self.tables[ns]
-            if self.ttl and not self.stamps and self.stamp_tables.get(ns) is self.stamps:
-                del self.stamp_tables[ns]
+        if ns is not VOID_NAMESPACE and not self.table and self.tables.get(ns) is self.table:
+            del self.tables[ns]
         self.namespace = namespace
         self.table = self.tables.setdefault(namespace, StateMap())
-        self.stamps = self.stamp_tables.setdefault(namespace, StateMap()) if self.ttl else {}
 
     def _touch(self, key) -> None:
         """Record that the current namespace's ``key`` changes (before the change): its presence
@@ -72,59 +60,42 @@ class _HeapState(StateBase):
         if slot not in self.changed:
             self.changed[slot] = key in self.table
 
-    def _touch_stamps(self, key) -> None:
-        slot = (key, self.namespace)
-        if slot not in self.stamps_changed:
-            self.stamps_changed[slot] = key in self.stamps
-
-    def _stamp(self, key) -> None:
-        self._touch_stamps(key)
-        self.stamps[key] = self.backend.now()
-
     def _get(self):
-        """The current value; with a TTL, Flink's check on read: an expired value is removed and
-        returned only under ReturnExpiredIfNotCleanedUp; a live one is touched on OnReadAndWrite."""
-        key = self.backend.current_key
-        value = self.table.get(key)
-        if self.ttl is None or value is None:
-            return value
-        if self.backend.expired(self.stamps.get(key), self.ttl):
-            self.clear()
-            return value if self.ttl.get_state_visibility() is _RETURN_EXPIRED else None
-        if key not in self.stamps or self.ttl.get_update_type() is api.StateTtlConfig.UpdateType.OnReadAndWrite:
-            self._stamp(key)
-        return value
+        return self.table.get(self.backend.current_key)
 
-    def _live(self):
-        """The current value for a write that builds on it (reduce, aggregate): expired is absent."""
-        key = self.backend.current_key
-        if self.ttl is not None and key in self.table and self.backend.expired(self.stamps.get(key), self.ttl):
-            self.clear()
-        return self.table.get(key)
+    _live = _get
 
     def _put(self, value) -> None:
         key = self.backend.current_key
         self._touch(key)
         self.table[key] = value
-        if self.ttl is not None:
-            self._stamp(key)
 
     def clear(self) -> None:
         self._remove_at((self.backend.current_key, self.namespace))
 
-    def _remove_at(self, where) -> None:
-        """Remove the entry (and its time) of ``where``, a (key, namespace)."""
-        key, ns = where
+    def _slots(self) -> list:
+        """(key, namespace) of every entry."""
+        return [(key, ns) for ns, table in self.tables.items() for key in table]
+
+    def _get_at(self, slot):
+        key, ns = slot
+        return self.tables.get(ns, {}).get(key)
+
+    def _put_at(self, slot, value) -> None:
+        key, ns = slot
+        table = self.tables.setdefault(ns, StateMap())
+        if slot not in self.changed:
+            self.changed[slot] = key in table
+        table[key] = value
+
+    def _remove_at(self, slot) -> None:
+        """Remove the entry of ``slot``, a (key, namespace)."""
+        key, ns = slot
         table = self.tables.get(ns)
         if table is not None and key in table:
-            if where not in self.changed:
-                self.changed[where] = True
+            if slot not in self.changed:
+                self.changed[slot] = True
             del table[key]
-        stamps = self.stamp_tables.get(ns)
-        if stamps is not None and key in stamps:
-            if where not in self.stamps_changed:
-                self.stamps_changed[where] = True
-            del stamps[key]
 
     def merge_namespaces(self, target, sources: Iterable) -> None:
         """Fold the sources' values into ``target`` (merging windows), removing the sources."""
@@ -141,8 +112,6 @@ class _HeapState(StateBase):
             self.set_current_namespace(target)
             self._touch(key)
             self.table[key] = merged
-            if self.ttl is not None:
-                self._stamp(key)
             self.set_current_namespace(current)
 
 
@@ -164,6 +133,17 @@ class HeapListState(_HeapState, api.ListState):
     def add_all(self, values) -> None:
         for v in values:
             self.add(v)
+
+    def _append_all(self, values: list) -> bool:
+        """Append ``values`` (checked); whether the list was there."""
+        key = self.backend.current_key
+        self._touch(key)
+        current = self.table.get(key)
+        if current is None:
+            self.table[key] = list(values)
+            return False
+        current.extend(values)
+        return True
 
     def update(self, values) -> None:
         self.clear()
@@ -198,52 +178,6 @@ class HeapMapState(MapStateReads, _HeapState, api.MapState):
             self.clear()
 
 
-class _HeapTtlEntries:
-    """The primitives of per-entry TTL (runtime.state.backend.TtlEntriesOps) on the heap: the
-    times in the TTL table under the same key and namespace as the values, both mutated in place."""
-
-    def _where(self):
-        return self.backend.current_key, self.namespace
-
-    def _current_entries(self) -> tuple:
-        key = self.backend.current_key
-        return self.table.get(key), self.stamps.get(key)
-
-    def _store_at(self, where, values, times) -> None:
-        if not values:
-            self._remove_at(where)
-            return
-        key, ns = where
-        for tables, changed, value in ((self.tables, self.changed, values),
-                                       (self.stamp_tables, self.stamps_changed, times)):
-            table = tables.setdefault(ns, StateMap())
-            if where not in changed:
-                changed[where] = key in table
-            table[key] = value
-
-    def _append_entries(self, values: list) -> None:
-        key = self.backend.current_key
-        now = self.backend.now()
-        current = self.table.get(key)
-        if current is None:
-            self._store_at(self._where(), values, [now] * len(values))
-            return
-        times = self._aligned(current, self.stamps.get(key), now)
-        self._touch(key)
-        current.extend(values)
-        self._touch_stamps(key)
-        times.extend([now] * len(values))
-        self.stamps[key] = times
-
-
-class HeapTtlListState(TtlListStateOps, _HeapTtlEntries, HeapListState):
-    """A ListState with a TTL: each element expires on its own (Flink's TtlListState)."""
-
-
-class HeapTtlMapState(TtlMapStateOps, _HeapTtlEntries, HeapMapState):
-    """A MapState with a TTL: each entry expires on its own (Flink's TtlMapState)."""
-
-
 class HeapReducingState(ReducingStateOps, _HeapState, api.ReducingState):
     """Flink's ReducingState: ``add`` folds the value in with the reduce function."""
 
@@ -259,7 +193,6 @@ _STATE_CLASSES = {
     api.ReducingStateDescriptor: HeapReducingState,
     api.AggregatingStateDescriptor: HeapAggregatingState,
 }
-_TTL_CLASSES = {HeapListState: HeapTtlListState, HeapMapState: HeapTtlMapState}
 
 
 class HeapTimerQueue(TimerQueue):
@@ -386,7 +319,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self.max_parallelism = max_parallelism
         self.tables: dict[str, dict] = {}       # state name -> {namespace: {key: value}}
         self.changed: dict[str, dict] = {}      # state name -> {(key, namespace): present at the last checkpoint}
-        self.states: dict[str, _HeapState] = {}
+        self._reset_states()
         self.timer_queues: dict[str, HeapTimerQueue] = {}
         self.current_key: Any = None
         self.now = clock or wall_clock_ms      # processing time, which state TTL is measured in
@@ -408,10 +341,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         fresh = dict if enabled else Untracked
         for name in self.changed:
             self.changed[name] = fresh()
-        for state in self.states.values():
+        for state in self.internal_states.values():
             state.changed = self.changed_of(state.descriptor.name)
-            if state.ttl:
-                state.stamps_changed = self.changed_of(TTL_PREFIX + state.descriptor.name)
         for queue in self.timer_queues.values():
             queue.changed = fresh()
 
@@ -432,20 +363,8 @@ class HeapKeyedStateBackend(KeyedStateBackend):
                 if table.settle_due(self.settle_after):
                     table.settle()
 
-    def get_partitioned_state(self, descriptor: api.StateDescriptor) -> _HeapState:
-        """The state object for ``descriptor``; one per name, shared by all keys."""
-        existing = self.states.get(descriptor.name)
-        if existing is not None:
-            self._check_registration(existing, descriptor)
-            return existing
-        cls = _STATE_CLASSES.get(type(descriptor))
-        if cls is None:
-            raise TypeError(f"{self.operator_name}: unsupported state descriptor {descriptor!r}")
-        ttl = descriptor.ttl_config
-        if ttl is not None and ttl.is_enabled():
-            cls = _TTL_CLASSES.get(cls, cls)
-        state = self.states[descriptor.name] = cls(self, descriptor)
-        return state
+    def create_internal_state(self, descriptor: api.StateDescriptor) -> _HeapState:
+        return _STATE_CLASSES[type(descriptor)](self, descriptor)
 
     def keys(self, state_name: str, namespace=VOID_NAMESPACE) -> list:
         return list(self.tables.get(state_name, {}).get(namespace, ()))
@@ -497,27 +416,13 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         for queue in self.timer_queues.values():
             queue.mark_checkpointed()
 
-    def _drop_expired(self) -> None:
-        """Flink's cleanup in full snapshot: expired entries are not checkpointed."""
-        for state in self.states.values():
-            if state.ttl is None:
-                continue
-            for ns, stamps in list(state.stamp_tables.items()):
-                if isinstance(state, TtlEntriesOps):
-                    values = state.tables.get(ns, {})
-                    for key, times in list(stamps.items()):
-                        state.cleanup_at((key, ns), values.get(key), times)
-                else:
-                    for key in [key for key, stamp in stamps.items() if self.expired(stamp, state.ttl)]:
-                        state._remove_at((key, ns))
-
     def _drop_empty_namespaces(self) -> None:
         """A window's namespace goes when its last entry does; each state's current namespace is
         registered again (its ``table`` stays the one in its tables)."""
         for tables in self.tables.values():
             for ns in [ns for ns, table in tables.items() if not table and ns is not VOID_NAMESPACE]:
                 del tables[ns]
-        for state in self.states.values():
+        for state in self.internal_states.values():
             state.set_current_namespace(state.namespace)
 
     def restore(self, rows: Iterable[tuple]) -> None:
@@ -606,7 +511,7 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         """The task is done with the heap its process keeps: the task's state objects go (they
         reference its functions), the entries and timers stay."""
         self.settle()
-        self.states = {}
+        self._reset_states()
         self.current_key = None
 
     def clear(self) -> None:
@@ -625,4 +530,5 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         self.dispose()
 
     def dispose(self) -> None:
-        self.tables, self.changed, self.states, self.timer_queues = {}, {}, {}, {}
+        self.tables, self.changed, self.timer_queues = {}, {}, {}
+        self._reset_states()

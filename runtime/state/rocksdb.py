@@ -1,33 +1,34 @@
 """Keyed state in an embedded RocksDB store (Flink's EmbeddedRocksDBStateBackend), on ``rocksdict``.
 
-The backend is split by concept, one module each:
+``RocksDBKeyedStateBackend`` holds its parts, one module each, as Flink's RocksDBKeyedStateBackend
+holds its own, and orchestrates them:
 
-* ``rocksdb_keys``: key serialization, the store's key layout;
-* ``rocksdb_codecs``: how values are stored (typed without pickling where declared);
-* ``rocksdb_states``: the state classes (value, list, map, reducing, aggregating, TTL lists and maps);
-* ``rocksdb_timers``: the timer queue;
-* ``rocksdb_read_ahead``: the current key and the batch's reads;
-* ``rocksdb_write_buffer``: the buffered, change-tracked writes;
-* ``rocksdb_store``: the store's lifecycle and version (open, resume, suspend, close, dispose, destroy);
-* ``rocksdb_snapshots``: reading entries in key order, full snapshots and increments;
-* ``rocksdb_restore``: writing restored rows.
+* ``store`` (``rocksdb_store``): the store's files, metadata (the states' ids and types, the
+  version) and scans in key order;
+* ``read_ahead`` (``rocksdb_read_ahead``): the current key, the key cache and the batch's reads;
+* ``write_buffer`` (``rocksdb_write_buffer``): the buffered writes and the changes they make;
+* ``full_snapshot`` and ``incremental_snapshot`` (``rocksdb_snapshots``, Flink's
+  RocksFullSnapshotStrategy and RocksIncrementalSnapshotStrategy): a snapshot's and an increment's rows;
+* ``restore_operation`` (``rocksdb_restore``): restored rows written in WriteBatches.
 
-``RocksDBKeyedStateBackend`` here puts them together and registers the states of an operator.
+Beside them: ``rocksdb_keys`` (the store's key layout), ``rocksdb_codecs`` (how values are
+stored), ``rocksdb_states`` (the state classes), ``rocksdb_timers`` (the timer queue); TTL is
+the decorator both backends share (``runtime.state.ttl``).
 """
 from __future__ import annotations
 
-import os
-from typing import Any, Callable, Optional
+import logging
+from typing import Any, Callable, Iterable, Optional
 
 from runtime.datastream import state as api
-from runtime.state.backend import KeyedStateBackend, Untracked, wall_clock_ms
+from runtime.state import kept_stores
+from runtime.state.backend import VOID_NAMESPACE, KeyedStateBackend, Untracked, wall_clock_ms
 from runtime.state.key_groups import KeyGroupRange
-from runtime.state.rocksdb_codecs import Codec, codec_of
-from runtime.state.rocksdb_keys import encode_key
+from runtime.state.rocksdb_keys import decode_key, decode_namespace
 from runtime.state.rocksdb_read_ahead import RocksDBReadAhead
-from runtime.state.rocksdb_restore import RocksDBRestore
-from runtime.state.rocksdb_snapshots import RocksDBSnapshots
-from runtime.state.rocksdb_states import STATE_CLASSES, TTL_CLASSES, RocksDBState, value_type
+from runtime.state.rocksdb_restore import RocksDBRestoreOperation
+from runtime.state.rocksdb_snapshots import RocksFullSnapshotStrategy, RocksIncrementalSnapshotStrategy
+from runtime.state.rocksdb_states import STATE_CLASSES, RocksDBState, value_type
 from runtime.state.rocksdb_store import (
     CorruptStateStoreException, RocksDBStore, StateStoreException, StateStoreInUseException)
 from runtime.state.rocksdb_timers import RocksDBTimerQueue
@@ -36,28 +37,33 @@ from runtime.state.rocksdb_write_buffer import RocksDBWriteBuffer
 __all__ = ["RocksDBKeyedStateBackend", "RocksDBTimerQueue", "StateStoreException",
            "CorruptStateStoreException", "StateStoreInUseException"]
 
+log = logging.getLogger(__name__)
 
-class RocksDBKeyedStateBackend(RocksDBStore, RocksDBReadAhead, RocksDBWriteBuffer, RocksDBSnapshots, RocksDBRestore,
-                               KeyedStateBackend):
+
+class RocksDBKeyedStateBackend(KeyedStateBackend):
     """Keyed state in a RocksDB store at ``path`` (created when missing).
 
     ``temporary``: the directory is removed when the backend is disposed (a store for one
     task, when the caller gives no directory to keep).
+
+    The store is a directory the caller chooses (a subtask's local directory, kept across epochs);
+    ``close()`` releases RocksDB's lock so that another process can open it. A reused PySpark
+    worker keeps its store open between tasks instead (``suspend``, ``resume``): which stores it
+    keeps is the task state manager's decision (runtime.task.task_state_manager), the registry of
+    kept stores and their release to another process runtime.state.kept_stores.
     """
+
+    on_disk = True
 
     def __init__(self, operator_name: str, key_group_range: KeyGroupRange, max_parallelism: int,
                  path: str, clock: Optional[Callable[[], int]] = None, temporary: bool = False):
-        self.path = os.path.abspath(path)
-        self.temporary = temporary
+        self.store = RocksDBStore(path, temporary)
         self.local = not temporary
-        self._written = 0               # bytes written into the store since it was opened
-        self._key_cache: dict = {}
-        self.db = self._open()
-        self._meta = self._read_meta()
-        self._sids: dict[str, tuple] = {}          # name -> (sid bytes, codec)
-        self._names: dict[bytes, tuple] = {}       # sid bytes -> (name, codec)
-        for name, (sid, type_info) in self._meta["states"].items():
-            self._index_state(name, sid, type_info)
+        self.read_ahead = RocksDBReadAhead(self.store, max_parallelism)
+        self.write_buffer = RocksDBWriteBuffer(self.store, self.read_ahead)
+        self.full_snapshot = RocksFullSnapshotStrategy(self.store, self.write_buffer)
+        self.incremental_snapshot = RocksIncrementalSnapshotStrategy(self.store, self.write_buffer)
+        self.restore_operation = RocksDBRestoreOperation(self.store, self.write_buffer)
         self._begin(operator_name, key_group_range, max_parallelism, clock)
 
     def _begin(self, operator_name: str, key_group_range: KeyGroupRange, max_parallelism: int,
@@ -67,63 +73,175 @@ class RocksDBKeyedStateBackend(RocksDBStore, RocksDBReadAhead, RocksDBWriteBuffe
         self.key_group_range = key_group_range
         self.max_parallelism = max_parallelism
         self.now = clock or wall_clock_ms
-        self.states: dict[str, RocksDBState] = {}
+        self._reset_states()
         self.timer_queues: dict[str, RocksDBTimerQueue] = {}
-        self.changed: dict[bytes, bool] = {}       # state entry key -> present at the last checkpoint
-        self.pending: dict[bytes, Optional[bytes]] = {}    # writes not yet in the store (None: a delete)
-        self._pending_bytes = 0
-        self.current_key: Any = None
-        self.kg, self.kenc = b"\x00\x00", encode_key(None)
-        self._batch: Optional[dict] = None          # the keys of the batch being processed
-        self._prefetched: dict = {}                 # entry key -> stored bytes, read for the batch
-        self._prefetched_sids: set = set()
-        self._last_read: Optional[bytes] = None
-        self._last_present = False
-        self._begin_version(operator_name, key_group_range, max_parallelism)
+        self.read_ahead.begin(max_parallelism)
+        self.write_buffer.begin()
+        self.store.begin(operator_name, key_group_range, max_parallelism)
+
+    # ---- the parts' fields the task layer reads ------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self.store.path
+
+    @property
+    def temporary(self) -> bool:
+        return self.store.temporary
+
+    @property
+    def current_key(self) -> Any:
+        return self.read_ahead.current_key
+
+    @property
+    def key_type(self) -> Any:
+        return self.read_ahead.key_type
+
+    @key_type.setter
+    def key_type(self, value) -> None:
+        self.read_ahead.key_type = value
+
+    # ---- keys and states -----------------------------------------------------------------
+
+    def set_current_key(self, key) -> None:
+        self.read_ahead.set_current_key(key)
+
+    def prepare_keys(self, keys: list) -> None:
+        self.read_ahead.prepare_keys(keys)
 
     def track_changes(self, enabled: bool) -> None:
         super().track_changes(enabled)
-        fresh = dict if enabled else Untracked
-        self.changed = fresh()
+        self.write_buffer.track_changes(enabled)
         for queue in self.timer_queues.values():
-            queue.changed = fresh()
+            queue.changed = {} if enabled else Untracked()
 
-    def _index_state(self, name: str, sid: int, type_info) -> None:
-        sid_bytes = sid.to_bytes(2, "big")
-        codec = codec_of(type_info)
-        self._sids[name] = (sid_bytes, codec)
-        self._names[sid_bytes] = (name, codec)
-
-    def state_id(self, name: str, type_info=None) -> tuple[bytes, Optional[Codec]]:
-        """The id and codec of state ``name``, registered in the store's metadata when new. The
-        type of a state is fixed by the first registration that declares one."""
-        known = self._meta["states"].get(name)
-        if known is not None and (known[1] is not None or type_info is None):
-            return self._sids[name]
-        sid = known[0] if known is not None else len(self._meta["states"]) + 1
-        if sid >= 0xFFFF:
-            raise ValueError(f"{self.operator_name}: too many states in one operator")
-        self._meta["states"][name] = (sid, type_info)
-        self._index_state(name, sid, type_info)
-        self._write_meta()
-        return self._sids[name]
-
-    def get_partitioned_state(self, descriptor: api.StateDescriptor) -> RocksDBState:
-        existing = self.states.get(descriptor.name)
-        if existing is not None:
-            self._check_registration(existing, descriptor)
-            return existing
-        cls = STATE_CLASSES.get(type(descriptor))
-        if cls is None:
-            raise TypeError(f"{self.operator_name}: unsupported state descriptor {descriptor!r}")
-        ttl = descriptor.ttl_config
-        if ttl is not None and ttl.is_enabled():
-            cls = TTL_CLASSES.get(cls, cls)
-        sid, codec = self.state_id(descriptor.name, value_type(descriptor))
-        state = self.states[descriptor.name] = cls(self, descriptor, sid, codec)
-        return state
+    def create_internal_state(self, descriptor: api.StateDescriptor) -> RocksDBState:
+        sid, codec = self.store.state_id(descriptor.name, value_type(descriptor))
+        return STATE_CLASSES[type(descriptor)](self, descriptor, sid, codec)
 
     def create_timer_queue(self, name: str) -> RocksDBTimerQueue:
-        queue = self.timer_queues[name] = RocksDBTimerQueue(self, name[:1].encode())
+        queue = self.timer_queues[name] = RocksDBTimerQueue(
+            self.store, self.read_ahead, self.write_buffer, name[:1].encode())
         queue.changed = {} if self.tracking else Untracked()
         return queue
+
+    def keys(self, state_name: str, namespace=VOID_NAMESPACE) -> list:
+        known = self.store.sids.get(state_name)
+        if known is None:
+            return []
+        self.write_buffer.flush()
+        out = []
+        for k, _ in self.store.state_entries(known[0], self.key_group_range):
+            key, i = decode_key(k, 4)
+            if decode_namespace(k, i) == namespace:
+                out.append(key)
+        return out
+
+    # ---- snapshots and restores ----------------------------------------------------------
+
+    def entries(self, key_group_range: Optional[KeyGroupRange] = None):
+        """Rows (key_group, state_name, namespace, key, value) of the key groups in
+        ``key_group_range`` (all by default)."""
+        return self.full_snapshot.entries(key_group_range)
+
+    def snapshot(self):
+        """Every entry, read in key order: rows (key_group, state_name, namespace, key, value),
+        or column chunks (``column_chunks``)."""
+        self._drop_expired()
+        return self.full_snapshot.snapshot(self.states)
+
+    def changes(self):
+        """The entries changed since the last checkpoint (a deleted one's value a TOMBSTONE), as
+        ``snapshot`` gives every entry."""
+        self._drop_expired()
+        return self.incremental_snapshot.snapshot(self.states)
+
+    def change_count(self) -> int:
+        return len(self.write_buffer.changed)
+
+    def mark_checkpointed(self) -> None:
+        self.write_buffer.changed.clear()
+        for queue in self.timer_queues.values():
+            queue.mark_checkpointed()
+
+    def restore(self, rows: Iterable[tuple]) -> None:
+        """Take the rows of this backend's key-group range (not a change)."""
+        self.restore_operation.restore(rows, self.key_group_range, self.internal_states, self.operator_name)
+
+    def apply(self, rows: Iterable[tuple]) -> None:
+        """Full or incremental rows, in order: a TOMBSTONE value removes the entry (not a change)."""
+        self.restore_operation.apply(rows, self.key_group_range, self.internal_states, self.operator_name)
+
+    # ---- the store's life: version, kept between tasks, closed ---------------------------
+
+    @property
+    def version(self):
+        """The version (checkpoint or epoch) the store was at when opened, or the one set since."""
+        return self.store.version
+
+    @version.setter
+    def version(self, value) -> None:
+        self.write_buffer.flush()        # the version says the store holds everything written before it
+        self.store.set_version(value)
+
+    @property
+    def keepable(self) -> bool:
+        """Whether a process may keep the store open for its next task on it: a local store,
+        open, at the version its task set."""
+        return self.store.keepable
+
+    def resume(self, operator_name: str, key_group_range: KeyGroupRange, max_parallelism: int,
+               clock: Optional[Callable[[], int]] = None) -> bool:
+        """Ready a store this process kept open since its last task on it for the next task
+        (runtime.state.kept_stores). False, and the store closed, when its directory was removed
+        or replaced since: never trusted, its files are gone (the caller opens it anew)."""
+        if self.store.same_directory():
+            self._begin(operator_name, key_group_range, max_parallelism, clock)
+            return True
+        log.warning("%s: RocksDB state store %s was removed while this process kept it open; "
+                    "opening it anew (the task rebuilds it from the checkpoint)", operator_name, self.path)
+        try:
+            self.close()
+        except Exception:       # RocksDB cannot finish its files in a folder that is gone
+            self.store.db = None
+        return False
+
+    def suspend(self) -> None:
+        """The task is done with a store its process keeps open: what the task held is dropped,
+        the store stays open at its version (``resume`` readies it again)."""
+        self.write_buffer.flush()
+        self._detach()
+        self.read_ahead.suspend()
+
+    def _detach(self) -> None:
+        self.timer_queues = {}
+        self._reset_states()
+
+    def clear(self) -> None:
+        """Remove every entry and timer (a rebuild from a checkpoint follows)."""
+        self.write_buffer.discard()
+        self.read_ahead.forget()
+        self.store.delete_all()
+        self.write_buffer.changed.clear()
+        for queue in self.timer_queues.values():
+            queue.changed.clear()
+
+    def close(self) -> None:
+        """Flush and release the store (its lock), so another process can open it."""
+        if self.store.db is None:
+            return
+        kept_stores.discard(self)
+        self.write_buffer.flush()
+        self._detach()
+        self.store.close()
+
+    def dispose(self) -> None:
+        """The task is done with the store: closed (and a temporary one removed)."""
+        self.close()
+        if self.temporary:
+            RocksDBStore.destroy(self.path)
+
+    @staticmethod
+    def destroy(path: str) -> None:
+        """Remove a (closed) store from disk, damaged or not."""
+        RocksDBStore.destroy(path)

@@ -6,13 +6,15 @@ hash per record cost more than the lookup itself.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from runtime.state.key_groups import assign_key_groups, assign_to_key_group
 from runtime.state.rocksdb_keys import encode_key
-from runtime.state.rocksdb_write_buffer import ABSENT
+from runtime.state.rocksdb_store import RocksDBStore
 
-__all__ = ["RocksDBReadAhead"]
+__all__ = ["RocksDBReadAhead", "ABSENT"]
+
+ABSENT = object()
 
 _KEY_CACHE = 1 << 16            # keys whose key group and encoding are kept (hot keys)
 _PREPARED_MIN = 32              # fewer new keys in a batch: hashed one by one (NumPy's fixed cost)
@@ -20,22 +22,47 @@ _PREFETCH_MIN = 32              # fewer keys in a batch: read one by one
 
 
 class RocksDBReadAhead:
-    """The keys and reads of RocksDBKeyedStateBackend: ``current_key`` (``kg``, ``kenc``), the key
-    cache, and the batch's keys (``prepare_keys``) with what was read for them."""
+    """The keys and reads of a RocksDBKeyedStateBackend: ``current_key`` (its key group ``kg`` and
+    encoding ``kenc``), the key cache, and the batch's keys (``prepare_keys``) with what was read
+    for them from ``store``."""
+
+    def __init__(self, store: RocksDBStore, max_parallelism: int):
+        self.store = store
+        self.max_parallelism = max_parallelism
+        self.key_type: Any = None       # how keys hash into key groups (runtime.state.key_groups)
+        self.key_cache: dict = {}
+        self.begin(max_parallelism)
+
+    def begin(self, max_parallelism: int) -> None:
+        """Ready for a task (the key cache stays: a key's group and encoding do not change)."""
+        if max_parallelism != self.max_parallelism:
+            self.key_cache.clear()
+        self.max_parallelism = max_parallelism
+        self.current_key: Any = None
+        self.kg, self.kenc = b"\x00\x00", encode_key(None)
+        self.batch: Optional[dict] = None          # the keys of the batch being processed
+        self.prefetched: dict = {}                 # entry key -> stored bytes, read for the batch
+        self.prefetched_sids: set = set()
+
+    def suspend(self) -> None:
+        """The task is done: what it read and the keys it hashed are dropped."""
+        self.batch = None
+        self.forget()
+        self.key_cache.clear()
 
     def key_prefix(self, key) -> tuple[bytes, bytes]:
         """(key group, encoded key) of ``key``."""
         try:
-            cached = self._key_cache.get(key)
+            cached = self.key_cache.get(key)
         except TypeError:       # unhashable: not cached
             cached = None
         if cached is None:
             kg = assign_to_key_group(key, self.max_parallelism, self.key_type).to_bytes(2, "big")
             cached = (kg, encode_key(key))
-            if len(self._key_cache) >= _KEY_CACHE:
-                self._key_cache.clear()
+            if len(self.key_cache) >= _KEY_CACHE:
+                self.key_cache.clear()
             try:
-                self._key_cache[key] = cached
+                self.key_cache[key] = cached
             except TypeError:
                 pass
         return cached
@@ -48,15 +75,15 @@ class RocksDBReadAhead:
         """Key groups of the batch's new keys in one vectorised hash: one at a time, Java's hash
         and murmur in Python cost as much as the store's get. The batch's keys are kept for the
         states' first reads (``get``)."""
-        self._forget_prefetched()
-        self._batch = None
-        cache = self._key_cache
+        self.forget()
+        self.batch = None
+        cache = self.key_cache
         try:
             batch = dict.fromkeys(keys)
         except TypeError:       # an unhashable key: hashed and read one by one
             return
         if len(batch) >= _PREFETCH_MIN:
-            self._batch = batch
+            self.batch = batch
         new = [k for k in batch if k not in cache]
         if len(new) < _PREPARED_MIN:
             return
@@ -65,34 +92,33 @@ class RocksDBReadAhead:
         for key, kg in zip(new, assign_key_groups(new, self.max_parallelism, self.key_type).tolist()):
             cache[key] = (kg.to_bytes(2, "big"), encode_key(key))
 
-    def get(self, k: bytes, batch_sid: Optional[bytes] = None):
-        """``read``, for the state's current value. With ``batch_sid`` (a state's id, in the void
-        namespace) the first read of the state in a batch reads the entries of every key of the
-        batch in one multi_get: a Python call into RocksDB per record cost more than the lookup."""
-        raw = self.pending.get(k, ABSENT)
+    def read(self, k: bytes, batch_sid: Optional[bytes] = None):
+        """The stored bytes of entry ``k`` in the store (or read for the batch). With ``batch_sid``
+        (a state's id, in the void namespace) the first read of the state in a batch reads the
+        entries of every key of the batch in one multi_get: a Python call into RocksDB per record
+        cost more than the lookup."""
+        raw = self.prefetched.get(k, ABSENT)
         if raw is ABSENT:
-            raw = self._prefetched.get(k, ABSENT)
-            if raw is ABSENT:
-                raw = (self._prefetch(k, batch_sid) if batch_sid is not None and self._batch is not None
-                       and batch_sid not in self._prefetched_sids else self.db.get(k))
-        self._last_read, self._last_present = k, raw is not None
+            raw = (self._prefetch(k, batch_sid) if batch_sid is not None and self.batch is not None
+                   and batch_sid not in self.prefetched_sids else self.store.db.get(k))
         return raw
 
     def _prefetch(self, k: bytes, sid: bytes):
-        self._prefetched_sids.add(sid)
+        self.prefetched_sids.add(sid)
         try:
-            in_batch = self.current_key in self._batch
+            in_batch = self.current_key in self.batch
         except TypeError:
             in_batch = False
         if not in_batch:        # a timer's key after the batch
-            return self.db.get(k)
-        keys = [kg + sid + kenc for kg, kenc in map(self.key_prefix, self._batch)]
-        self._prefetched.update(zip(keys, self.db.get(keys)))
-        raw = self._prefetched.get(k, ABSENT)     # absent: a key equal to one of the batch's
-        return self.db.get(k) if raw is ABSENT else raw    # but encoded apart (1 and 1.0)
+            return self.store.db.get(k)
+        db = self.store.db
+        keys = [kg + sid + kenc for kg, kenc in map(self.key_prefix, self.batch)]
+        self.prefetched.update(zip(keys, db.get(keys)))
+        raw = self.prefetched.get(k, ABSENT)     # absent: a key equal to one of the batch's
+        return db.get(k) if raw is ABSENT else raw    # but encoded apart (1 and 1.0)
 
-    def _forget_prefetched(self) -> None:
+    def forget(self) -> None:
         """The store is written (pending writes flushed, or cleared): what was read for the batch
         may be stale."""
-        self._prefetched.clear()
-        self._prefetched_sids.clear()
+        self.prefetched.clear()
+        self.prefetched_sids.clear()

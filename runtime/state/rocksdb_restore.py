@@ -7,58 +7,72 @@ rows are not changes of the epoch.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 from runtime.state.backend import TOMBSTONE
+from runtime.state.key_groups import KeyGroupRange
 from runtime.state.rocksdb_codecs import encode_list, encode_value
 from runtime.state.rocksdb_keys import encode_entry_keys
 from runtime.state.rocksdb_states import RocksDBListState
+from runtime.state.rocksdb_store import RocksDBStore
+from runtime.state.rocksdb_write_buffer import RocksDBWriteBuffer
 
-if TYPE_CHECKING:   # for annotations: the backend is composed of this module's classes
-    from runtime.state.rocksdb import RocksDBKeyedStateBackend
-
-__all__ = ["RocksDBRestore"]
+__all__ = ["RocksDBRestoreOperation", "RocksDBWriteBatchWrapper"]
 
 _BATCH = 10_000                 # writes per WriteBatch in a restore
 
 
-class _BatchWriter:
-    """Writes into a backend's store in WriteBatches of ``_BATCH`` entries."""
+class RocksDBWriteBatchWrapper:
+    """Flink's RocksDBWriteBatchWrapper: writes into a store in WriteBatches of ``_BATCH`` entries."""
 
-    def __init__(self, backend: "RocksDBKeyedStateBackend"):
-        self.backend = backend
-        self.batch = backend._rd.WriteBatch(raw_mode=True)
+    def __init__(self, store: RocksDBStore):
+        self.store = store
+        self.batch = store.rd.WriteBatch(raw_mode=True)
         self.count = 0
 
     def put(self, k: bytes, value: bytes) -> None:
         self.batch.put(k, value)
-        self.backend._written += len(k) + len(value)
+        self.store.written += len(k) + len(value)
         self._wrote()
 
     def delete(self, k: bytes) -> None:
         self.batch.delete(k)
-        self.backend._written += len(k)
+        self.store.written += len(k)
         self._wrote()
 
     def _wrote(self) -> None:
         self.count += 1
         if self.count % _BATCH == 0:
-            self.backend.db.write(self.batch)
-            self.batch = self.backend._rd.WriteBatch(raw_mode=True)
+            self.store.db.write(self.batch)
+            self.batch = self.store.rd.WriteBatch(raw_mode=True)
 
     def close(self) -> None:
         if self.count % _BATCH:
-            self.backend.db.write(self.batch)
+            self.store.db.write(self.batch)
 
 
-class RocksDBRestore:
-    """The restores of RocksDBKeyedStateBackend."""
+class RocksDBRestoreOperation:
+    """The restores of a RocksDBKeyedStateBackend (Flink's RocksDBFullRestoreOperation and
+    RocksDBIncrementalRestoreOperation): rows written into ``store`` after ``write_buffer``'s."""
 
-    def _write_rows(self, rows, tombstones: bool) -> None:
-        self.flush()        # the rows come after what was written before
-        kgr = self.key_group_range
+    def __init__(self, store: RocksDBStore, write_buffer: RocksDBWriteBuffer):
+        self.store = store
+        self.write_buffer = write_buffer
+
+    def restore(self, rows: Iterable[tuple], key_group_range: KeyGroupRange, states: dict, operator: str) -> None:
+        """Take the rows of ``key_group_range`` (not a change). ``states``: the backend's states by
+        name (their ids and codecs), ``operator`` names the backend in errors."""
+        self._write_rows(rows, key_group_range, states, operator, tombstones=False)
+
+    def apply(self, rows: Iterable[tuple], key_group_range: KeyGroupRange, states: dict, operator: str) -> None:
+        """Full or incremental rows, in order: a TOMBSTONE value removes the entry (not a change)."""
+        self._write_rows(rows, key_group_range, states, operator, tombstones=True)
+
+    def _write_rows(self, rows, kgr: KeyGroupRange, states: dict, operator: str, tombstones: bool) -> None:
+        self.write_buffer.flush()       # the rows come after what was written before
+        store = self.store
         sids = {}
-        writer = _BatchWriter(self)
+        writer = RocksDBWriteBatchWrapper(store)
         # A restore's column-wise chunks (KeyedRows) are encoded a chunk at a time; other rows
         # come as one-row chunks.
         chunks = rows.column_chunks() if hasattr(rows, "column_chunks") else None
@@ -66,9 +80,9 @@ class RocksDBRestore:
             chunks = ((name, (kg,), (ns,), (key,), (value,)) for kg, name, ns, key, value in rows)
         for name, kgs, nss, keys, values in chunks:
             if name not in sids:
-                state = self.states.get(name)
+                state = states.get(name)
                 sids[name] = (state.sid, state.codec, isinstance(state, RocksDBListState)) if state is not None \
-                    else (*self.state_id(name), False)
+                    else (*store.state_id(name), False)
             sid, codec, is_list = sids[name]
             encoded = encode_entry_keys(kgs, sid, nss, keys, kgr)
             for k, value, key in zip(encoded, values, keys):
@@ -76,18 +90,10 @@ class RocksDBRestore:
                     continue
                 if value is TOMBSTONE:
                     if not tombstones:
-                        raise ValueError(f"{self.operator_name}: a full snapshot holds a tombstone ({name}, {key!r})")
+                        raise ValueError(f"{operator}: a full snapshot holds a tombstone ({name}, {key!r})")
                     writer.delete(k)
                 else:
                     writer.put(k, encode_list(value, codec) if is_list else encode_value(value, codec))
         writer.close()
-        if self._versioned and writer.count:
-            self._unversion()
-
-    def restore(self, rows: Iterable[tuple]) -> None:
-        """Take the rows of this backend's key-group range (not a change)."""
-        self._write_rows(rows, tombstones=False)
-
-    def apply(self, rows: Iterable[tuple]) -> None:
-        """Full or incremental rows, in order: a TOMBSTONE value removes the entry (not a change)."""
-        self._write_rows(rows, tombstones=True)
+        if store.versioned and writer.count:
+            store.unversion()

@@ -1,17 +1,16 @@
-"""The RocksDB backend's store lifecycle: opening a store directory (or taking the one this process
-kept open), its metadata and version, closing, disposing, clearing and destroying it.
+"""The RocksDB backend's store: opening a store directory, its metadata (the states' ids and
+types, the version), scans in key order, closing and destroying it.
 
 Its own module because it alone touches the store's files and RocksDB's options (Flink's
-RocksDBResourceContainer and RocksDBOperationUtils.openDB); the states, timers, snapshots and
-restores only read and write entries of an open store.
+RocksDBResourceContainer and RocksDBOperationUtils.openDB, and the registry of its states:
+RocksDBKeyedStateBackend's kvStateInformation); the states, timers, snapshots and restores only
+read and write entries of an open store, through the backend's other parts.
 
 The store is a directory the caller chooses (a subtask's local directory, kept across epochs);
-``close()`` releases RocksDB's lock so that another process can open it. A reused PySpark
-worker keeps its store open between tasks instead (``suspend``, ``resume``): which stores it
-keeps is the task state manager's decision (runtime.task.task_state_manager), the registry of
-kept stores and their release to another process runtime.state.kept_stores.
+``close()`` releases RocksDB's lock so that another process can open it; an open waits for the
+process that keeps it (runtime.state.kept_stores) to release it.
 
-The version: ``backend.version`` is what the store was at when it was opened (None when it
+The version: ``version`` is what the store was at when it was opened (None when it
 was never set, or the store holds another key-group range or max parallelism). Opening a
 store removes its version from disk, so a store whose writer died mid-epoch says nothing;
 setting ``version`` writes it and flushes the store in the background (the write-ahead log is
@@ -20,26 +19,22 @@ A store kept open is checked the same way, against the version in its memory.
 """
 from __future__ import annotations
 
-import logging
 import os
 import pickle
 import shutil
 import time
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Iterator, Optional
 
 from runtime.state import kept_stores
 from runtime.state.key_groups import KeyGroupRange
+from runtime.state.rocksdb_codecs import Codec, codec_of
 from runtime.state.rocksdb_keys import META_KEY, PICKLE_PROTOCOL
 
 __all__ = ["RocksDBStore", "StateStoreException", "CorruptStateStoreException", "StateStoreInUseException",
            "FORMAT", "RELEASE_WAIT_S", "BLOCK_CACHE_BYTES"]
 
-if TYPE_CHECKING:   # for annotations: the backend is composed of this module's classes
-    from runtime.state.rocksdb import RocksDBKeyedStateBackend
-
 FORMAT = 1
 _COMPACT_AFTER = 16 << 20       # bytes an epoch writes before its store is compacted at its end
-log = logging.getLogger(__name__)
 RELEASE_WAIT_S = 2.0            # how long an open waits for another process to release the store
 # One block cache per process, shared by every store it opens (Flink shares one among a slot's
 # RocksDB instances: state.backend.rocksdb.memory.managed). A Python worker outlives its tasks,
@@ -83,42 +78,60 @@ def _shared_block_cache(rd):
 
 
 class RocksDBStore:
-    """The store of RocksDBKeyedStateBackend: ``db`` at ``path``, its metadata (``_meta``) and
-    version."""
+    """The store of a RocksDBKeyedStateBackend: ``db`` at ``path``, its metadata (``meta``: the
+    states, the version) and what was written since it was opened (``written``).
 
-    on_disk = True
+    ``temporary``: the directory is removed when the store is destroyed (a store for one task,
+    when the caller gives no directory to keep)."""
 
-    def resume(self, operator_name: str, key_group_range: KeyGroupRange, max_parallelism: int,
-               clock: Optional[Callable[[], int]] = None) -> bool:
-        """Ready a store this process kept open since its last task on it for the next task
-        (runtime.state.kept_stores). False, and the store closed, when its directory was removed
-        or replaced since: never trusted, its files are gone (the caller opens it anew)."""
-        if self._same_directory():
-            self._begin(operator_name, key_group_range, max_parallelism, clock)
-            return True
-        log.warning("%s: RocksDB state store %s was removed while this process kept it open; "
-                    "opening it anew (the task rebuilds it from the checkpoint)", operator_name, self.path)
-        try:
-            self.close()
-        except Exception:       # RocksDB cannot finish its files in a folder that is gone
-            self.db = None
-        return False
+    def __init__(self, path: str, temporary: bool = False):
+        self.path = os.path.abspath(path)
+        self.temporary = temporary
+        self.written = 0                # bytes written into the store since it was opened
+        self.db = self._open()
+        self.meta = self._read_meta()
+        self.sids: dict[str, tuple] = {}          # state name -> (sid bytes, codec)
+        self.names: dict[bytes, tuple] = {}       # sid bytes -> (state name, codec)
+        for name, (sid, type_info) in self.meta["states"].items():
+            self._index_state(name, sid, type_info)
+        self.versioned = False          # whether the version was set since the task began
+        self.opened_version = None
 
-    def _begin_version(self, operator_name: str, key_group_range: KeyGroupRange, max_parallelism: int) -> None:
+    def begin(self, operator_name: str, key_group_range: KeyGroupRange, max_parallelism: int) -> None:
         """The version the store was at, for a task of ``key_group_range`` (``version``), removed
         from the store as the task begins."""
-        stored_range = self._meta.get("key_group_range")
-        self._opened_version = self._meta.get("version") if (
+        stored_range = self.meta.get("key_group_range")
+        self.opened_version = self.meta.get("version") if (
             stored_range == _range_tuple(key_group_range)
-            and self._meta.get("max_parallelism") == max_parallelism) else None
+            and self.meta.get("max_parallelism") == max_parallelism) else None
         # From now on the store is being written: a writer that dies leaves no version behind.
         # Not flushed: memtables reach disk whole and in order, so any write of this epoch that
         # reaches disk carries the removal with it, and a store where none did is still at its
         # version.
-        self._meta.update(version=None, key_group_range=_range_tuple(key_group_range),
-                          max_parallelism=max_parallelism, operator=operator_name)
+        self.meta.update(version=None, key_group_range=_range_tuple(key_group_range),
+                         max_parallelism=max_parallelism, operator=operator_name)
         self._write_meta()
-        self._versioned = False
+        self.versioned = False
+
+    def _index_state(self, name: str, sid: int, type_info) -> None:
+        sid_bytes = sid.to_bytes(2, "big")
+        codec = codec_of(type_info)
+        self.sids[name] = (sid_bytes, codec)
+        self.names[sid_bytes] = (name, codec)
+
+    def state_id(self, name: str, type_info=None) -> tuple[bytes, Optional[Codec]]:
+        """The id and codec of state ``name``, registered in the store's metadata when new. The
+        type of a state is fixed by the first registration that declares one."""
+        known = self.meta["states"].get(name)
+        if known is not None and (known[1] is not None or type_info is None):
+            return self.sids[name]
+        sid = known[0] if known is not None else len(self.meta["states"]) + 1
+        if sid >= 0xFFFF:
+            raise ValueError(f"{self.meta.get('operator')}: too many states in one operator")
+        self.meta["states"][name] = (sid, type_info)
+        self._index_state(name, sid, type_info)
+        self._write_meta()
+        return self.sids[name]
 
     def _open(self):
         rd = _rocksdict()
@@ -165,7 +178,7 @@ class RocksDBStore:
         write = rd.WriteOptions()
         write.disable_wal = True        # the checkpoint in Delta is the durable copy
         db.set_write_options(write)
-        self._rd = rd
+        self.rd = rd
         return db
 
     def _locked_open(self, rd, options):
@@ -200,7 +213,7 @@ class RocksDBStore:
         return CorruptStateStoreException(self.path, f"cannot be opened, it is damaged: {text}. Remove the "
                                                      f"directory and rebuild it from the checkpoint")
 
-    def _same_directory(self) -> bool:
+    def same_directory(self) -> bool:
         """Whether the store's directory is still the one it opened (not removed or replaced)."""
         return _inode(os.path.join(self.path, "LOCK")) == self._lock_inode
 
@@ -230,7 +243,7 @@ class RocksDBStore:
                                                         f"checkpoint") from e
 
     def _write_meta(self, flush: bool = False) -> None:
-        self.db.put(META_KEY, pickle.dumps(self._meta, protocol=PICKLE_PROTOCOL))
+        self.db.put(META_KEY, pickle.dumps(self.meta, protocol=PICKLE_PROTOCOL))
         if flush:
             # In the background: a store kept open is at its version in memory, and a close waits
             # for the flush. A process that dies before it ends leaves the store at an earlier
@@ -240,83 +253,85 @@ class RocksDBStore:
     @property
     def version(self):
         """The version (checkpoint or epoch) the store was at when opened, or the one set since."""
-        return self._meta["version"] if self._versioned else self._opened_version
+        return self.meta["version"] if self.versioned else self.opened_version
 
-    @version.setter
-    def version(self, value) -> None:
-        self.flush()        # the version says the store holds everything written before it
-        if self._written >= _COMPACT_AFTER:
+    def set_version(self, value) -> None:
+        """The store holds everything written before (the caller flushed its writes)."""
+        if self.written >= _COMPACT_AFTER:
             # A bulk epoch (a build, a rebuild) leaves runs that overlap over the whole key range.
             # Merged in the background, they would cost the next epochs' gets half the CPU (and a
             # store closed after its task cut that merge short at every open). Merged once, here,
             # they stay merged.
             self.db.compact_range(None, None)
-            self._written = 0
-        self._meta["version"] = value
+            self.written = 0
+        self.meta["version"] = value
         self._write_meta(flush=True)
-        self._versioned = value is not None
-        self._opened_version = None
+        self.versioned = value is not None
+        self.opened_version = None
 
-    def _unversion(self) -> None:
-        self._versioned = False
-        self._meta["version"] = None
+    def unversion(self) -> None:
+        """The store is written: it is at no version until one is set."""
+        self.versioned = False
+        self.meta["version"] = None
         self._write_meta()
-
-    def close(self) -> None:
-        """Flush and release the store (its lock), so another process can open it."""
-        db = getattr(self, "db", None)
-        if db is None:
-            return
-        kept_stores.discard(self)
-        self.flush()
-        self.db = None
-        self._detach()
-        db.close()
-        del db
-
-    def _detach(self) -> None:
-        for queue in self.timer_queues.values():
-            queue.backend = None
-        self.timer_queues = {}
-        self.states = {}
 
     @property
     def keepable(self) -> bool:
         """Whether a process may keep the store open for its next task on it: a local store,
         open, at the version its task set."""
-        return self.db is not None and self._versioned and not self.temporary
+        return self.db is not None and self.versioned and not self.temporary
 
-    def suspend(self) -> None:
-        """The task is done with a store its process keeps open: what the task held is dropped,
-        the store stays open at its version (``resume`` readies it again)."""
-        self.flush()
-        self._detach()
-        self._batch = None
-        self._forget_prefetched()
-        self._key_cache.clear()
+    def close(self) -> None:
+        """Release the store (its lock), so another process can open it (the caller flushed its
+        writes)."""
+        db = self.db
+        if db is None:
+            return
+        self.db = None
+        db.close()
+        del db
 
-    def dispose(self) -> None:
-        """The task is done with the store: closed (and a temporary one removed)."""
-        self.close()
-        if self.temporary:
-            shutil.rmtree(self.path, ignore_errors=True)
-
-    def clear(self) -> None:
+    def delete_all(self) -> None:
         """Remove every entry and timer (a rebuild from a checkpoint follows)."""
-        self.pending.clear()
-        self._pending_bytes = 0
-        self._forget_prefetched()
         self.db.delete_range(b"\x00", b"\xff")
-        self.changed.clear()
-        for queue in self.timer_queues.values():
-            queue.changed.clear()
-        if self._versioned:
-            self._unversion()
+        if self.versioned:
+            self.unversion()
+
+    # ---- reads in key order (the caller flushed its writes) ----------------------------------
+
+    def entries(self, lower: bytes, upper: bytes) -> Iterator[tuple]:
+        """(store key, stored value) of the keys in [lower, upper), without filling the block cache."""
+        it = self.db.iter(self._scan_options)
+        try:
+            it.seek(lower)
+            while it.valid():
+                k = it.key()
+                if k >= upper:
+                    break
+                yield k, it.value()
+                it.next()
+        finally:
+            del it
+
+    def state_entries(self, sid: bytes, key_group_range: KeyGroupRange) -> Iterator[tuple]:
+        """(store key, stored value) of a state's entries in ``key_group_range``."""
+        upper = (int.from_bytes(sid, "big") + 1).to_bytes(2, "big")
+        for kg in range(key_group_range.start_key_group, key_group_range.end_key_group + 1):
+            group = kg.to_bytes(2, "big")
+            yield from self.entries(group + sid, group + upper)
+
+    def items(self, lower: bytes, upper: bytes):
+        """The store's (key, value) pairs from ``lower`` to ``upper``, a bulk read (a snapshot's)."""
+        options = self.rd.ReadOptions()
+        options.fill_cache(False)
+        options.set_iterate_upper_bound(upper)
+        return self.db.items(from_key=lower, read_opt=options)
 
     @staticmethod
     def destroy(path: str) -> None:
         """Remove a (closed) store from disk, damaged or not."""
         shutil.rmtree(path, ignore_errors=True)
+
 
 def _inode(path: str) -> Optional[int]:
     try:

@@ -1,19 +1,19 @@
 """The RocksDB backend's timer queue (Flink's RocksDBCachingPriorityQueueSet): timers as keys of
 the store, in firing order.
 
-Its own module because a queue only writes timer keys (``rocksdb_keys``) through the backend's
-``write_timer`` and ``delete_timer`` and scans them in key order.
+Its own module because a queue only writes timer keys (``rocksdb_keys``) through the write
+buffer's ``write_timer`` and ``delete_timer`` and scans them in key order.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 from runtime.state.backend import TimerQueue
 from runtime.state.rocksdb_keys import (
     TIMERS, TIMESTAMP, TIMESTAMP_OFFSET, decode_key, decode_namespace, encode_namespace, timestamp_bytes)
-
-if TYPE_CHECKING:   # for annotations: the backend is composed of this module's classes
-    from runtime.state.rocksdb import RocksDBKeyedStateBackend
+from runtime.state.rocksdb_read_ahead import RocksDBReadAhead
+from runtime.state.rocksdb_store import RocksDBStore
+from runtime.state.rocksdb_write_buffer import RocksDBWriteBuffer
 
 __all__ = ["RocksDBTimerQueue"]
 
@@ -25,8 +25,11 @@ class RocksDBTimerQueue(TimerQueue):
     namespace); timers with the same timestamp fire in that order (the heap queue fires them
     in registration order: neither is an API promise)."""
 
-    def __init__(self, backend: "RocksDBKeyedStateBackend", domain: bytes):
-        self.backend = backend
+    def __init__(self, store: RocksDBStore, read_ahead: RocksDBReadAhead, write_buffer: RocksDBWriteBuffer,
+                 domain: bytes):
+        self.store = store
+        self.read_ahead = read_ahead
+        self.write_buffer = write_buffer
         self.prefix = TIMERS + domain
         self.changed: dict = {}         # timer key -> live at the last checkpoint
         self._popping = False
@@ -34,11 +37,11 @@ class RocksDBTimerQueue(TimerQueue):
         self._deleted: set = set()
 
     def _key(self, timestamp: int, key, namespace) -> bytes:
-        b = self.backend
-        if key is b.current_key:
-            kg, kenc = b.kg, b.kenc
+        keys = self.read_ahead
+        if key is keys.current_key:
+            kg, kenc = keys.kg, keys.kenc
         else:
-            kg, kenc = b.key_prefix(key)
+            kg, kenc = keys.key_prefix(key)
         return self.prefix + timestamp_bytes(timestamp) + kg + kenc + encode_namespace(namespace)
 
     def _decode(self, k: bytes) -> tuple:
@@ -52,10 +55,9 @@ class RocksDBTimerQueue(TimerQueue):
 
     def add(self, timestamp: int, key, namespace) -> None:
         k = self._key(timestamp, key, namespace)
-        db = self.backend.db
-        if db.get(k) is None:
+        if self.store.db.get(k) is None:
             self._track(k, False)
-            self.backend.write_timer(k)
+            self.write_buffer.write_timer(k)
             if self._popping:
                 self._deleted.discard(k)
                 if self._added_low is None or k < self._added_low:
@@ -63,16 +65,16 @@ class RocksDBTimerQueue(TimerQueue):
 
     def delete(self, timestamp: int, key, namespace) -> None:
         k = self._key(timestamp, key, namespace)
-        if self.backend.db.get(k) is not None:
+        if self.store.db.get(k) is not None:
             self._track(k, True)
-            self.backend.delete_timer(k)
+            self.write_buffer.delete_timer(k)
             if self._popping:
                 self._deleted.add(k)
 
     def _scan(self, upper: Optional[bytes], limit: Optional[int]) -> list:
         out = []
         upper = upper or (self.prefix + b"\xff")
-        it = self.backend.db.iter()
+        it = self.store.db.iter()
         try:
             it.seek(self.prefix)
             while it.valid():
@@ -103,7 +105,7 @@ class RocksDBTimerQueue(TimerQueue):
                     if k in self._deleted:
                         continue
                     self._track(k, True)
-                    self.backend.delete_timer(k)
+                    self.write_buffer.delete_timer(k)
                     yield self._decode(k)
         finally:
             self._popping = False
@@ -123,17 +125,15 @@ class RocksDBTimerQueue(TimerQueue):
         return len(self._scan(None, None))
 
     def restore(self, timers: Iterable[tuple]) -> None:
-        b = self.backend
         for timestamp, key, namespace in timers:
-            b.write_timer(self._key(timestamp, key, namespace))
+            self.write_buffer.write_timer(self._key(timestamp, key, namespace))
 
     def remove_restored(self, timers: Iterable[tuple]) -> None:
-        b = self.backend
         for timestamp, key, namespace in timers:
-            b.delete_timer(self._key(timestamp, key, namespace))
+            self.write_buffer.delete_timer(self._key(timestamp, key, namespace))
 
     def changes(self, max_parallelism: int) -> Iterator[tuple]:
-        db = self.backend.db
+        db = self.store.db
         for k, was_live in list(self.changed.items()):
             live = db.get(k) is not None
             if live != was_live:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from runtime.common.watermark_strategy import MAX_WATERMARK
 from runtime.datastream.state import ValueStateDescriptor
 from runtime.state.backend import VOID_NAMESPACE
-from runtime.state.snapshot import ROLLING_AGGREGATE
+from runtime.state.snapshot_format import ROLLING_AGGREGATE
 from runtime.task.operators import TaskOperator, UserCodeException
 from runtime.task.record_helpers import aggregator
 

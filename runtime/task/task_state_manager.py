@@ -22,9 +22,9 @@ import pyarrow as pa
 from runtime.state import kept_stores
 from runtime.state.backend import ROCKSDB, KeyedStateBackend
 from runtime.state.heap import HeapKeyedStateBackend
-from runtime.state.snapshot import (
-    OPERATOR_PREFIX, CorruptStateException, read_state_parts, state_table_name, table_to_snapshot,
-    write_snapshot)
+from runtime.state.snapshot_format import OPERATOR_PREFIX, state_table_name
+from runtime.state.snapshot_reader import CorruptStateException, read_state_parts, table_to_snapshot
+from runtime.state.snapshot_writer import write_snapshot
 from runtime.task.deployment import Acknowledgement, TaskDeploymentDescriptor
 
 log = logging.getLogger(__name__)

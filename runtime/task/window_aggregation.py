@@ -33,7 +33,7 @@ from runtime.task.record_columns import RecordColumns, plain_tuple, take, to_pyl
 from runtime.task.partitioning import key_channels
 from runtime.task.timer_service import EVENT_TIME, PROCESSING_TIME
 from runtime.state.key_groups import assign_to_key_group, key_type_of
-from runtime.state.snapshot import WINDOW_CONTENTS
+from runtime.state.snapshot_format import WINDOW_CONTENTS
 
 _AGGREGATIONS = {"sum", "min", "max"}
 _EXACT_KEYS = {pa.string(), pa.int64()}     # not binary: Arrow makes str and bytes one binary column

@@ -14,7 +14,7 @@ from runtime.datastream.state import (
     AggregatingStateDescriptor, ListStateDescriptor, ReducingStateDescriptor, ValueStateDescriptor)
 from runtime.datastream.window import (
     MergingWindowAssigner, TimestampedValue, Trigger, WindowAssigner)
-from runtime.state.snapshot import WINDOW_CONTENTS
+from runtime.state.snapshot_format import WINDOW_CONTENTS
 from runtime.task.operators import TaskOperator, UserCodeException
 from runtime.task.output import SideOutputs
 from runtime.task.record_helpers import aggregator

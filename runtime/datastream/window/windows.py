@@ -1,7 +1,7 @@
 """The windows themselves, as ``pyflink.datastream.window``: TimeWindow, CountWindow, GlobalWindow.
 
 They are the namespaces of window state, so they hash, order and pickle by value (the
-snapshot writes them out, see ``runtime.state.snapshot``). Times are milliseconds, as in
+snapshot writes them out, see ``runtime.state.snapshot_format``). Times are milliseconds, as in
 Flink; ``millis`` reads the ways a job spells a duration.
 """
 from __future__ import annotations

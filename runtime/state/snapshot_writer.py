@@ -1,0 +1,239 @@
+"""Writing an operator's snapshot as rows of its state table (``runtime.state.snapshot_format``):
+a task's state file, a chunk of rows at a time (a Parquet row group each), its checksum taken as
+it is written.
+
+Pure pyarrow: this runs inside Spark tasks and on the driver.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Optional
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from runtime.state.backend import TOMBSTONE, KeyedColumns, chunked, rows_by_state
+from runtime.state.snapshot_format import (
+    BASE_SCHEMA, ENGINE_STATES, OPERATOR_PREFIX, TIMER_PREFIX, UNION, StateSerializationException, declared,
+    encode_typed, key_columns, named_checksum, pickled, state_rows, types_metadata, value_column)
+from runtime.storage.delta_files import FileStats
+from runtime.storage.filesystems import file_writer, join
+
+SNAPSHOT_CHUNK = 100_000        # keyed rows or timers turned into Arrow columns at a time
+
+
+def _keyed_part(rows: list, name: str, type_info, subtask: int, operator: str) -> list[pa.Table]:
+    """One state's rows of a chunk: deletions (an increment's) with key columns only, the other
+    rows with their values typed by the state's declared type, else pickled."""
+    parts = []
+    gone = [r for r in rows if r[4] is TOMBSTONE]
+    if gone:
+        kgs, _, nss, keys, _ = zip(*gone)
+        parts.append(state_rows(len(gone), subtask, name, {
+            **key_columns(kgs, nss, keys), "deleted": pa.array([True] * len(gone))}))
+        rows = [r for r in rows if r[4] is not TOMBSTONE]
+        if not rows:
+            return parts
+    kgs, _, nss, keys, values = zip(*rows)
+    columns = key_columns(kgs, nss, keys)
+    typed = None
+    if declared(type_info):
+        try:
+            typed = encode_typed(list(values), type_info, name, operator)
+        except StateSerializationException:
+            if name not in ENGINE_STATES:
+                raise
+            # The engine typed its own state from the stream's declared type, which the
+            # records do not keep to: store them pickled rather than fail the checkpoint.
+    if typed is not None:
+        columns[value_column(name)] = typed
+    else:
+        columns["value"] = pickled(list(values))
+    parts.append(state_rows(len(rows), subtask, name, columns))
+    return parts
+
+
+def _keyed_blocks(keyed) -> Iterator[tuple]:
+    """(state name, its rows or KeyedColumns) of each chunk of ``SNAPSHOT_CHUNK`` entries; a
+    backend's scan with ``column_chunks`` decodes its chunks itself."""
+    if hasattr(keyed, "column_chunks"):
+        yield from keyed.column_chunks(SNAPSHOT_CHUNK)
+        return
+    for chunk in chunked(keyed, SNAPSHOT_CHUNK):
+        by_state = rows_by_state(chunk)
+        del chunk
+        yield from by_state.items()
+
+
+def _columns_part(block: KeyedColumns, name: str, type_info, subtask: int, operator: str) -> Optional[list]:
+    """A state's entries given as columns, when their values are already the column
+    ``_keyed_part`` would type them as; else None."""
+    n = len(block.keys)
+    if not n or not declared(type_info):
+        return None
+    typed_as = encode_typed([block.values[0].as_py()], type_info, name, operator).type
+    if block.values.type != typed_as:
+        return None
+    return [state_rows(n, subtask, name, {
+        "key_group": block.key_groups, "namespace": pa.nulls(n, pa.string()), "key": block.keys,
+        "key_bytes": pa.nulls(n, pa.binary()), value_column(name): block.values})]
+
+
+def _columns_rows(block: KeyedColumns, name: str) -> list:
+    return list(zip(block.key_groups.to_pylist(), itertools.repeat(name), itertools.repeat(None),
+                    block.keys.to_pylist(), block.values.to_pylist()))
+
+
+def snapshot_to_table(snapshot: dict, subtask: int, operator: str) -> Optional[pa.Table]:
+    """An operator's snapshot (``TaskOperator.snapshot()``) as rows of its state table."""
+    used_types: dict = {}
+    parts = list(_snapshot_parts(snapshot, subtask, operator, used_types))
+    if not parts:
+        return None
+    table = pa.concat_tables(parts, promote_options="default") if len(parts) > 1 else parts[0]
+    return table.replace_schema_metadata(types_metadata(used_types)) if used_types else table
+
+
+def _snapshot_parts(snapshot: dict, subtask: int, operator: str, used_types: dict) -> Iterator[pa.Table]:
+    """The tables of an operator's snapshot, one state's chunk at a time; ``used_types`` gets the
+    declared types of the states written in typed columns.
+
+    Keyed rows and timers may come as iterators (a store's scan): they are taken in chunks of
+    ``SNAPSHOT_CHUNK`` rows, so a task holds one chunk of them as Python objects at a time and
+    the rest as Arrow columns (a few dozen bytes a row instead of a few hundred)."""
+    types: dict = snapshot.get("types", {})
+    for name, block in _keyed_blocks(snapshot.get("keyed", ())):
+        if isinstance(block, KeyedColumns):
+            part = _columns_part(block, name, types.get(name), subtask, operator)
+            if part is None:    # not of the declared type's column: typed (or refused) as rows
+                part = _keyed_part(_columns_rows(block, name), name, types.get(name), subtask, operator)
+        else:
+            part = _keyed_part(block, name, types.get(name), subtask, operator)
+        if any(value_column(name) in p.column_names for p in part):
+            used_types[name] = types[name]
+        yield from part
+    # Timer rows: (key_group, domain, timestamp, key, namespace), and in an increment a sixth
+    # field, TOMBSTONE for a removed timer.
+    for chunk in chunked(snapshot.get("timers", ()), SNAPSHOT_CHUNK):
+        by_domain: dict[tuple, list] = {}
+        for row in chunk:
+            by_domain.setdefault((row[1], len(row) > 5 and row[5] is TOMBSTONE), []).append(row[:5])
+        for (domain, deleted), rows in by_domain.items():
+            kgs, _, timestamps, keys, nss = zip(*rows)
+            columns = {**key_columns(kgs, nss, keys), "timestamp": pa.array(timestamps, pa.int64())}
+            if deleted:
+                columns["deleted"] = pa.array([True] * len(rows))
+            yield state_rows(len(rows), subtask, TIMER_PREFIX + domain, columns)
+    for name, value in snapshot.items():
+        if name in ("keyed", "timers", "types", "operator_state"):
+            continue
+        yield state_rows(1, subtask, OPERATOR_PREFIX + name, {
+            "distribution": pa.array([UNION], pa.string()), "value": pickled([value])})
+    for name, (distribution, values) in snapshot.get("operator_state", {}).items():
+        yield state_rows(len(values), subtask, name, {
+            "distribution": pa.array([distribution] * len(values), pa.string()), "value": pickled(values)})
+
+
+@dataclass(frozen=True)
+class StateFile:
+    """A snapshot file of one operator of one subtask: the handle a task acknowledges."""
+
+    operator_id: str
+    subtask: int
+    path: str                  # absolute
+    size: int
+    rows: int
+    key_group_min: Optional[int]
+    key_group_max: Optional[int]
+    schema: Any                # pa.Schema of the file (typed columns included)
+    stats: str                 # Delta statistics of the file
+    checksum: str = ""         # "sha256:<hex>" of the file's bytes, verified when a restore reads it
+    increment: bool = False    # the changes since the previous snapshot (incremental checkpoints)
+
+
+def write_state_file(table: pa.Table, directory: str, operator_id: str, subtask: int,
+                     increment: bool = False) -> StateFile:
+    return _write_parts([table], table.schema, directory, operator_id, subtask, increment)
+
+
+def write_snapshot(snapshot: dict, directory: str, operator_id: str, subtask: int, operator: str,
+                   increment: bool = False) -> Optional[StateFile]:
+    """An operator's snapshot written as its state file a chunk at a time (a Parquet row group
+    each): a task holds one chunk's columns and the file's compressed bytes, never the whole
+    table (about 300 MB for 5,000,000 entries, beside the state). The file has a typed value
+    column for every state declared with a type, and a ``deleted`` column in an increment."""
+    types = {n: t for n, t in snapshot.get("types", {}).items() if declared(t)}
+    parts = _snapshot_parts(snapshot, subtask, operator, {})
+    first = next(parts, None)
+    if first is None:
+        return None
+    fields = list(BASE_SCHEMA) + [pa.field(value_column(n), encode_typed([], t, n, operator).type)
+                                  for n, t in types.items()]
+    if increment:
+        fields.append(pa.field("deleted", pa.bool_()))
+    schema = pa.schema(fields, metadata=types_metadata(types) if types else None)
+    return _write_parts((_conformed(p, schema) for p in itertools.chain([first], parts)), schema,
+                        directory, operator_id, subtask, increment)
+
+
+def _conformed(part: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``part`` with ``schema``'s columns: its own (cast when typed otherwise), the others null."""
+    unknown = set(part.column_names) - set(schema.names)
+    if unknown:
+        raise ValueError(f"state file columns {sorted(unknown)} are not in its schema {schema.names}")
+    n = part.num_rows
+    return pa.Table.from_arrays(
+        [(part.column(f.name) if part.column(f.name).type == f.type else part.column(f.name).cast(f.type))
+         if f.name in part.column_names else pa.nulls(n, f.type) for f in schema], schema=schema)
+
+
+def _write_parts(parts: Iterable[pa.Table], schema: pa.Schema, directory: str, operator_id: str, subtask: int,
+                 increment: bool) -> StateFile:
+    label = f"{subtask:05d}" if subtask >= 0 else "enumerator"     # -1: written by the driver
+    path = join(directory, f"part-{label}-{uuid.uuid4().hex}.parquet")
+    stats = FileStats()
+    # Streamed to the file as the writer makes its pages (a build's full snapshot held ~30 MB of
+    # compressed bytes, and twice that as the buffer grew, beside the state), and never a
+    # half-written file under the final name (file_writer).
+    with file_writer(path) as out:
+        sink = _Digesting(out)
+        with pq.ParquetWriter(sink, schema, compression="zstd") as writer:
+            for part in parts:
+                writer.write_table(part)
+                stats.add(part.drop_columns([c for c in part.column_names if c.startswith("value")]))
+    lo, hi = stats.mins.get("key_group"), stats.maxs.get("key_group")
+    return StateFile(operator_id, subtask, path, sink.size, stats.rows, lo, hi, schema, stats.json(),
+                     sink.checksum(), increment)
+
+
+class _Digesting:
+    """A file's writer that also takes its bytes' checksum (``checksum_of``) and size."""
+
+    closed = False
+
+    def __init__(self, out):
+        self.out = out
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data) -> int:
+        n = memoryview(data).nbytes
+        self.digest.update(data)
+        self.size += n
+        self.out.write(data)
+        return n
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:       # the file is file_writer's to close
+        self.closed = True
+
+    def checksum(self) -> str:
+        return named_checksum(self.digest)
