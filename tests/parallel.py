@@ -40,6 +40,9 @@ LONG_TESTS = {
     r"test_cli\.py::test_sluice_(stop_ends_a_running_job|run_restarts_an_attempt)_.*": 27,
     r"test_object_store\.py::test_a_row_format_file_sink_into_s3_.*": 23,
     r"test_docs\.py::test_site_builds_in_strict_mode": 20,     # and the docs' snippets, run meanwhile
+    r"test_jobmanager_recovery\.py::test_a_killed_(jobmanager|driver)_.*": 65,
+    r"test_jobmanager\.py::test_the_cli_runs_detached_.*": 45,
+    r"test_cluster\.py::test_the_jobmanagers_drivers_run_their_epochs_on_the_cluster": 60,
 }
 
 

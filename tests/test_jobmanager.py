@@ -81,7 +81,10 @@ def test_bad_requests_are_refused_with_what_to_do(jobmanager):
     # A restore point the job does not have fails the submit, before any driver starts.
     status, message = refusal(client.submit_job, script=NUMBERS, args=numbers_args(jobmanager.warehouse / "s"),
                               restore_from="7")
-    assert status == 400 and "7" in message
+    assert status == 400 and "there is no checkpoint 7 (completed: none)" in message
+    status, message = refusal(client.submit_job, script=NUMBERS, args=numbers_args(jobmanager.warehouse / "s"),
+                              max_epochs=0)
+    assert (status, message) == (400, "max_epochs=0: must be a whole number of at least 1 (or empty for the default).")
     status, message = refusal(client._call, "GET", "/no/such/endpoint")
     assert status == 404 and "jobmanager.md" in message
     status, message = refusal(client._call, "POST", "/overview")
