@@ -175,3 +175,39 @@ def test_the_cli_runs_detached_lists_stops_with_a_savepoint_restores_and_cancels
     # Restored from the savepoint: the sink goes on where the stop left it, each number once.
     after = sink_numbers(sink)
     assert after == list(range(len(after))) and len(after) > len(before)
+
+
+def test_a_lost_driver_is_a_failed_attempt_with_the_strategys_decision_counted_once(tmp_path):
+    """What the JobMaster records when a driver dies without a result, on a real execution history:
+    a new attempt when the driver died before starting one, its RUNNING attempt otherwise, and no
+    second failure for a death already recorded (a JobManager killed before acting on it)."""
+    from runtime.client import compile_job
+    from runtime.execution.history import RUNNING, ExecutionHistory, ExecutionRecord
+    from runtime.jobmanager.driver import write_json
+    from runtime.jobmanager.job_master import record_lost_driver
+    from runtime.jobmanager.job_store import DriverRef, JobRecord
+    from runtime.jobmaster.plans import store_plan
+    from runtime.storage.layout import job_dir
+    warehouse = str(tmp_path / "w")
+
+    def job(restarts: int) -> JobRecord:
+        compiled = compile_job(NUMBERS, numbers_args(tmp_path / "sink", "--restarts", str(restarts)))
+        plan = store_plan(compiled, warehouse, f"r{restarts}", {})
+        driver = tmp_path / f"driver-{restarts}"
+        driver.mkdir()
+        write_json(str(driver), "driver.json", {"pid": 1, "started_at": 1.0, "master": "local[1]"})
+        return JobRecord("a" * 32, "jobmanager numbers", plan, f"run-{restarts}", {}, driver=DriverRef(str(driver), 1))
+
+    record = job(restarts=1)
+    history = ExecutionHistory(job_dir(warehouse, "jobmanager numbers"))
+    first = record_lost_driver(warehouse, record, "died (killed by signal 9)")
+    assert (first.attempt, first.state, first.restarting, first.backoff_ms) == (1, "FAILED", True, 500)
+    assert first.restart.startswith("restarting in 500 ms after failure 1")
+    assert record_lost_driver(warehouse, record, "again") == history.attempts("run-1")[0]     # counted once
+    assert len(history.attempts("run-1")) == 1
+
+    history.record(ExecutionRecord("run-b", "jobmanager numbers", RUNNING, 5.0, "run-1", attempt=2))
+    second = record_lost_driver(warehouse, record, "died (killed by signal 9)")
+    assert (second.run_id, second.attempt, second.restarting) == ("run-b", 2, False)
+    assert second.restart.startswith("not restarting after failure 2: the restart strategy gave up")
+    assert [a.state for a in history.attempts("run-1")] == ["FAILED", "FAILED"]

@@ -105,21 +105,28 @@ def assignment_of(record: JobRecord, warehouse: str, master: str) -> dict:
     return {"jobid": record.jobid, "job_name": record.job_name, "plan": record.plan, "options": options}
 
 
-def record_lost_driver(warehouse: str, record: JobRecord, cause: str):
+def record_lost_driver(warehouse: str, record: JobRecord, cause: str) -> ExecutionRecord:
     """The driver of ``record`` died without a result: its running attempt (or, when it died before
     starting one, a new attempt) is recorded FAILED in the execution history with the restart
-    strategy's decision on it, which is returned, as a driver records an attempt that failed."""
+    strategy's decision on it, as a driver records an attempt that failed; that record is returned.
+    A failure already recorded since the driver started (it died waiting out its own restart's
+    delay, or a JobManager recorded its death and was killed before acting on it) is not counted
+    twice: its record is returned as it is."""
     history = ExecutionHistory(job_dir(warehouse, record.job_name))
     attempts = history.attempts(record.dag_run_id)
     running = [r for r in attempts if r.state == ATTEMPT_RUNNING]     # one job, one driver at a time
+    started = (read_json(record.driver.directory, DRIVER) or {}).get("started_at") if record.driver else None
+    if not running and attempts and attempts[-1].state == ATTEMPT_FAILED and started is not None \
+            and (attempts[-1].ended_at or 0) >= started:
+        return attempts[-1]
     now = time.time()
     execution = running[-1] if running else ExecutionRecord(
         f"lost-driver-{uuid.uuid4().hex[:12]}", record.job_name, ATTEMPT_FAILED, now, record.dag_run_id,
         max((r.attempt for r in attempts), default=0) + 1)
     decision = failure_decision(history, execution, restart_configuration_of(load_plan(record.plan)), now)
-    history.record(replace(execution, state=ATTEMPT_FAILED, ended_at=now, failure=cause[:4000],
-                           restart=decision.describe(), backoff_ms=decision.backoff_ms, restarting=decision.restart))
-    return decision
+    return history.record(replace(execution, state=ATTEMPT_FAILED, ended_at=now, failure=cause[:4000],
+                                  restart=decision.describe(), backoff_ms=decision.backoff_ms,
+                                  restarting=decision.restart))
 
 
 def record_canceled_driver(warehouse: str, record: JobRecord) -> None:
@@ -252,14 +259,14 @@ class JobMaster:
             return
         cause = (f"The driver process of job {record.job_name} (pid {pid}) died without a result ({how}); "
                  f"its log: {os.path.join(record.driver.directory, 'driver.log') if record.driver else '?'}")
-        decision = record_lost_driver(self.warehouse, record, cause)
-        log.warning("job %s: %s; %s", self.jobid, cause, decision.describe())
+        failed = record_lost_driver(self.warehouse, record, cause)
+        log.warning("job %s: %s; %s", self.jobid, cause, failed.restart)
         self.driver = None
-        if decision.restart:
-            self.store.update(self.jobid, state=RESTARTING, driver=None, restart=decision.describe(),
-                              restart_at=time.time() + decision.backoff_ms / 1000)
+        if failed.restarting:
+            self.store.update(self.jobid, state=RESTARTING, driver=None, restart=failed.restart,
+                              restart_at=(failed.ended_at or time.time()) + (failed.backoff_ms or 0) / 1000)
         else:
-            self._end(FAILED, failure=cause, restart=decision.describe())
+            self._end(FAILED, failure=failed.failure or cause, restart=failed.restart)
 
     def _end(self, state: str, **changes) -> None:
         record = self.store.update(self.jobid, state=state, end_time=time.time(), restart_at=None, **changes)
