@@ -211,3 +211,10 @@ def test_a_lost_driver_is_a_failed_attempt_with_the_strategys_decision_counted_o
     assert (second.run_id, second.attempt, second.restarting) == ("run-b", 2, False)
     assert second.restart.startswith("not restarting after failure 2: the restart strategy gave up")
     assert [a.state for a in history.attempts("run-1")] == ["FAILED", "FAILED"]
+
+
+def test_one_jobmanager_per_warehouse(jobmanager):
+    second = sluice("jobmanager", "--port", "0", "--standby-drivers", "0", "--warehouse", str(jobmanager.warehouse))
+    assert second.returncode == 1
+    assert f"Another JobManager (pid {jobmanager.process.pid}) serves the warehouse" in second.stderr
+    assert jobmanager.client.overview()["jobs-failed"] >= 0     # the first one still serves

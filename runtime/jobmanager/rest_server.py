@@ -187,11 +187,27 @@ class JobManagerServer(ThreadingHTTPServer):
             os.remove(path)
 
 
+def refuse_a_second_jobmanager(warehouse: str) -> None:
+    """One JobManager per warehouse: two would both adopt (and restart) the same jobs' drivers."""
+    try:
+        with open(address_file(warehouse)) as f:
+            found = json.load(f)
+        with open(f"/proc/{int(found['pid'])}/cmdline", "rb") as f:
+            command = f.read().decode("utf-8", "replace").split("\0")
+    except (OSError, ValueError, KeyError):
+        return
+    if "jobmanager" in command and int(found["pid"]) != os.getpid():
+        raise RefusedBindException(f"Another JobManager (pid {found['pid']}) serves the warehouse "
+                                   f"{os.path.abspath(warehouse)} at {found.get('url')}: use it (sluice list "
+                                   f"--jobmanager {found.get('url')}), or stop it first (kill {found['pid']}).")
+
+
 def serve(warehouse: str, master: str, host: str = "127.0.0.1", port: int = 8081, token: Optional[str] = None,
           standby_drivers: Optional[int] = None) -> int:
     """Run the JobManager until SIGTERM or Ctrl-C; its jobs' drivers run on, for the next one to adopt.
     ``standby_drivers``: warm drivers kept ready (None: the pool's default for the master)."""
     check_bind(host, token)
+    refuse_a_second_jobmanager(warehouse)
     pool = StandbyDrivers(os.path.abspath(warehouse), master, standby_drivers)
     dispatcher = Dispatcher(warehouse, master, pool)
     server = JobManagerServer(dispatcher, host, port, token)
