@@ -137,6 +137,14 @@ def test_a_bounded_job_submitted_over_rest_runs_in_its_own_driver_once_per_submi
     web = client._call("GET", "/sluice/jobs")
     assert "wordcount" in {j["name"] for j in web}
 
+    # A stored plan (as Airflow's compile step stores one) runs as compiled: from the latest
+    # checkpoint, the end of the input, so it finishes with nothing more to write.
+    again = client.submit_job(plan=details["plan"], dag_run_id="numbers_dag/manual__2")
+    rerun = client.wait_for_terminal(again["jobid"], 240)
+    assert (rerun["state"], rerun["dag-run-id"], rerun["attempt"]) == ("FINISHED", "numbers_dag/manual__2", 1)
+    assert client.job_checkpoints(again["jobid"])["latest"]["restored"]["id"] == checkpoints["latest"]["completed"]["id"]
+    assert sink_numbers(sink) == list(range(60))
+
 
 @pytest.mark.slow
 def test_the_cli_runs_detached_lists_stops_with_a_savepoint_restores_and_cancels(jobmanager, tmp_path):
