@@ -242,9 +242,12 @@ def _submit(args: argparse.Namespace) -> int:
                        ("sluice.epoch.max-records-per-split", args.max_records_per_split)):
         if value is not None:
             configuration[key] = str(value)
+    restore = args.restore_from
+    if restore and not restore.isdigit() and restore not in ("latest", "none") and os.path.exists(restore):  # a savepoint's folder here: the JobManager's cwd is not ours
+        restore = os.path.abspath(restore)
     submitted = _client(args).submit_job(
         script=args.job, args=list(args.job_args), parallelism=args.parallelism, max_epochs=args.max_epochs,
-        restore_from=args.restore_from,
+        restore_from=restore,
         allow_non_restored_state=args.allow_non_restored_state or None, configuration=configuration or None)
     print(f"Job has been submitted with JobID {submitted['jobid']}")
     return 0
