@@ -243,8 +243,8 @@ def _submit(args: argparse.Namespace) -> int:
         if value is not None:
             configuration[key] = str(value)
     restore = args.restore_from
-    if restore and not restore.isdigit() and restore not in ("latest", "none") and os.path.exists(restore):  # a savepoint's folder here: the JobManager's cwd is not ours
-        restore = os.path.abspath(restore)
+    if restore and not restore.isdigit() and restore not in ("latest", "none") and os.path.exists(restore):
+        restore = os.path.abspath(restore)      # a savepoint's folder here: the JobManager's cwd is another
     submitted = _client(args).submit_job(
         script=args.job, args=list(args.job_args), parallelism=args.parallelism, max_epochs=args.max_epochs,
         restore_from=restore,
