@@ -209,7 +209,11 @@ class JobMaster:
         # and gives it its assignment, instead of starting a second one.
         self.store.update(self.jobid, driver=DriverRef(driver.directory, driver.pid), drivers=number, state=RUNNING,
                           start_time=record.start_time or time.time(), restart_at=None)
-        self._assign(driver, record)
+        try:
+            self._assign(driver, record)
+        except BaseException:       # no work for it ever: it must not wait for one forever
+            driver.signal(signal.SIGKILL)
+            raise
         log.info("job %s (%s): driver %s, pid %s", self.jobid, record.job_name, driver.directory, driver.pid)
         return driver
 
