@@ -8,7 +8,6 @@ import os
 import re
 import socket
 import subprocess
-import urllib.request
 
 import pytest
 

@@ -28,8 +28,7 @@ from runtime.execution.history import CANCELED as ATTEMPT_CANCELED, ExecutionHis
 from runtime.execution.options import ExecutionOptions
 from runtime.jobmanager.driver import (ASSIGNMENT, DRIVER, RESULT, driver_alive, drivers_dir, launch_driver,
                                       pid_is_driver, read_json, write_json)
-from runtime.jobmanager.job_store import (CANCELED, FAILED, FINISHED, RESTARTING, RUNNING, DriverRef, JobRecord,
-                                          JobStore)
+from runtime.jobmanager.job_store import CANCELED, FAILED, RESTARTING, RUNNING, DriverRef, JobRecord, JobStore
 from runtime.jobmaster.plans import load_plan
 from runtime.jobmaster.steps import RunRequest, restart_configuration_of, run_options
 from runtime.storage.layout import job_dir
