@@ -22,7 +22,7 @@ COPY --chown=airflow:root include ./include
 # and task process would otherwise compile the engine's modules from source as it imports them.
 RUN python -m compileall -q runtime dags plugins include
 # Not loaded at start: `astro dev start` loads it itself; on a plain Airflow run
-# `python -m sluice_airflow.settings` (plugins/ is on the path in Airflow) once `airflow db migrate`
+# `python -m include.local_airflow.settings` (from /usr/local/airflow) once `airflow db migrate`
 # has created the database.
 COPY --chown=airflow:root airflow_settings.yaml ./
 ENV AIRFLOW__CORE__DAGS_FOLDER=/usr/local/airflow/dags \

@@ -6,6 +6,12 @@ does, through the REST API and the Sluice web view.
 Its jobs folder holds the shipped wordcount and the jobs each test module declares in a
 module-level ``AIRFLOW_JOBS = {"file.py": source}``: all are there before Airflow starts, so the
 DAG processor parses them once.
+
+That Airflow runs its jobs' drivers in its run tasks (spark_default says ``sluice-deploy:
+in-process``, so bin/dev starts no JobManager for it). ``start(..., jobmanager=True)`` starts an
+Airflow as ``bin/dev airflow`` runs by default: a Sluice JobManager beside it (started first, as
+bin/dev would, in a session of its own; bin/dev finds it answering and uses it), named by
+``sluice_default``, to which the job DAGs deploy their runs (tests/test_airflow_deferred_runs.py).
 """
 from __future__ import annotations
 
@@ -34,9 +40,44 @@ def free_port() -> int:
 
 
 class Airflow:
-    def __init__(self, url: str, home: Path, warehouse: Path, log: Path, proc: subprocess.Popen):
-        self.url, self.home, self.warehouse, self.log, self.proc = url, home, warehouse, log, proc
+    def __init__(self, url: str, home: Path, warehouse: Path, log: Path, env: dict, jobmanager=None):
+        self.url, self.home, self.warehouse, self.log, self.env = url, home, warehouse, log, env
+        self.jobmanager = jobmanager        # tests/airflow_jobmanager.py's, or None
+        self.proc = None
         self.token = None
+
+    def launch(self) -> None:
+        """``bin/dev airflow``, its output appended to the log; returns once the UI answers, the test
+        user is logged in and ``dag_ids`` are parsed."""
+        with open(self.log, "a") as out:
+            self.proc = subprocess.Popen([str(ROOT / "bin" / "dev"), "airflow"], cwd=ROOT, env=self.env, stdout=out,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        wait_until(lambda: self.request("GET", "/api/v2/monitor/health")[0] == 200, 300, "Airflow's answer",
+                   interval=0.5, log=self.log, proc=self.proc, ignoring=(OSError,))
+        status, text = self.request("POST", "/auth/token", {"username": USER, "password": PASSWORD})
+        assert status in (200, 201), text
+        self.token = json.loads(text)["access_token"]
+
+    def wait_parsed(self, dag_ids: set) -> None:
+        def parsed():       # the DAG processor parses the DAG files
+            status, text = self.request("GET", "/api/v2/dags?dag_id_pattern=%25&limit=100")
+            return status == 200 and dag_ids <= {d["dag_id"] for d in json.loads(text)["dags"]}
+        wait_until(parsed, 300, "the job DAGs parsed", interval=0.5, log=self.log, proc=self.proc)
+
+    def kill(self) -> None:
+        """SIGKILL every process of this Airflow (bin/dev, standalone, scheduler, DAG processor, API
+        server, triggerer, executor workers, tasks): what a crash of its host's processes does. A
+        JobManager beside it is not one of them."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        tree_pids = tree(self.proc.pid)      # before the kill: orphans are re-parented, out of sight
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        for pid in alive(tree_pids):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
 
     def request(self, method: str, path: str, body=None, form=None, cookie=False):
         data = json.dumps(body).encode() if body is not None else (
@@ -131,8 +172,9 @@ def alive(pids) -> set[int]:
     return living
 
 
-def start(root: Path, jobs_sources: dict[str, str]):
-    """Yields the running Airflow; stops its whole process tree after."""
+def start(root: Path, jobs_sources: dict[str, str], jobmanager: bool = False):
+    """Yields the running Airflow; stops its whole process tree after (and the JobManager beside it,
+    with its drivers)."""
     home, jobs, warehouse = root / "home", root / "jobs", root / "warehouse"
     home.mkdir()
     jobs.mkdir()
@@ -154,29 +196,20 @@ def start(root: Path, jobs_sources: dict[str, str]):
         "AIRFLOW_VAR_SLUICE_WAREHOUSE": str(warehouse), "SLUICE_WAREHOUSE": str(warehouse),
         "SLUICE_JOBS_FOLDER": str(jobs), "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONWARNINGS": ""})
     env.pop("PYTHONWARNINGS")       # bin/dev's own default applies
-    log = root / "bin-dev-airflow.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([str(ROOT / "bin" / "dev"), "airflow"], cwd=ROOT, env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-    site = Airflow(f"http://127.0.0.1:{port}", home, warehouse, log, proc)
+    manager = None
+    if jobmanager:
+        import airflow_jobmanager
+        manager = airflow_jobmanager.start(root, str(warehouse), "local[2]", env=env)
+        env.update(airflow_jobmanager.connection_env(manager))
+    else:       # the project's spark_default, its runs in their tasks' processes
+        env["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "host": "local[*]", "extra": {
+            "deploy-mode": "client", "sluice-deploy": "in-process"}})
+    site = Airflow(f"http://127.0.0.1:{port}", home, warehouse, root / "bin-dev-airflow.log", env, manager)
     try:
-        wait_until(lambda: site.request("GET", "/api/v2/monitor/health")[0] == 200, 300, "Airflow's answer",
-                   interval=0.5, log=log, proc=proc, ignoring=(OSError,))
-        status, text = site.request("POST", "/auth/token", {"username": USER, "password": PASSWORD})
-        assert status in (200, 201), text
-        site.token = json.loads(text)["access_token"]
-        def parsed():       # the DAG processor parses the DAG files
-            status, text = site.request("GET", "/api/v2/dags?dag_id_pattern=%25")
-            return status == 200 and {"wordcount", *(Path(n).stem for n in jobs_sources)} <= {
-                d["dag_id"] for d in json.loads(text)["dags"]}
-        wait_until(parsed, 300, "the job DAGs parsed", interval=0.5, log=log, proc=proc)
+        site.launch()
+        site.wait_parsed({"wordcount", *(Path(n).stem for n in jobs_sources)})
         yield site
     finally:
-        if proc.poll() is None:
-            tree_pids = tree(proc.pid)      # before the kill: orphans are re-parented, out of sight
-            os.killpg(proc.pid, signal.SIGKILL)
-            for pid in alive(tree_pids):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        site.kill()
+        if manager is not None:
+            manager.stop()

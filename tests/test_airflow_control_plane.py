@@ -58,7 +58,9 @@ def control_plane(airflow_db, spark, tmp_path, monkeypatch):
     Pool.create_or_update_pool("spark_slots", 4, "Spark slots (tests)", include_deferred=False)
     with create_session() as session:
         session.query(Connection).filter(Connection.conn_id == "spark_default").delete()
-        session.add(Connection(conn_id="spark_default", conn_type="spark", host="local[2]"))
+        # In this process (dag.test()), whether or not the database has a JobManager's connection.
+        session.add(Connection(conn_id="spark_default", conn_type="spark", host="local[2]",
+                               extra='{"sluice-deploy": "in-process"}'))
     yield tmp_path
     Variable.delete("sluice_warehouse")
 
@@ -130,7 +132,7 @@ def test_dagbag_imports_a_dag_per_job_and_the_control_dags(control_plane):
     assert [t.task_id for t in dag.topological_sort()] == [
         "compile", "execution_graph", "allocate_slots", "deploy", "run", "finish", "sink_assets"]
     # The docs say the strategy and the time a run that keeps failing takes to give up.
-    assert "gives up after" in dag.doc_md and "in the run task's own Spark session" in dag.doc_md
+    assert "gives up after" in dag.doc_md and "the Sluice JobManager's" in dag.doc_md
     run = dag.get_task("run")
     # The source chain (the default parallelism: PyFlink's, the machine's cores) and the keyed
     # operators (2) share the default group: the larger of the two.
@@ -314,7 +316,7 @@ def test_run_reserves_its_slots_and_too_many_slots_fail_at_allocation(control_pl
     assert tis["allocate_slots"].state == "failed" and tis["run"].state == "upstream_failed"
     assert tis["run"].pool_slots == 4          # capped at the pool: it could never wait forever
     assert run.conf["slot_reservation"] == {"pool": "spark_slots", "pool_size": 4, "pool_slots": 4,
-                                            "slots_required": 6}
+                                            "slots_required": 6, "include_deferred": False}
 
 
 def test_bad_run_parameters_and_unknown_checkpoints_fail_without_restarting(control_plane):

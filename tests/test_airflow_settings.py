@@ -1,4 +1,4 @@
-"""``bin/dev airflow-settings`` (``python -m sluice_airflow.settings``): airflow_settings.yaml (astro format) into a real metadata database.
+"""``bin/dev airflow-settings`` (``python -m include.local_airflow.settings``): airflow_settings.yaml (astro format) into a real metadata database.
 
 The database is shared with other test files: objects created here have names of their own,
 except the project file's, which other tests expect as the file defines them.
@@ -10,8 +10,8 @@ import textwrap
 
 import pytest
 from airflow.models import Connection, Pool, Variable
-from sluice_airflow.settings import (AirflowSettingsError, Change, ConnectionSetting, PoolSetting,
-                                     VariableSetting, apply_airflow_settings, main, read_airflow_settings)
+from include.local_airflow.settings import (AirflowSettingsError, Change, ConnectionSetting, PoolSetting,
+                                            VariableSetting, apply_airflow_settings, main, read_airflow_settings)
 
 from seed import ROOT
 
@@ -26,29 +26,39 @@ def write(tmp_path, text, name="airflow_settings.yaml"):
 
 @pytest.fixture
 def project_settings(airflow_db):
-    """The project file, loaded; the warehouse variable is dropped again if this test created it,
-    since sluice_airflow.warehouse_root() would send other tests to the project's warehouse."""
+    """The project file, loaded; the warehouse variable and the JobManager's connection are dropped
+    again if this test created them, since sluice_airflow.warehouse_root() would send other tests to
+    the project's warehouse, and the connection their dag.test() runs to a JobManager."""
+    from airflow.utils.session import create_session
     had_variable = Variable.get("sluice_warehouse", default_var=None) is not None
+    with create_session() as session:
+        had_connection = session.query(Connection).filter(Connection.conn_id == "sluice_default").count() > 0
     yield read_airflow_settings(PROJECT_FILE)
     if not had_variable:
         Variable.delete("sluice_warehouse")
+    if not had_connection:
+        with create_session() as session:
+            session.query(Connection).filter(Connection.conn_id == "sluice_default").delete()
 
 
 def test_project_file_parses():
     settings = read_airflow_settings(PROJECT_FILE)
-    assert settings.connections == (ConnectionSetting("spark_default", "spark", host="local[*]",
+    assert settings.connections == (ConnectionSetting("sluice_default", "sluice", host="127.0.0.1", port=8081,
+                                                      schema="http"),
+                                    ConnectionSetting("spark_default", "spark", host="local[*]",
                                                       extra={"deploy-mode": "client"}),
                                     ConnectionSetting("kafka_default", "kafka",
                                                       extra={"bootstrap.servers": "127.0.0.1:9092"}))
-    assert [(p.name, p.slots) for p in settings.pools] == [("spark_slots", 4)]
+    # The pool stands for the cluster's slots, which a run deferred to the JobManager still holds.
+    assert [(p.name, p.slots, p.include_deferred) for p in settings.pools] == [("spark_slots", 4, True)]
     assert settings.variables == (VariableSetting("sluice_warehouse", "warehouse"),)
 
 
 def test_project_file_loads_into_airflow_and_a_second_load_changes_nothing(project_settings):
     first = apply_airflow_settings(project_settings)
     assert [(c.kind, c.name) for c in first] == [
-        ("connection", "spark_default"), ("connection", "kafka_default"), ("pool", "spark_slots"),
-        ("variable", "sluice_warehouse")]
+        ("connection", "sluice_default"), ("connection", "spark_default"), ("connection", "kafka_default"),
+        ("pool", "spark_slots"), ("variable", "sluice_warehouse")]
     # The shipped Kafka job's broker, in the Apache Kafka provider's connection type and extra.
     from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
     kafka = Connection.get_connection_from_secrets(KafkaBaseHook.default_conn_name)
@@ -56,7 +66,11 @@ def test_project_file_loads_into_airflow_and_a_second_load_changes_nothing(proje
     spark = Connection.get_connection_from_secrets("spark_default")
     assert (spark.conn_type, spark.host, spark.extra_dejson) == ("spark", "local[*]", {"deploy-mode": "client"})
     assert spark.login is None and spark.port is None
-    assert Pool.get_pool("spark_slots").slots == 4
+    assert (Pool.get_pool("spark_slots").slots, Pool.get_pool("spark_slots").include_deferred) == (4, True)
+    # The JobManager's connection, as the Sluice hook reads it.
+    from sluice_airflow.hooks import SluiceHook, url_of
+    jobmanager = Connection.get_connection_from_secrets(SluiceHook.default_conn_name)
+    assert url_of(jobmanager.host, jobmanager.port, jobmanager.schema, "sluice_default") == "http://127.0.0.1:8081"
     assert Variable.get("sluice_warehouse") == "warehouse"
     assert {c.action for c in apply_airflow_settings(project_settings)} == {"unchanged"}
 
@@ -155,6 +169,13 @@ def test_template_placeholders_and_uris_load_as_astro_does(tmp_path):
          - pool_name: spark_slots
            pool_slot: four
      """, "pools[0] (spark_slots): pool_slot must be a non-negative integer, got 'four'"),
+    ("""\
+     airflow:
+       pools:
+         - pool_name: spark_slots
+           pool_slot: 4
+           pool_include_deferred: sometimes
+     """, "pools[0] (spark_slots): pool_include_deferred must be true or false, got 'sometimes'"),
     ("""\
      airflow:
        connections:
@@ -285,7 +306,8 @@ def test_cli_refuses_a_database_that_was_never_migrated(tmp_path):
     env = dict(os.environ, AIRFLOW_HOME=str(home),
                AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home}/airflow.db")
     env["PYTHONPATH"] = os.path.join(ROOT, "plugins")
-    result = subprocess.run([sys.executable, "-m", "sluice_airflow.settings"], capture_output=True, text=True, env=env)
+    result = subprocess.run([sys.executable, "-m", "include.local_airflow.settings"], capture_output=True, text=True,
+                            env=env, cwd=ROOT)
     assert result.returncode == 1
     assert f"airflow-settings: the Airflow metadata database sqlite:///{home}/airflow.db is not " \
            "initialised for Airflow 3.3.2: run `airflow db migrate` first" in result.stderr

@@ -208,3 +208,61 @@ def test_the_rest_client_needs_only_the_standard_library_and_common():
              for path, line, _, target, _ in imports()
              if path == client and target.split(".")[0] == "runtime" and target.split(".")[1:2] != ["common"]]
     assert not wrong, "\n".join(wrong)
+
+
+# ---- the Airflow plugin (and the DAG files): a provider's shape ---------------------------------
+
+PLUGIN_ENTRIES = ("runtime.jobmaster", "runtime.jobmanager.rest_client")
+
+
+def plugin_imports(root: str = ROOT):
+    """(file, line, imported module, imported name or None) of every import in plugins/ and dags/."""
+    for top in ("plugins", "dags"):
+        for folder, _, files in os.walk(os.path.join(root, top)):
+            for name in sorted(f for f in files if f.endswith(".py")):
+                path = os.path.join(folder, name)
+                with open(path) as f:
+                    tree = ast.parse(f.read(), path)
+                for node in ast.walk(tree):
+                    if isinstance(node, ast.Import):
+                        yield from ((path, node.lineno, a.name, None) for a in node.names)
+                    elif isinstance(node, ast.ImportFrom) and node.module:
+                        yield from ((path, node.lineno, node.module, a.name) for a in node.names)
+
+
+def plugin_layer_problems(root: str = ROOT) -> list[str]:
+    """What breaks the plugin's layering: an entry into ``runtime`` other than the JobMaster's steps
+    and the JobManager's REST client, a private name of Airflow's, a private method called on a
+    provider's object (``SparkSubmitHook(...)._resolve_connection()``)."""
+    found = [f"{os.path.relpath(p, root)}:{line}: imports {module}, not through {' or '.join(PLUGIN_ENTRIES)}"
+             for p, line, module, _ in plugin_imports(root) if module.split(".")[0] == "runtime"
+             and not any(module == e or module.startswith(e + ".") for e in PLUGIN_ENTRIES)]
+    found += [f"{os.path.relpath(p, root)}:{line}: uses Airflow's private {module}.{name}"
+              for p, line, module, name in plugin_imports(root)
+              if module.split(".")[0] == "airflow" and (name or "").startswith("_")]
+    for folder, _, files in os.walk(os.path.join(root, "plugins")):
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            with open(path) as f:
+                tree = ast.parse(f.read(), path)
+            found += [f"{os.path.relpath(path, root)}:{n.lineno}: calls the private .{n.attr} of another's object"
+                      for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr.startswith("_")
+                      and not n.attr.startswith("__") and isinstance(n.value, ast.Call)]
+    return found
+
+
+def test_the_plugin_enters_runtime_only_through_the_jobmaster_and_the_rest_client():
+    problems = plugin_layer_problems()
+    assert not problems, "\n".join(problems)
+
+
+def test_the_plugin_checker_finds_what_it_must(tmp_path):
+    bad = tmp_path / "plugins" / "sluice_airflow"
+    bad.mkdir(parents=True)
+    (bad / "x.py").write_text("from runtime.execution.spark import delta_jars\nfrom airflow.x import _y\n"
+                              "SparkSubmitHook(conn_id='c')._resolve_connection()\n")
+    assert plugin_layer_problems(str(tmp_path)) == [
+        "plugins/sluice_airflow/x.py:1: imports runtime.execution.spark, not through runtime.jobmaster or "
+        "runtime.jobmanager.rest_client",
+        "plugins/sluice_airflow/x.py:2: uses Airflow's private airflow.x._y",
+        "plugins/sluice_airflow/x.py:3: calls the private ._resolve_connection of another's object"]

@@ -357,7 +357,9 @@ def test_the_wordcount_dag_with_its_warehouse_in_s3_and_credentials_from_aws_def
     Pool.create_or_update_pool("spark_slots", 4, "Spark slots (tests)", include_deferred=False)
     with create_session() as session:
         session.query(Connection).filter(Connection.conn_id.in_(["spark_default", "aws_default"])).delete()
-        session.add(Connection(conn_id="spark_default", conn_type="spark", host="local[2]"))
+        # In this process (dag.test()), whether or not the database has a JobManager's connection.
+        session.add(Connection(conn_id="spark_default", conn_type="spark", host="local[2]",
+                               extra='{"sluice-deploy": "in-process"}'))
         session.add(Connection(conn_id="aws_default", conn_type="aws", login="from-aws-default",
                                password="its-secret", extra=json.dumps({"endpoint_url": s3.endpoint,
                                                                          "region_name": "us-east-1"})))

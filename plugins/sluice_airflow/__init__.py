@@ -1,6 +1,9 @@
-"""Sluice's Airflow integration, laid out as a provider package: operators, the DAG factory,
-the slot-reservation policy, the settings loader and the web view. It imports ``runtime``;
-``runtime`` never imports it."""
+"""Sluice's Airflow integration, laid out as a provider package: the hook (``hooks``: the
+JobManager's and Spark's connections), an operator per step (``operators``), the trigger that
+follows a job in the JobManager (``triggers``), the DAG factory, the slot-reservation policy, Asset
+events and the web view. It enters ``runtime`` only through ``runtime.jobmaster`` and the
+JobManager's REST client; ``runtime`` never imports it. (The development Airflow's tooling is in
+include/local_airflow/.)"""
 from __future__ import annotations
 
 import os
@@ -16,16 +19,13 @@ def warehouse_root() -> str:
     ./warehouse. Every step reaches the warehouse through here, so the store's credentials of
     the ``aws_default`` connection are put in the environment here too (use_store_connection)."""
     from airflow.sdk import Variable
-    from runtime.execution.options import DEFAULT_WAREHOUSE
-    from runtime.jobmaster.deployment import PROJECT_ROOT
-    from runtime.storage.filesystems import is_uri
-    default = os.environ.get("SLUICE_WAREHOUSE") or DEFAULT_WAREHOUSE
+    from runtime.jobmaster.control_plane import warehouse_location
     try:
-        value = Variable.get(WAREHOUSE_VARIABLE, default=default)
+        value = Variable.get(WAREHOUSE_VARIABLE, default=None)
     except Exception:       # no metadata database reachable (e.g. parsing outside Airflow)
-        value = default
+        value = None
     use_store_connection()
-    return value if is_uri(value) else os.path.join(PROJECT_ROOT, value)
+    return warehouse_location(value)
 
 
 def store_environment(conn_id: str = STORE_CONNECTION) -> dict:

@@ -22,7 +22,10 @@ from runtime.jobmaster.dag_profiles import DagProfile, estimated_slot_profile, r
 from runtime.jobmaster.deployment import ON_INPUTS, dag_id_of
 from sluice_airflow import warehouse_root
 from sluice_airflow.assets import SinkAssetsOperator, dag_schedule
-from sluice_airflow.operators import ALL_JOBS, SluiceJobOperator, SluiceStepOperator, SluiceTriggerRunOperator
+from sluice_airflow.operators import (ALL_JOBS, SluiceAllocateSlotsOperator, SluiceCheckRestorePointOperator,
+                                     SluiceCompileOperator, SluiceDeployOperator, SluiceExecutionGraphOperator,
+                                     SluiceFinishOperator, SluiceJobOperator, SluiceMaintainOperator,
+                                     SluiceSavepointOperator, SluiceTriggerRunOperator)
 
 log = logging.getLogger(__name__)
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -58,12 +61,14 @@ def job_dag(spec: JobSpec, profile: Optional[DagProfile] = None, warehouse: Opti
     with DAG(dag_id=spec.name, schedule=None if error else schedule, start_date=START, catchup=False,
              max_active_runs=1, description=f"BROKEN: {error}"[:200] if error else description, doc_md=doc,
              tags=["sluice", *d.tags], params=run_params(spec), default_args={"owner": d.owner}) as dag:
-        steps = [SluiceStepOperator(task_id=step, step=step, job=spec.path)
-                 for step in ("compile", "execution_graph", "allocate_slots", "deploy")]
+        steps = [SluiceCompileOperator(task_id="compile", job=spec.path),
+                 SluiceExecutionGraphOperator(task_id="execution_graph", job=spec.path),
+                 SluiceAllocateSlotsOperator(task_id="allocate_slots", job=spec.path),
+                 SluiceDeployOperator(task_id="deploy", job=spec.path)]
         # The slots its last compile found (a changed script's are most likely the same), else an estimate.
         run = SluiceJobOperator(task_id="run", job=spec.path,
                                 slot_profile=profile.slot_profile if profile else estimated_slot_profile(spec))
-        finish = SluiceStepOperator(task_id="finish", step="finish", job=spec.path)
+        finish = SluiceFinishOperator(task_id="finish", job=spec.path)
         chain(*steps, run, finish, SinkAssetsOperator(task_id="sink_assets", dag_id=spec.name))
     return dag
 
@@ -82,8 +87,10 @@ def _notes(spec: JobSpec, profile: Optional[DagProfile], schedule, error: str, n
         notes.append("**Not compiled since the job script changed** (or never): the run reserves the slots its "
                      "last compile found, or its deployment's parallelism, until its compile step tells what it needs.")
     if profile is not None:
-        notes.append(f"**Restarts:** {profile.restart_strategy} {profile.give_up_time} Restarts run in the run "
-                     f"task's own Spark session: every attempt is in its one Airflow try and log. Set another "
+        notes.append(f"**Restarts:** {profile.restart_strategy} {profile.give_up_time} Restarts run in the job's "
+                     f"driver: the Sluice JobManager's (a driver that dies is replaced, restoring the latest "
+                     f"checkpoint), or in-process in the run task's own Spark session; every attempt is in the "
+                     f"job's execution history and the run task's log. Set another "
                      f"strategy with `env.set_restart_strategy(...)` or the `restart-strategy.*` configuration keys.")
     if spec.deployment.schedule == ON_INPUTS and schedule is None:
         notes.append("**Scheduled on its inputs, which are not known yet:** trigger it once (its compile step "
@@ -136,7 +143,7 @@ def restart_from_checkpoint_dag(specs=None) -> DAG:
              tags=["sluice"], params=params, doc_md=restart_from_checkpoint_dag.__doc__,
              render_template_as_native_obj=True,     # the conf is the checked parameters, as they are
              description="Restart a job from a checkpoint or a savepoint, at any parallelism") as dag:
-        check = SluiceStepOperator(task_id="check_restore_point", step="check_restore_point", job="{{ params.job }}")
+        check = SluiceCheckRestorePointOperator(task_id="check_restore_point", job="{{ params.job }}")
         trigger = SluiceTriggerRunOperator(
             task_id="restart", trigger_dag_id="{{ params.job }}",
             conf="{{ ti.xcom_pull(task_ids='check_restore_point')['conf'] }}",
@@ -155,7 +162,8 @@ def savepoint_dag(specs=None) -> DAG:
                               description="Where to write it (empty: <warehouse>/<job>/savepoints/...)")}
     with DAG(dag_id="sluice_savepoint", schedule=None, start_date=START, catchup=False, tags=["sluice"],
              params=params, doc_md=savepoint_dag.__doc__, description="Take a savepoint of a job") as dag:
-        SluiceStepOperator(task_id="savepoint", step="savepoint", job="{{ params.job }}")
+        SluiceSavepointOperator(task_id="savepoint", job="{{ params.job }}", checkpoint="{{ params.checkpoint }}",
+                                target="{{ params.target }}")
     return dag
 
 
@@ -171,7 +179,7 @@ def maintenance_dag(specs=None, schedule: str = "@daily") -> DAG:
     with DAG(dag_id="sluice_maintenance", schedule=schedule, start_date=START, catchup=False, max_active_runs=1,
              tags=["sluice"], params=params, doc_md=maintenance_dag.__doc__,
              description="Compact and vacuum jobs' tables") as dag:
-        SluiceStepOperator(task_id="maintain", step="maintain", job="{{ params.job }}")
+        SluiceMaintainOperator(task_id="maintain", job="{{ params.job }}")
     return dag
 
 

@@ -1,12 +1,17 @@
-"""Operators of the job DAGs: each step is a call into ``runtime.jobmaster.steps``.
+"""Operators of the job DAGs, one per step, each a call into ``runtime.jobmaster.steps``:
+SluiceCompileOperator, SluiceExecutionGraphOperator, SluiceAllocateSlotsOperator,
+SluiceDeployOperator, SluiceJobOperator (the run), SluiceFinishOperator, and the control DAGs'
+SluiceCheckRestorePointOperator, SluiceSavepointOperator, SluiceMaintainOperator.
 
-SluiceJobOperator is the deploy-and-run step. It is a SparkSubmitOperator: when the
-``spark_default`` connection names a cluster master (or sets ``"sluice-deploy":
-"spark-submit"`` in its extra) it submits ``sluice run`` with spark-submit; with a local
-master it runs the same runtime code in the worker's process. Either way a failure is
-handed to the job's restart strategy, whose decision the execution history records:
-restart means an Airflow retry (the task's tries are the job's attempts), giving up means
-the task fails without retrying, so the DAG run fails.
+SluiceJobOperator runs the job where its deploy step decided (``SluiceHook.deploy_mode``):
+- ``jobmanager``: it submits the run to the Sluice JobManager (idempotently: the submission key is
+  the DAG run's) and defers to SluiceJobTrigger, which follows the job in the triggerer: no worker
+  slot is held while the job runs, and the task ends when the job does. The JobManager applies the
+  job's restart strategy; a retried task reattaches to the job its run submitted.
+- ``in-process`` (``dag.test()``, the tests) and ``spark-submit``: the driver runs in the task (or
+  its spark-submit), restarting its attempts in its session; an Airflow retry only starts a new
+  driver when the old one's JVM died with an attempt (the restart strategy's decision says so),
+  giving up means the task fails without retrying, so the DAG run fails.
 """
 from __future__ import annotations
 
@@ -17,13 +22,12 @@ import sys
 import time
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, Optional, Sequence
 
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 # A parse of the DAG files imports this module (Airflow's DAG processor, once per file, within
 # dagbag_import_timeout), and runs only the operators' constructors: the engine (Spark, Delta) is
@@ -31,12 +35,14 @@ from airflow.sdk import BaseOperator
 from runtime.jobmaster import JobSpec, discover_jobs, find_job
 from runtime.jobmaster.dag_profiles import slots_for
 from sluice_airflow import SLOTS_POOL, warehouse_root
+from sluice_airflow.hooks import IN_PROCESS, JOBMANAGER, SluiceHook, submission_key
 from sluice_airflow.policy import RESERVATION_KEY
 
 # Airflow's count of retries only caps the restarts; the job's restart strategy decides.
 RESTART_RETRY_CAP = 100
-IN_PROCESS, SPARK_SUBMIT = "in-process", "spark-submit"
 ALL_JOBS = "all"        # the maintenance DAG's job parameter: every job
+JOBID_KEY = "sluice_jobid"      # the task state store's key of the JobManager job a run submitted
+POLL_INTERVAL_S = 2.0
 
 
 def compiled_plan(context) -> str:
@@ -71,7 +77,7 @@ def with_rendered_args(operator: BaseOperator, spec: JobSpec, context) -> JobSpe
             raise AirflowFailException(
                 f"Job {spec.name}: its DEPLOYMENT argument {arg!r} does not render: {type(e).__name__}: {e}. "
                 f"Define what it names in Airflow (Admin > Connections or Variables; or in "
-                f"airflow_settings.yaml, then `sluice airflow-settings`).") from None
+                f"airflow_settings.yaml, then `bin/dev airflow-settings`).") from None
         if not str(value).strip():
             raise AirflowFailException(f"Job {spec.name}: its DEPLOYMENT argument {arg!r} renders empty: set "
                                        f"the value it names in Airflow (Admin > Connections or Variables).")
@@ -80,60 +86,56 @@ def with_rendered_args(operator: BaseOperator, spec: JobSpec, context) -> JobSpe
 
 
 class SluiceStepOperator(BaseOperator):
-    """One control-plane step of a job: compile, execution_graph, allocate_slots, deploy,
-    check_restore_point, savepoint or finish. ``job`` is the job's name or its path."""
+    """Base of the step operators: ``job`` is the job's name or its path; a subclass's ``step``
+    does its one step."""
 
-    template_fields = ("job",)
+    template_fields: Sequence[str] = ("job",)
     ui_color = "#d6eaf8"
-    STEPS = ("compile", "execution_graph", "allocate_slots", "deploy", "check_restore_point", "savepoint",
-             "finish", "maintain")
 
-    def __init__(self, *, job: str, step: str, conn_id: str = "spark_default", **kwargs):
-        if step not in self.STEPS:
-            raise ValueError(f"unknown step {step!r}: one of {', '.join(self.STEPS)}")
+    def __init__(self, *, job: str, **kwargs):
         super().__init__(**kwargs)
-        self.job, self.step, self.conn_id = job, step, conn_id
+        self.job = job
 
     def execute(self, context) -> Any:
-        if self.step == "maintain" and self.job == ALL_JOBS:
-            return {spec.name: self._maintain(context, with_rendered_args(self, spec, context), None)
-                    for spec in discover_jobs(errors=[])}
-        try:
-            spec = with_rendered_args(self, find_job(self.job), context)
-        except FileNotFoundError as e:
-            raise AirflowFailException(str(e)) from None
-        return getattr(self, f"_{self.step}")(context, spec, run_request(context, spec))
+        spec = job_spec(self, self.job, context)
+        return self.step(context, spec, run_request(context, spec))
 
-    def _compile(self, context, spec, request) -> dict:
+    def step(self, context, spec: JobSpec, request) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not say its step")
+
+
+class SluiceCompileOperator(SluiceStepOperator):
+    """StreamGraph -> JobGraph: the plan, stored once for the run (every later step reads it)."""
+
+    def step(self, context, spec, request) -> dict:
         from runtime.jobmaster.steps import compile_step
         compiled = compile_step(spec, request, warehouse_root(), context["run_id"])
         self.log.info("Compiled %s (%s) at default parallelism %s; restart strategy: %s", spec.name,
                       compiled["job_name"], compiled["default_parallelism"], compiled["restart_strategy"])
-        self._report_parallelism(compiled)
+        report_parallelism(self.log, compiled)
         return compiled
 
-    def _report_parallelism(self, compiled: dict) -> None:
-        from runtime.jobmaster.steps import parallelism_report
-        for line in parallelism_report(compiled):
-            if line.startswith("WARNING: "):
-                self.log.warning("%s", line[len("WARNING: "):])
-            else:
-                self.log.info("  %s", line)
 
-    def _execution_graph(self, context, spec, request) -> dict:
-        from runtime.checkpoint.storage import CheckpointException
+class SluiceExecutionGraphOperator(SluiceStepOperator):
+    """The ExecutionGraph of the run's plan: subtasks, key groups, pipelined regions."""
+
+    def step(self, context, spec, request) -> dict:
+        from runtime.jobmaster.errors import CheckpointException
         from runtime.jobmaster.steps import execution_graph_step
         try:
             return execution_graph_step(compiled_plan(context), request, warehouse_root())
         except CheckpointException as e:
             raise AirflowFailException(f"Cannot restore job {spec.name}: {e}") from None
 
-    def _allocate_slots(self, context, spec, request) -> dict:
-        """The slot plan over the run task's reservation. The reservation policy sized it for this
-        run and recorded the pool's size: a job needing more slots than the pool has fails here,
-        with Flink's message, instead of waiting for slots forever."""
+
+class SluiceAllocateSlotsOperator(SluiceStepOperator):
+    """The slot plan over the run task's reservation. The reservation policy sized it for this
+    run and recorded the pool's size: a job needing more slots than the pool has fails here,
+    with Flink's message, instead of waiting for slots forever."""
+
+    def step(self, context, spec, request) -> dict:
+        from runtime.jobmaster.errors import NoResourceAvailableException
         from runtime.jobmaster.steps import allocate_slots_step
-        from runtime.scheduler.slots import NoResourceAvailableException
         run_task = context["dag"].get_task("run")
         reservation = (context["dag_run"].conf or {}).get(RESERVATION_KEY)
         if reservation is None:
@@ -148,58 +150,105 @@ class SluiceStepOperator(BaseOperator):
         except NoResourceAvailableException as e:
             raise AirflowFailException(f"{e} The Airflow pool '{pool}' stands for the cluster's slots and has "
                                        f"{size}: raise its slots (airflow_settings.yaml, then "
-                                       f"`sluice airflow-settings`) if the cluster has more.") from None
+                                       f"`bin/dev airflow-settings`) if the cluster has more.") from None
         plan["pool"], plan["pool_slots"] = pool, reservation["pool_slots"]
         self.log.info("Reserved %s of the %s slot(s) of pool %s; the job needs %s:",
                       reservation["pool_slots"], size, pool, plan["slots_required"])
-        self._report_parallelism(context["ti"].xcom_pull(task_ids="compile"))
+        report_parallelism(self.log, context["ti"].xcom_pull(task_ids="compile"))
         if reservation["pool_slots"] != plan["slots_required"]:
             self.log.warning("The reservation (%s) differs from the slots the compiled job needs (%s): the "
                              "DAG's slot profile is older than the job script; the next parse of the DAG file "
                              "reads the new one.", reservation["pool_slots"], plan["slots_required"])
         return plan
 
-    def _check_restore_point(self, context, spec, request, job=None) -> dict:
-        """The restore point, checked against the run's compiled plan (the job DAG) or, in the
-        restart DAG, which has no compile step, against the job compiled at the asked parallelism."""
-        from runtime.checkpoint.storage import CheckpointException
-        from runtime.jobmaster.steps import compile_run, request_json, resolve_restore_point
-        warehouse = warehouse_root()
-        try:
-            checked = resolve_restore_point(job or compile_run(spec, request, warehouse), request, warehouse)
-        except CheckpointException as e:
-            raise AirflowFailException(f"Cannot restore job {spec.name}: {e}") from None
-        point = checked["restore_point"]
-        checked["conf"] = {**request_json(request), "restore_from": str(request.restore_from)}
-        self.log.info("Job %s starts %s.", spec.name,
-                      f"from {'checkpoint' if isinstance(point, int) else 'savepoint'} {point}"
-                      if point is not None else "without state (nothing to restore)")
-        return checked
 
-    def _deploy(self, context, spec, request) -> dict:
+class SluiceCheckRestorePointOperator(SluiceStepOperator):
+    """The restore point of a restart (the restart DAG, which has no compile step), checked against
+    the job compiled at the asked parallelism; its ``conf`` is the run parameters to trigger with."""
+
+    def step(self, context, spec, request) -> dict:
+        return check_restore_point(self.log, spec, request)
+
+
+class SluiceDeployOperator(SluiceStepOperator):
+    """The run deploys: its restore point checked against the run's plan, the plan promoted to the
+    job's, and where it runs decided (``SluiceHook.deploy_mode``): the JobManager of
+    ``sluice_conn_id``, this process, or spark-submit to the master of ``spark_conn_id``."""
+
+    template_fields: Sequence[str] = ("job", "spark_conn_id", "sluice_conn_id")
+
+    def __init__(self, *, spark_conn_id: str = "spark_default", sluice_conn_id: str = SluiceHook.default_conn_name,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.spark_conn_id, self.sluice_conn_id = spark_conn_id, sluice_conn_id
+
+    def step(self, context, spec, request) -> dict:
         from runtime.jobmaster.plans import load_plan
         from runtime.jobmaster.steps import deploy_step
-        master, mode = deployment_target(self.conn_id)
+        hook = SluiceHook(sluice_conn_id=self.sluice_conn_id, spark_conn_id=self.spark_conn_id)
+        mode, master = hook.deploy_mode(), hook.spark_master()
         plan = compiled_plan(context)
-        deployed = {**self._check_restore_point(context, spec, request, load_plan(plan)), "master": master,
+        deployed = {**check_restore_point(self.log, spec, request, load_plan(plan)), "master": master,
                     "mode": mode, "plan": plan}
+        if mode == JOBMANAGER:
+            deployed["jobmanager"] = self._check_jobmanager(hook, context)
         deploy_step(spec, plan, warehouse_root())
-        self.log.info("Deploying %s %s on Spark %s.", spec.name,
-                      "in this process" if mode == IN_PROCESS else "with spark-submit", master)
+        self.log.info("Deploying %s %s.", spec.name,
+                      f"to the Sluice JobManager at {deployed['jobmanager']}" if mode == JOBMANAGER else
+                      f"in this process on Spark {master}" if mode == IN_PROCESS else
+                      f"with spark-submit to Spark {master}")
         return deployed
 
-    def _savepoint(self, context, spec, request) -> str:
-        from runtime.checkpoint.storage import CheckpointException
-        from runtime.jobmaster.steps import savepoint_step
-        params = context.get("params") or {}
+    def _check_jobmanager(self, hook: SluiceHook, context) -> str:
+        """The JobManager answers (a run fails here, before its slots are taken, when it does not),
+        and the run task's pool counts deferred tasks: the pool stands for the cluster's slots,
+        which a deferred run still holds."""
+        from runtime.jobmanager.rest_client import JobManagerError
+        url = hook.jobmanager_url()
         try:
-            path = savepoint_step(spec, warehouse_root(), params.get("checkpoint"), params.get("target") or None)
+            hook.get_conn().overview()
+        except JobManagerError as e:
+            raise AirflowFailException(f"Cannot deploy job {self.job}: {e}") from None
+        reservation = (context["dag_run"].conf or {}).get(RESERVATION_KEY) or {}
+        if reservation.get("include_deferred") is False:
+            self.log.warning("Pool %s does not count deferred tasks (include_deferred): a run deferred to the "
+                             "JobManager holds its cluster slots but not the pool's, so more runs start than "
+                             "the cluster has slots for. Set it (pool_include_deferred: true in "
+                             "airflow_settings.yaml, or the pool's page in Airflow).", reservation.get("pool"))
+        return url
+
+
+class SluiceSavepointOperator(SluiceStepOperator):
+    """A self-contained savepoint of a completed checkpoint (``checkpoint``: its id, empty for
+    the latest) in ``target`` (empty: the job's savepoints folder)."""
+
+    template_fields: Sequence[str] = ("job", "checkpoint", "target")
+
+    def __init__(self, *, checkpoint: Optional[str] = None, target: Optional[str] = None, **kwargs):
+        super().__init__(**kwargs)
+        self.checkpoint, self.target = checkpoint, target
+
+    def step(self, context, spec, request) -> str:
+        from runtime.jobmaster.errors import CheckpointException
+        from runtime.jobmaster.steps import savepoint_step
+        checkpoint = str(self.checkpoint or "").strip()
+        if checkpoint in ("None", ""):
+            checkpoint = None
+        elif not checkpoint.isdigit():
+            raise AirflowFailException(f"checkpoint={self.checkpoint!r}: give a checkpoint id (or none for the latest).")
+        target = None if str(self.target or "").strip() in ("", "None") else str(self.target).strip()
+        try:
+            path = savepoint_step(spec, warehouse_root(), int(checkpoint) if checkpoint else None, target)
         except CheckpointException as e:
             raise AirflowFailException(f"Cannot take a savepoint of job {spec.name}: {e}") from None
         self.log.info("Savepoint completed. Path: %s (restore it with restore_from=%s)", path, path)
         return path
 
-    def _finish(self, context, spec, request) -> dict:
+
+class SluiceFinishOperator(SluiceStepOperator):
+    """The run's outcome: its last checkpoint (and where the checkpoints are), its sinks' tables."""
+
+    def step(self, context, spec, request) -> dict:
         from runtime.jobmaster.steps import finish_step
         result = finish_step(warehouse_root(), context["ti"].xcom_pull(task_ids="run"))
         self.log.info("Job %s %s: %s epoch(s), %s record(s) in; latest checkpoint %s in %s; sinks: %s",
@@ -208,9 +257,17 @@ class SluiceStepOperator(BaseOperator):
         return result
 
 
-    def _maintain(self, context, spec, request) -> dict:
-        """The job's sinks compacted and vacuumed as their policies say, its own tables when it is
-        stopped; the log says what was removed, the return value is the report."""
+class SluiceMaintainOperator(SluiceStepOperator):
+    """A job's sinks compacted and vacuumed as their policies say, its own tables when it is
+    stopped (``job``: a job, or ``all``); the log says what was removed, the return value is the report."""
+
+    def execute(self, context) -> Any:
+        if self.job == ALL_JOBS:
+            return {spec.name: self.step(context, with_rendered_args(self, spec, context), None)
+                    for spec in discover_jobs(errors=[])}
+        return self.step(context, job_spec(self, self.job, context), None)
+
+    def step(self, context, spec, request) -> dict:
         from runtime.jobmaster.maintenance import maintain_job
         report = maintain_job(spec, warehouse_root())
         for line in report.lines():
@@ -218,22 +275,57 @@ class SluiceStepOperator(BaseOperator):
         return report.to_json()
 
 
-class SluiceJobOperator(SparkSubmitOperator):
-    """Deploy and run a job's epochs. The driver restarts a failed attempt in its own Spark session
-    as the job's restart strategy says; an Airflow retry only submits a new driver when the old
-    one's JVM died with an attempt (spark-submit)."""
+def job_spec(operator: BaseOperator, job: str, context) -> JobSpec:
+    """The job ``job`` names, its deployment's arguments rendered (``with_rendered_args``)."""
+    try:
+        return with_rendered_args(operator, find_job(job), context)
+    except FileNotFoundError as e:
+        raise AirflowFailException(str(e)) from None
 
-    template_fields = (*SparkSubmitOperator.template_fields, "job", "slot_profile")
+
+def report_parallelism(log, compiled: dict) -> None:
+    from runtime.jobmaster.steps import parallelism_report
+    for line in parallelism_report(compiled):
+        if line.startswith("WARNING: "):
+            log.warning("%s", line[len("WARNING: "):])
+        else:
+            log.info("  %s", line)
+
+
+def check_restore_point(log, spec: JobSpec, request, job=None) -> dict:
+    """The restore point, checked against the run's compiled plan (the job DAG) or, in the
+    restart DAG, which has no compile step, against the job compiled at the asked parallelism."""
+    from runtime.jobmaster.errors import CheckpointException
+    from runtime.jobmaster.steps import compile_run, request_json, resolve_restore_point
+    warehouse = warehouse_root()
+    try:
+        checked = resolve_restore_point(job or compile_run(spec, request, warehouse), request, warehouse)
+    except CheckpointException as e:
+        raise AirflowFailException(f"Cannot restore job {spec.name}: {e}") from None
+    point = checked["restore_point"]
+    checked["conf"] = {**request_json(request), "restore_from": str(request.restore_from)}
+    log.info("Job %s starts %s.", spec.name,
+             f"from {'checkpoint' if isinstance(point, int) else 'savepoint'} {point}"
+             if point is not None else "without state (nothing to restore)")
+    return checked
+
+
+class SluiceJobOperator(SparkSubmitOperator):
+    """Deploy and run a job's epochs where the deploy step decided (the module's doc)."""
+
+    template_fields = (*SparkSubmitOperator.template_fields, "job", "slot_profile", "sluice_conn_id")
     ui_color = "#aed6f1"
 
-    def __init__(self, *, job: str, slot_profile: list, conn_id: str = "spark_default", **kwargs):
+    def __init__(self, *, job: str, slot_profile: list, conn_id: str = "spark_default",
+                 sluice_conn_id: str = SluiceHook.default_conn_name, poll_interval: float = POLL_INTERVAL_S,
+                 **kwargs):
         kwargs.setdefault("pool", SLOTS_POOL)
         kwargs.setdefault("pool_slots", max(1, slots_for(slot_profile, None)))
         kwargs.setdefault("retries", RESTART_RETRY_CAP)
         kwargs.setdefault("retry_delay", timedelta(0))     # the strategy's backoff is waited in execute()
         super().__init__(application=importlib.util.find_spec("runtime.cli").origin, conn_id=conn_id, name="sluice",
                          **kwargs)
-        self.job = job
+        self.job, self.sluice_conn_id, self.poll_interval = job, sluice_conn_id, poll_interval
         self.slot_profile = slot_profile        # read by the reservation policy (policy.py)
 
     def execute(self, context) -> dict:
@@ -243,6 +335,8 @@ class SluiceJobOperator(SparkSubmitOperator):
         request = run_request(context, spec)
         if deployed["restore_point"] is not None:      # what the deploy step resolved "latest" to
             request = replace(request, restore_from=str(deployed["restore_point"]))
+        if deployed["mode"] == JOBMANAGER:
+            return self._deploy_to_jobmanager(context, spec, request, deployed)
         warehouse, master, job_name = warehouse_root(), deployed["master"], deployed["job_name"]
         dag_run_id = context["run_id"]
         first = next_attempt(warehouse, job_name, dag_run_id)     # the driver's attempts start here
@@ -259,10 +353,81 @@ class SluiceJobOperator(SparkSubmitOperator):
         return self._submit(context, spec, request, deployed["plan"], warehouse, master, dag_run_id, first,
                             job_name)
 
+    # ---- deployed to the JobManager: submit (or reattach), then defer ----------------------------
+
+    def _deploy_to_jobmanager(self, context, spec, request, deployed) -> None:
+        """Submit the run's plan to the JobManager, or find the job this run submitted already (the
+        task state store keeps its id across tries, as ResumableJobMixin does; the submission key
+        makes the submit itself idempotent, for a try that died between the two), then defer."""
+        from airflow.sdk import NEVER_EXPIRE
+        from runtime.jobmanager.rest_client import JobManagerError
+        client = SluiceHook(sluice_conn_id=self.sluice_conn_id).get_conn()
+        store = context.get("task_state_store")
+        key = submission_key(context["dag"].dag_id, context["run_id"])
+        jobid = store.get(JOBID_KEY) if store is not None else None
+        job = self._known_job(client, jobid) if jobid else None
+        if job is not None and job["state"] not in ("CANCELED", "FAILED"):
+            self.log.info("Reattaching to job %s (%s), which this DAG run submitted: it is %s.", jobid,
+                          job.get("name"), job["state"])
+        else:
+            if job is not None:     # a clear of a run whose job was canceled or failed: a new job, from the latest checkpoint
+                self.log.info("Job %s of this DAG run ended %s: this try submits the job again, from its latest "
+                              "checkpoint.", jobid, job["state"])
+                key, request = f"{key}#{context['ti'].try_number}", replace(request, restore_from="latest")
+            try:
+                submitted = client.submit_job(plan=deployed["plan"], max_epochs=request.max_epochs,
+                                              restore_from=request.restore_from,
+                                              allow_non_restored_state=request.allow_non_restored_state,
+                                              submission_key=key, dag_run_id=context["run_id"])
+            except JobManagerError as e:
+                raise AirflowFailException(f"The Sluice JobManager refused job {spec.name}: {e}") from None
+            jobid = submitted["jobid"]
+            self.log.info("%s job %s to the Sluice JobManager at %s (submission key %s).",
+                          "Reattaching to" if submitted.get("existing") else "Submitted", jobid,
+                          deployed.get("jobmanager"), key)
+            if store is not None:
+                store.set(JOBID_KEY, jobid, retention=NEVER_EXPIRE)
+        from sluice_airflow.triggers import SluiceJobTrigger
+        self.defer(trigger=SluiceJobTrigger(jobid=jobid, sluice_conn_id=self.sluice_conn_id,
+                                            poll_interval=self.poll_interval),
+                   method_name="execute_complete")
+
+    def _known_job(self, client, jobid: str) -> Optional[dict]:
+        from runtime.jobmanager.rest_client import JobManagerError
+        try:
+            return client.job_details(jobid)
+        except JobManagerError as e:
+            if getattr(e, "status", None) == 404:
+                self.log.warning("The JobManager has no job %s, which this DAG run submitted: submitting it again.",
+                                 jobid)
+                return None
+            raise AirflowFailException(f"Cannot reach the job {jobid} this DAG run submitted: {e} The job runs on "
+                                       f"without Airflow: clear this task once the JobManager answers, and it "
+                                       f"follows the job again.") from None
+
+    def execute_complete(self, context, event: dict) -> dict:
+        """The trigger's event: the job ended (or the JobManager lost it). FINISHED (a stop with a
+        savepoint too) completes the task with the run's outcome; CANCELED and FAILED fail it
+        without a retry: the JobManager applied the restart strategy already."""
+        from runtime.jobmaster.steps import outcome
+        deployed = context["ti"].xcom_pull(task_ids="deploy")
+        state, jobid, name = event.get("state"), event.get("jobid"), event.get("name") or deployed["job_name"]
+        if state == "FINISHED":
+            if event.get("savepoint"):
+                self.log.info("Job %s (%s) stopped with a savepoint. Path: %s", name, jobid, event["savepoint"])
+            self.log.info("Job %s (%s) FINISHED.", name, jobid)
+            return {**outcome(warehouse_root(), deployed["job_name"], dag_run_id=context["run_id"]), "jobid": jobid}
+        if state == "CANCELED":
+            raise AirflowFailException(f"Job {name} ({jobid}) was canceled in the Sluice JobManager.")
+        cause = event.get("failure") or "the JobManager gave no cause"
+        decision = event.get("restart") or ""
+        raise AirflowFailException(f"Job {name} ({jobid}) {state}: {cause}" + (f"\n{decision}" if decision else ""))
+
     def on_kill(self) -> None:
-        """Airflow stops the task (the run was failed or canceled, by hand or from the Sluice web
-        view): Flink's Cancel. In this process: cancel the Spark jobs and interrupt the run, which
-        records itself CANCELED; with spark-submit: the provider kills the submission."""
+        """Airflow stops the running task (the run was failed or canceled, by hand or from the Sluice
+        web view): Flink's Cancel. In this process: cancel the Spark jobs and interrupt the run, which
+        records itself CANCELED; with spark-submit: the provider kills the submission. (A run deferred
+        to the JobManager is canceled by its trigger's on_kill.)"""
         if getattr(self, "_in_process", False):
             from runtime.jobmaster.steps import cancel_spark_jobs
             cancel_spark_jobs()
@@ -273,16 +438,15 @@ class SluiceJobOperator(SparkSubmitOperator):
         # The driver runs the plan the compile step stored, with the same options run_step would use;
         # it restarts its attempts itself, and fails here with a restart still to do only when its
         # JVM died with the attempt: an Airflow retry submits a new driver.
-        from runtime.execution.options import ExecutionOptions
-        from runtime.execution.spark import delta_jars
+        from runtime.jobmaster.control_plane import driver_jars, spark_submit_arguments
         from runtime.jobmaster.plans import load_plan
         from runtime.jobmaster.steps import driver_restart_decision, outcome, run_options
         options = run_options(load_plan(plan), request, warehouse, master, dag_run_id)
-        self.application_args = ["run", spec.path, "--plan", plan, *ExecutionOptions.to_properties(options)]
+        self.application_args = spark_submit_arguments(spec.path, plan, options)
         self.env_vars = {**(self.env_vars or {}), "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
         # delta-spark's jars (.jars/delta, SLUICE_JARS) go on the driver's class path with --jars:
         # the driver's session cannot add them to the JVM spark-submit started.
-        delta = ",".join(delta_jars())
+        delta = ",".join(driver_jars())
         if delta and delta not in (self.jars or ""):
             self.jars = ",".join(j for j in (self.jars, delta) if j)
         if shutil.which("spark-submit") is None:     # the project's environment has it next to python
@@ -298,7 +462,7 @@ class SluiceJobOperator(SparkSubmitOperator):
     def _give_up_or_retry(error: Exception, restart: bool, decision: str) -> None:
         """An Airflow retry when the restart strategy restarts, a failure without retry otherwise. The
         message says the cause, then the decision, then the task's traceback."""
-        from runtime.jobmaster.steps import RunRequestError
+        from runtime.jobmaster.errors import RunRequestError
         cause, _, trace = str(error).partition("\n")
         message = f"{cause}\n{decision}" + (f"\n{trace}" if trace else "")
         if restart and not isinstance(error, (AirflowFailException, RunRequestError)):
@@ -311,17 +475,3 @@ class SluiceTriggerRunOperator(TriggerDagRunOperator):
     of a restart names the restore point it was asked for)."""
 
     template_fields = (*TriggerDagRunOperator.template_fields, "note")
-
-
-def deployment_target(conn_id: str) -> tuple[str, str]:
-    """The Spark master named by the connection (resolved as the Spark provider does), and how to
-    deploy there: in this process for a local master, spark-submit for a cluster, or as the
-    connection's ``sluice-deploy`` extra says."""
-    from airflow.sdk import Connection
-    master = SparkSubmitHook(conn_id=conn_id)._resolve_connection()["master"]
-    extra = Connection.get(conn_id).extra_dejson
-    mode = extra.get("sluice-deploy") or (IN_PROCESS if master.startswith("local") else SPARK_SUBMIT)
-    if mode not in (IN_PROCESS, SPARK_SUBMIT):
-        raise AirflowFailException(f"Connection {conn_id}: extra sluice-deploy={mode!r}; use "
-                                   f"'{IN_PROCESS}' or '{SPARK_SUBMIT}'.")
-    return master, mode

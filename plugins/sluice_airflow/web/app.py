@@ -3,8 +3,13 @@
     GET  /                            the jobs: latest checkpoint, latest execution
     GET  /jobs/{name}[?checkpoint=N]  a job: its JobGraph drawn, checkpoints, executions, metrics charts
                                       (checkpoint N's per-operator breakdown; by default the latest)
-    POST /jobs/{name}/cancel          fail the job's running DAG run (Flink's Cancel): its task stops, the run is CANCELED
+    POST /jobs/{name}/cancel          cancel the job of a running DAG run (Flink's Cancel): the run is CANCELED, the DAG run fails
     POST /jobs/{name}/stop            stop the running run with a savepoint (Flink's stop): FINISHED, the DAG run succeeds
+
+A run deployed to the Sluice JobManager (``SluiceHook.deploy_mode``) is canceled and stopped
+there, over its REST API (``PATCH /jobs/<jobid>?mode=cancel``, ``POST /jobs/<jobid>/stop``): its
+deferred run task ends when the job does. A run in a task's own process is canceled by failing its
+DAG run (Airflow stops the task) and stopped through the job's stop request.
     POST /jobs/{name}/restore         trigger the job's DAG with conf {"restore_from": id | "latest" | savepoint path},
                                       and the epochs and parallelism of the run that took it
     GET  /api/jobs[/{name}[/checkpoints|/executions|/graph|/metrics]]    the same as JSON
@@ -38,10 +43,11 @@ from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessE
 from airflow.api_fastapi.core_api.security import GetUserDep
 from airflow.exceptions import DagNotFound, DagRunAlreadyExists
 from airflow.utils.types import DagRunTriggeredByType
-from runtime.graph.plan_svg import job_graph_svg
 from runtime.jobmaster import overview
+from runtime.jobmaster.control_plane import job_graph_svg
 from runtime.jobmaster.deployment import jobs_folder
 from sluice_airflow import warehouse_root
+from sluice_airflow.hooks import JOBMANAGER, SluiceHook, submission_key
 from sluice_airflow.web.charts import bar_chart, breakable, line_chart
 
 LATEST = "latest"
@@ -216,34 +222,50 @@ def restore(request: Request, name: str, user: GetUserDep, checkpoint: str = For
 
 @app.post("/jobs/{name}/cancel")
 def cancel(request: Request, name: str, user: GetUserDep, dag_run_id: str = Form(...)):
-    """Flink's Cancel: fail the job's running DAG run ``dag_run_id``. Airflow stops its running task,
-    whose job cancels its Spark jobs and records the run CANCELED; no retry follows. Refused (409)
-    when the execution history says the run is no longer running (it finished as the Cancel came)."""
+    """Flink's Cancel of the job's running DAG run ``dag_run_id``: through the JobManager when the run
+    is deployed there (its deferred task then fails), else by failing the DAG run (Airflow stops its
+    running task, whose job cancels its Spark jobs). Either way the run is CANCELED and no retry
+    follows. Refused (409) when the run is no longer running (it finished as the Cancel came)."""
     from airflow.api.common.mark_tasks import set_dag_run_state_to_failed
     from airflow.models.serialized_dag import SerializedDagModel
     from airflow.utils.session import create_session
     from runtime.jobmaster.stop import cancel_refusal
     warehouse = warehouse_root()        # before the session: reading a variable closes the thread's session
+    deployed = _jobmanager_job(name, dag_run_id)
     with create_session() as session:
         job, run = _running_run(request, name, user, dag_run_id, "cancel", session)
-        refusal = job.job_name and cancel_refusal(warehouse, job.job_name, dag_run_id)
-        if refusal:
-            raise HTTPException(status.HTTP_409_CONFLICT, refusal)
-        dag = SerializedDagModel.get_dag(name, session=session)
-        set_dag_run_state_to_failed(dag=dag, run_id=dag_run_id, commit=True, session=session)
-        _add_note(run, f"Canceled from the Sluice web view by {user.get_name()}.")
+        if deployed is not None:
+            client, found = deployed
+            _call_jobmanager(client.cancel_job, found["jid"])
+            _add_note(run, f"Canceled from the Sluice web view by {user.get_name()} (job {found['jid']} in the "
+                           f"Sluice JobManager).")
+        else:
+            refusal = job.job_name and cancel_refusal(warehouse, job.job_name, dag_run_id)
+            if refusal:
+                raise HTTPException(status.HTTP_409_CONFLICT, refusal)
+            dag = SerializedDagModel.get_dag(name, session=session)
+            set_dag_run_state_to_failed(dag=dag, run_id=dag_run_id, commit=True, session=session)
+            _add_note(run, f"Canceled from the Sluice web view by {user.get_name()}.")
     return RedirectResponse(_airflow_url("dags", name, "runs", dag_run_id), status.HTTP_303_SEE_OTHER)
 
 
 @app.post("/jobs/{name}/stop")
 def stop(request: Request, name: str, user: GetUserDep, dag_run_id: str = Form(...)):
     """Flink's stop with savepoint: the run ends after its current epoch with a savepoint in the job's
-    savepoints, FINISHED; its DAG run succeeds and ``finish`` runs."""
+    savepoints, FINISHED; its DAG run succeeds and ``finish`` runs. Through the JobManager when the
+    run is deployed there."""
     from airflow.utils.session import create_session
     from runtime.jobmaster.stop import StopRefusedException, request_stop
     warehouse = warehouse_root()        # before the session: reading a variable closes the thread's session
+    deployed = _jobmanager_job(name, dag_run_id)
     with create_session() as session:
         job, run = _running_run(request, name, user, dag_run_id, "stop", session)
+        if deployed is not None:
+            client, found = deployed
+            _call_jobmanager(client.stop_with_savepoint, found["jid"])
+            _add_note(run, f"Stop with savepoint requested from the Sluice web view by {user.get_name()} (job "
+                           f"{found['jid']} in the Sluice JobManager).")
+            return RedirectResponse(_airflow_url("dags", name, "runs", dag_run_id), status.HTTP_303_SEE_OTHER)
         if not job.job_name:
             raise HTTPException(status.HTTP_409_CONFLICT, f"Job '{name}' cannot be stopped here: {job.error}")
         try:
@@ -252,6 +274,32 @@ def stop(request: Request, name: str, user: GetUserDep, dag_run_id: str = Form(.
             raise HTTPException(status.HTTP_409_CONFLICT, str(e)) from None
         _add_note(run, f"Stop with savepoint requested from the Sluice web view by {user.get_name()}.")
     return RedirectResponse(_airflow_url("dags", name, "runs", dag_run_id), status.HTTP_303_SEE_OTHER)
+
+
+def _jobmanager_job(name: str, dag_run_id: str):
+    """(client, job) of the JobManager job DAG run ``dag_run_id`` of ``name`` submitted, its running
+    one first (a cleared run submits again under its key and try); None when runs deploy elsewhere."""
+    from runtime.jobmanager.rest_client import TERMINAL
+    hook = SluiceHook()
+    if hook.deploy_mode() != JOBMANAGER:
+        return None
+    client = hook.get_conn()
+    key = submission_key(name, dag_run_id)
+    jobs = [j for j in _call_jobmanager(client.list_jobs) if (j.get("submission-key") or "").split("#")[0] == key]
+    if not jobs:
+        raise HTTPException(status.HTTP_409_CONFLICT, f"The DAG run '{dag_run_id}' of '{name}' has no job in the "
+                            f"Sluice JobManager at {client.url} yet: its run task has not submitted it.")
+    jobs.sort(key=lambda j: (j["state"] not in TERMINAL, j.get("start-time") or 0))
+    return client, jobs[-1]
+
+
+def _call_jobmanager(call, *args):
+    from runtime.jobmanager.rest_client import JobManagerError
+    try:
+        return call(*args)
+    except JobManagerError as e:
+        code = status.HTTP_409_CONFLICT if 400 <= e.status < 500 else status.HTTP_502_BAD_GATEWAY
+        raise HTTPException(code, f"The Sluice JobManager: {e}") from None
 
 
 def _running_run(request: Request, name: str, user, dag_run_id: str, what: str, session):

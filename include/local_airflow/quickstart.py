@@ -7,7 +7,11 @@ Delta warehouse, finish), then prints the answer: the most frequent words and wh
 checkpoints are. Airflow's and Spark's own output goes to a log file (LOG_NAME in AIRFLOW_HOME's
 logs), whose path is printed.
 
-    python -m sluice_airflow.quickstart [--top 15]
+    python -m include.local_airflow.quickstart [--top 15]
+
+Every task runs in this process, the run's driver too: spark_default's ``sluice-deploy`` extra is
+``in-process`` for this run (``in_process``), whatever the metadata database's spark_default and
+sluice_default say (``bin/dev airflow`` deploys the same DAG's runs to its JobManager).
 """
 from __future__ import annotations
 
@@ -24,11 +28,22 @@ from runtime.jobmaster.deployment import PROJECT_ROOT
 
 def prepare_airflow() -> None:
     """Migrate the metadata database (idempotent) and load the project's airflow_settings.yaml."""
-    from sluice_airflow.settings import load_airflow_settings
+    from include.local_airflow.settings import load_airflow_settings
     airflow = os.path.join(os.path.dirname(sys.executable), "airflow")
     subprocess.run([airflow, "db", "migrate"], check=True, stdout=subprocess.DEVNULL)
     for change in load_airflow_settings(os.path.join(PROJECT_ROOT, "airflow_settings.yaml")):
         print(f"{change.kind} {change.name}: {change.action}")
+
+
+def in_process(conn_id: str = "spark_default") -> None:
+    """This process's runs deploy in-process: the Spark connection as the database has it, with
+    ``sluice-deploy: in-process``, in the environment (Airflow reads a connection there first)."""
+    import json
+    from airflow.models import Connection
+    conn = Connection.get_connection_from_secrets(conn_id)
+    value = json.loads(conn.as_json())
+    value["extra"] = {**conn.extra_dejson, "sluice-deploy": "in-process"}
+    os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(value)
 
 
 @contextlib.contextmanager
@@ -100,6 +115,7 @@ def main(argv=None) -> int:
     print(f"Running the wordcount DAG with dag.test() (every task, in this process); Airflow's log: {log}")
     with output_to(log):
         prepare_airflow()
+        in_process()
         run = run_dag("wordcount")
         summary = finish_summary(run)
     print(f"DAG run {run.run_id}: {run.state}")

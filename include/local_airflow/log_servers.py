@@ -5,9 +5,11 @@ The scheduler (for the LocalExecutor's tasks) and the triggerer each start a log
 ``[logging] worker_log_server_port`` and ``trigger_log_server_port``) from which the API server
 reads a running task's log. Airflow 3.3 binds it to every interface and has no setting for the
 address; ``SLUICE_LOG_SERVER_HOST`` (set by ``bin/dev airflow``) names one, and
-``airflow_local_settings.py``, which every Airflow process imports at start, installs
+plugins/airflow_local_settings.py, which every Airflow process imports at start, then installs
 ``serve_logs`` below in place of Airflow's. The API server finds a task's log server at the host
-name the task recorded, so ``[core] hostname_callable`` is ``log_server_host``.
+name the task recorded, so ``[core] hostname_callable`` is
+``include.local_airflow.log_servers.log_server_host`` (bin/dev puts the project on every Airflow
+process's path).
 """
 from __future__ import annotations
 

@@ -1,14 +1,17 @@
 """Load ``airflow_settings.yaml`` (the astro CLI format) into Airflow's metadata database.
 
 ``astro dev start`` loads the file itself; ``bin/dev airflow-settings`` (``python -m
-sluice_airflow.settings`` with ``plugins/`` on the path) does the same for a plain Airflow
-(whatever AIRFLOW_HOME / ``sql_alchemy_conn`` points at):
+include.local_airflow.settings`` in the project) does the same for a plain Airflow (whatever
+AIRFLOW_HOME / ``sql_alchemy_conn`` points at):
 
     airflow:
       connections: [{conn_id, conn_type, conn_host, conn_schema, conn_login, conn_password,
                      conn_port, conn_extra (a mapping), conn_uri}]
-      pools: [{pool_name, pool_slot, pool_description}]
+      pools: [{pool_name, pool_slot, pool_description, pool_include_deferred}]
       variables: [{variable_name, variable_value}]
+
+``pool_include_deferred`` (Airflow's pool setting: deferred tasks hold their slots; default false,
+as Airflow's) is this loader's, beside astro's keys.
 
 Connections, pools and variables named in the file are created or updated; everything else in
 the database is left alone. Where this differs from astro, it is stricter: astro skips or
@@ -53,6 +56,7 @@ class PoolSetting:
     name: str
     slots: int
     description: Optional[str] = None
+    include_deferred: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,7 @@ class Change:
 _SECTIONS = {
     "connections": ("conn_id", ("conn_id", "conn_type", "conn_host", "conn_schema", "conn_login",
                                 "conn_password", "conn_port", "conn_extra", "conn_uri")),
-    "pools": ("pool_name", ("pool_name", "pool_slot", "pool_description")),
+    "pools": ("pool_name", ("pool_name", "pool_slot", "pool_description", "pool_include_deferred")),
     "variables": ("variable_name", ("variable_name", "variable_value")),
 }
 
@@ -186,7 +190,11 @@ def _pool(entry: dict, problem: Problem) -> Optional[PoolSetting]:
     elif isinstance(slots, bool) or not isinstance(slots, int) or slots < 0:
         problem(f"pool_slot must be a non-negative integer, got {slots!r}; e.g. pool_slot: 4")
     else:
-        return PoolSetting(entry["pool_name"], slots, _text(entry, "pool_description", problem))
+        deferred = entry.get("pool_include_deferred", False)
+        if not isinstance(deferred, bool):
+            problem(f"pool_include_deferred must be true or false, got {deferred!r}")
+            return None
+        return PoolSetting(entry["pool_name"], slots, _text(entry, "pool_description", problem), deferred)
     return None
 
 
@@ -314,12 +322,13 @@ def _apply_pool(setting: PoolSetting, dry_run: bool, session) -> Change:
     if existing is None:
         if not dry_run:
             session.add(Pool(pool=setting.name, slots=setting.slots, description=setting.description,
-                             include_deferred=False))
+                             include_deferred=setting.include_deferred))
         return Change("pool", setting.name, "created")
-    if (existing.slots, existing.description or None) == (setting.slots, setting.description):
+    wanted = (setting.slots, setting.description, setting.include_deferred)
+    if (existing.slots, existing.description or None, bool(existing.include_deferred)) == wanted:
         return Change("pool", setting.name, "unchanged")
-    if not dry_run:     # include_deferred and team stay as they are
-        existing.slots, existing.description = setting.slots, setting.description
+    if not dry_run:     # its team stays as it is
+        existing.slots, existing.description, existing.include_deferred = wanted
     return Change("pool", setting.name, "updated")
 
 
