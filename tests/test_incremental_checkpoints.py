@@ -124,3 +124,37 @@ def test_a_snapshot_is_written_in_chunks_and_reads_back_whole(monkeypatch):
     assert max(len(keys) for _, _, _, keys, _ in restored["keyed"].column_chunks()) == 3
     assert sorted(restored["keyed"], key=repr) == sorted(keyed, key=repr)
     assert sorted(restored["timers"]) == sorted(timers)
+
+
+def test_the_row_format_alone_decodes_what_the_writer_wrote(tmp_path):
+    """Issue 55: the state tables' row format is a module of its own: a written state file decodes
+    with the format's functions alone (what a reader of a savepoint's state needs), and the writer
+    and the reader depend on the format, not on each other."""
+    import ast
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from runtime.common import Types
+    from runtime.datastream.window import TimeWindow
+    from runtime.state import snapshot_format, snapshot_reader, snapshot_writer
+    from runtime.state.snapshot_format import decode_keys, decode_namespace, decode_values, state_types
+
+    keyed = [(3, "count", None, "a", 1), (5, "count", None, ("t", 2), 2), (7, "seen", TimeWindow(0, 10), "a", {"x"})]
+    written = snapshot_writer.write_snapshot({"keyed": keyed, "types": {"count": Types.LONG()}}, str(tmp_path),
+                                             "op", 0, "op")
+    table = pq.read_table(written.path)
+    assert "value_count" in table.column_names and state_types(table) == {"count": Types.LONG()}
+    rows = []
+    for name in ("count", "seen"):
+        part = table.filter(pc.equal(table["state_name"], name))
+        rows += zip(part["key_group"].to_pylist(), [name] * part.num_rows,
+                    map(decode_namespace, part["namespace"].to_pylist()), decode_keys(part),
+                    decode_values(part, name, state_types(table)))
+    assert sorted(rows, key=repr) == sorted(keyed, key=repr)
+
+    def imported(module) -> set:
+        tree = ast.parse(open(module.__file__).read())
+        return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and "snapshot_" in (n.module or "")}
+    assert imported(snapshot_format) == set()
+    assert imported(snapshot_writer) == imported(snapshot_reader) == {"runtime.state.snapshot_format"}
