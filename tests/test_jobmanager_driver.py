@@ -208,3 +208,10 @@ def test_an_assignment_without_its_plan_or_a_uri_warehouse_is_refused_naming_the
     assert not os.path.exists(tmp_path / ASSIGNMENT)
     with pytest.raises(ValueError, match="needs a local warehouse folder for them, not s3://bucket/w"):
         drivers_dir("s3://bucket/w")
+    # Written by another hand: the driver ends FAILED saying why (not a death the JobManager would restart).
+    write_json(str(tmp_path), ASSIGNMENT, {"jobid": "d" * 32, "plan": ""})
+    proc = launch_driver(str(tmp_path), str(tmp_path / "warehouse"), MASTER)
+    assert proc.wait(60) == 1
+    assert read_json(str(tmp_path), RESULT) == {"jobid": "d" * 32, "state": "FAILED", "run_id": None, "savepoint": None,
+                                                "failure": 'assignment.json lacks plan: the JobManager writes '
+                                                           '{"jobid", "job_name", "plan", "options"}'}

@@ -108,6 +108,12 @@ def pid_is_driver(pid: int, directory: str) -> bool:
     return not zombie and MODULE in argv and os.path.abspath(directory) in argv
 
 
+def result_of(jobid: Optional[str], state: str, run_id: Optional[str] = None, failure: Optional[str] = None,
+              savepoint: Optional[str] = None) -> dict:
+    """result.json: how the job ended on this driver."""
+    return {"jobid": jobid, "state": state, "run_id": run_id, "failure": failure, "savepoint": savepoint}
+
+
 @dataclass(frozen=True)
 class Assignment:
     """The job the JobManager gives a driver: its plan folder and ExecutionOptions overrides
@@ -148,7 +154,13 @@ class Driver:
         # else its job came with it (a new driver for a job): the run starts the session the job
         # needs (its jars, its Python workers' pools, its name), as a run in any process does.
         self.phase = "ready"
-        assignment = self.wait_for_assignment()
+        try:
+            assignment = self.wait_for_assignment()
+        except ValueError as e:     # not the JobManager's write_assignment: a failure, not a death to restart
+            write_json(self.directory, RESULT, result_of((read_json(self.directory, ASSIGNMENT) or {}).get("jobid"),
+                                                         FAILED, failure=str(e)))
+            log.error("%s", e)
+            return 1
         if assignment is None:
             log.info("stopped before a job was assigned")
             return 0
@@ -225,8 +237,7 @@ class Driver:
                 run_id = outcome(overrides["warehouse"], job_name, dag_run_id=overrides["dag_run_id"]).get("run_id")
             except Exception:       # the history out of reach: the result still says how it ended
                 log.warning("the execution history of %s could not be read", job_name, exc_info=True)
-        return {"jobid": assignment.jobid, "state": state, "run_id": run_id, "failure": failure,
-                "savepoint": savepoint}
+        return result_of(assignment.jobid, state, run_id, failure, savepoint)
 
     def fit_session(self, job, master: str) -> None:
         """Nothing, when the warm session serves the job; a session of another master, or without
@@ -260,8 +271,7 @@ class Driver:
         elif self.phase == "starting":      # no need to wait for the session: its JVM goes with this process
             found = read_json(self.directory, ASSIGNMENT)
             if found is not None:
-                write_json(self.directory, RESULT, {"jobid": found.get("jobid"), "state": CANCELED, "run_id": None,
-                                                    "failure": None, "savepoint": None})
+                write_json(self.directory, RESULT, result_of(found.get("jobid"), CANCELED))
             os._exit(0)
 
 
