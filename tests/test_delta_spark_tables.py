@@ -349,7 +349,7 @@ def test_every_retained_position_of_a_change_feed_resumes_at_its_change_row(dspa
 
 
 def _z85_encode(data: bytes) -> str:
-    from runtime.connectors.delta_features import _Z85
+    from runtime.connectors.delta.deletion_vectors import _Z85
     data += b"\0" * (-len(data) % 4)
     out = []
     for i in range(0, len(data), 4):
@@ -365,7 +365,7 @@ def test_inline_and_file_deletion_vectors_decode_with_their_checks(tmp_path):
     import pyarrow.fs as pafs
     from pyroaring import BitMap
 
-    from runtime.connectors.delta_features import DV_MAGIC, deleted_rows, dv_file, z85_decode
+    from runtime.connectors.delta.deletion_vectors import DV_MAGIC, deleted_rows, dv_file, z85_decode
 
     # Two 32-bit bitmaps: rows 1, 3 and 70,000 run of 5,000 in the low one, one row past 2**32.
     low = BitMap([1, 3] + list(range(70_000, 75_000)))

@@ -275,7 +275,7 @@ def test_kills_after_the_merge_and_during_the_record_then_restore_leave_each_key
 def test_a_merge_that_a_compaction_overtook_is_read_and_merged_again(tmp_path, monkeypatch):
     """`sluice maintain` compacts the table between the merge's read and its commit: delta-rs
     refuses the stale commit (no row twice, none lost) and the merge runs again on the new version."""
-    import runtime.connectors.delta as delta
+    import runtime.connectors.delta.committer as delta
     from runtime.storage.maintenance import compact_files
     table = str(tmp_path / "counts")
     for i in range(4):

@@ -3,7 +3,7 @@
 ``encode(values, type_info)`` makes an Arrow array of values of a type information,
 ``decode(array, type_info)`` gives them back; ``records_to_arrow``/``arrow_to_records`` do the
 same for whole batches of records; ``infer_array`` types values as ``infer_type_info`` does and
-encodes them. State snapshots, the Delta sink, ``from_collection``'s declared types and the
+encodes them; ``records_to_table`` makes a sink's table of records, declared or typed by their values. State snapshots, the Delta sink, ``from_collection``'s declared types and the
 columns of records crossing a shuffle (``runtime.task.record_columns``) all convert here.
 
 Batch layout: a Tuple or Row type becomes one column per field (named ``f0``.. or by the row's
@@ -36,7 +36,7 @@ from runtime.common.types import Row, RowKind, make_rows, with_field_names
 __all__ = [
     "arrow_schema", "batch_fields", "encode", "decode", "to_pylist", "infer_array",
     "field_columns", "fields_of", "records_to_arrow", "arrow_to_records", "to_declared_type", "first_misfit",
-    "FieldTypeError", "CONVERSION_ERRORS", "big_decimal", "as_shipped",
+    "FieldTypeError", "CONVERSION_ERRORS", "big_decimal", "as_shipped", "records_to_table", "record_column_names",
 ]
 
 _MAPS = "strict"  # decode Arrow maps as dicts, not lists of pairs
@@ -539,3 +539,100 @@ def as_shipped(records: list, type_info: Optional[TypeInformation]) -> list:
     if isinstance(type_info, RowTypeInfo) and not type_info.inferred:
         return with_field_names(records, type_info.get_field_names())
     return records
+
+
+# --------------------------------------------------------------------------- tables of records
+
+
+def records_to_table(records: list, type_info: Optional[TypeInformation] = None, what: str = "the sink") -> pa.Table:
+    """``records`` as an Arrow table for a sink that writes columns (a Delta table): typed as
+    ``type_info`` declares, in ``batch_fields``'s layout; with no declared type (None or
+    PICKLED_BYTE_ARRAY), and for a field declared PICKLED_BYTE_ARRAY, which says nothing of its
+    values, typed by the values (``infer_array``, then pyarrow's own inference, else pickles).
+    Records of no declared type are named Rows or dicts (by name), tuples (f0, f1..) or single
+    values (f0). A record that does not fit fails naming ``what``, the record and the column."""
+    if type_info is not None and not isinstance(type_info, PickledBytesTypeInfo):
+        names, arrays = _declared_columns(records, type_info, what)
+    else:
+        names, columns = _record_columns(records, what)
+        arrays = [_column_array(c) for c in columns]
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def record_column_names(records: list, type_info: Optional[TypeInformation] = None) -> list:
+    """The column names ``records_to_table`` gives ``records`` (of ``type_info``)."""
+    if type_info is not None and not isinstance(type_info, PickledBytesTypeInfo):
+        return [name for name, _ in batch_fields(type_info)]
+    return _record_columns(records, "records")[0]
+
+
+def _record_columns(records: list, what: str) -> tuple[list, list]:
+    """(column names, one value list per column) of a batch of records of one shape."""
+    kinds = {"named" if isinstance(r, Row) and r._field_names is not None else
+             "dict" if isinstance(r, dict) else
+             "tuple" if isinstance(r, tuple) else "value" for r in records}
+    if len(kinds) > 1 and kinds != {"named", "dict"}:
+        raise TypeError(f"{what}: the records mix {' and '.join(sorted(kinds))} values; a table "
+                        "needs records of one shape (named Rows or dicts, tuples, or single values)")
+    named_only = kinds == {"named"}
+    kind = kinds.pop() if kinds else "value"
+    if kind in ("named", "dict"):
+        shapes = ({tuple(n) for n in {id(r._field_names): r._field_names for r in records}.values()}
+                  if named_only else ())
+        if len(shapes) == 1 and set(map(len, records)) == {len(next(iter(shapes)))}:
+            # Rows of one shape (a decoder's, a declared type's): by position.
+            (names,) = shapes
+            columns = fields_of(records, len(names), all_rows=True)
+        else:
+            by_name: dict = {}
+            dicts = []
+            for r in records:
+                d = r if isinstance(r, dict) else dict(zip(r._field_names, r))
+                by_name.update(dict.fromkeys(d))
+                dicts.append(d)
+            names = tuple(by_name)
+            columns = [[d.get(n) for d in dicts] for n in names]
+        bad = [n for n in names if not isinstance(n, str)]
+        if bad:
+            raise TypeError(f"{what}: column names must be strings, got {bad!r}")
+        return list(names), columns
+    if kind == "tuple":
+        width = max(map(len, records))
+        padded = [tuple(r) + (None,) * (width - len(r)) for r in records]
+        return [f"f{i}" for i in range(width)], [[r[i] for r in padded] for i in range(width)]
+    return ["f0"], [list(records)]
+
+
+def _column_array(values: list) -> pa.Array:
+    """A column of no declared type as Arrow: typed as ``infer_type_info`` types its values, else
+    by pyarrow's own inference (mixed ints and floats, dates, decimals...), else pickled."""
+    array = infer_array(values)
+    if array is not None:
+        return array
+    if all(v is None for v in values):
+        return pa.nulls(len(values), pa.string())   # nothing to infer from: a nullable string column
+    try:
+        return pa.array(values)
+    except CONVERSION_ERRORS:
+        return _encode(PickledBytesTypeInfo(), values)  # as the engine moves unknown objects
+
+
+def _declared_columns(records: list, type_info: TypeInformation, what: str) -> tuple[list, list]:
+    """(column names, arrays) of records of a declared type (a field declared PICKLED_BYTE_ARRAY
+    typed by its values)."""
+    fields = batch_fields(type_info)
+    try:
+        columns = field_columns(records, type_info)
+        arrays = [_column_array(c) if isinstance(t, PickledBytesTypeInfo) else _encode(t, c)
+                  for (_, t), c in zip(fields, columns)]
+    except CONVERSION_ERRORS as error:
+        found = first_misfit(records, type_info)
+        if found is None:
+            raise TypeError(f"{what}: the records do not fit the stream's declared type {type_info}: "
+                            f"{error}") from None
+        i, e = found
+        why = (f"column {e.column!r} ({e.column_type}): {e.__cause__}" if isinstance(e, FieldTypeError)
+               else str(e))
+        raise TypeError(f"{what}: record {records[i]!r} does not fit the stream's declared type "
+                        f"{type_info}: {why}. Convert it in the job, or declare the type it has.") from None
+    return [name for name, _ in fields], arrays

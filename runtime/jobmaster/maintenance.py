@@ -30,6 +30,7 @@ from runtime.checkpoint.sink_committers import sink_nodes
 from runtime.checkpoint.storage import CheckpointStorage, JobAlreadyRunningException
 from runtime.execution.history import ExecutionHistory
 from runtime.execution.options import ExecutionOptions
+from runtime.storage.delta_log import is_log_file
 from runtime.storage.filesystems import filesystem, join, listdir
 from runtime.storage.layout import job_dir
 from runtime.storage.maintenance import CompactionConflict, compact_files, vacuum
@@ -275,8 +276,8 @@ def _snapshot(path: str) -> dict:
 
 def _own_report(path: str, before: dict, after: dict) -> TableReport:
     gone = sorted(set(before["files"]) - set(after["files"]))
-    logs = [p for p in gone if "/_delta_log/" in p]
-    data = [p for p in gone if "/_delta_log/" not in p]
+    logs = [p for p in gone if is_log_file(p)]
+    data = [p for p in gone if not is_log_file(p)]
     done = []
     if before["listed"] != after["listed"]:
         done.append(f"compacted {before['listed']} file(s) into {after['listed']}")

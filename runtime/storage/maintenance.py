@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 
 from runtime.common.faults import fault_point
 from runtime.storage.delta_files import file_stats
+from runtime.storage.delta_log import DeltaLog, is_log_file
 from runtime.storage.filesystems import filesystem
 
 log = logging.getLogger(__name__)
@@ -121,7 +122,7 @@ def vacuum(dt, removed: Iterable[str] = (), epoch: int = -1) -> list[str]:
     cutoff = time.time() - ORPHAN_AGE_S
     for info in fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True)):
         relative = info.path[len(root):].lstrip("/")
-        if (info.type == pafs.FileType.File and relative.endswith(".parquet") and "_delta_log" not in relative
+        if (info.type == pafs.FileType.File and relative.endswith(".parquet") and not is_log_file(info.path)
                 and info.path not in active and info.mtime is not None and info.mtime.timestamp() < cutoff):
             doomed.add(info.path)
     return _delete(fs, sorted(doomed), "during-vacuum", epoch)
@@ -141,23 +142,14 @@ def clean_log(table_uri: str, epoch: int = -1, retention_s: float = LOG_RETENTIO
     """Delete the table's log entries (commits, checkpoints, checksums) older than its latest
     Delta checkpoint and than ``retention_s``, oldest first, so that what remains always starts
     at a checkpoint; returns what it deleted."""
-    import json
-    fs, root = filesystem(table_uri)
-    log_dir = f"{root}/_delta_log"
-    try:
-        with fs.open_input_stream(f"{log_dir}/_last_checkpoint") as f:
-            last = json.loads(f.read().decode())["version"]
-    except (FileNotFoundError, OSError, ValueError, KeyError):
+    delta_log = DeltaLog(table_uri)
+    last = delta_log.last_checkpoint_hint()
+    if last is None:
         return []
     cutoff = time.time() - retention_s
-    doomed = []
-    for info in fs.get_file_info(pafs.FileSelector(log_dir, allow_not_found=True)):
-        name = info.path.rsplit("/", 1)[-1]
-        head = name.split(".", 1)[0]
-        if (info.type == pafs.FileType.File and head.isdigit() and len(head) == 20 and int(head) < last
-                and info.mtime is not None and info.mtime.timestamp() < cutoff):
-            doomed.append((int(head), info.path))
-    return _delete(fs, [path for _, path in sorted(doomed)], "during-log-cleanup", epoch)
+    doomed = [e.path for e in delta_log.entries()
+              if e.version < last and e.mtime_s is not None and e.mtime_s < cutoff]
+    return _delete(delta_log.fs, doomed, "during-log-cleanup", epoch)
 
 
 def _delete(fs, paths: list, point: str, epoch: int) -> list[str]:
