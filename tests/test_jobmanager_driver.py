@@ -215,3 +215,29 @@ def test_an_assignment_without_its_plan_or_a_uri_warehouse_is_refused_naming_the
     assert read_json(str(tmp_path), RESULT) == {"jobid": "d" * 32, "state": "FAILED", "run_id": None, "savepoint": None,
                                                 "failure": 'assignment.json lacks plan: the JobManager writes '
                                                            '{"jobid", "job_name", "plan", "options"}'}
+
+
+@pytest.mark.slow
+def test_a_jobmanager_runs_a_submitted_job_on_its_warm_standby_and_starts_another(tmp_path):
+    """Through the REST API: `sluice jobmanager --standby-drivers 1` keeps a driver ready; a submit
+    runs on it (the job's driver is the standby's folder and process), the sink holds each number
+    once, and a new standby gets ready for the next submit."""
+    from jobmanager_env import JobManagerProcess, numbers_args
+    from runtime.jobmanager.standby import STANDBY
+    jobmanager = JobManagerProcess(tmp_path / "warehouse", tmp_path / "logs", MASTER, "--standby-drivers", "1").start()
+    try:
+        wait_until(lambda: jobmanager.client.overview()["standby-drivers"] == 1, START_S, "a ready standby",
+                   log=jobmanager.log)
+        [standby] = jobmanager.drivers(assigned_only=False)
+        sink = tmp_path / "numbers"
+        jid = jobmanager.client.submit_job(script=NUMBERS, args=numbers_args(sink, "--count", "60"))["jobid"]
+        details = jobmanager.wait_for(jid, lambda d: d["state"] in ("FINISHED", "CANCELED", "FAILED"), 120, "its end")
+        assert details["state"] == "FINISHED", details
+        assert details["driver"]["pid"] == standby
+        assert not os.path.exists(os.path.join(details["driver"]["directory"], STANDBY))
+        assert sink_numbers(sink) == list(range(60))
+        wait_until(lambda: jobmanager.client.overview()["standby-drivers"] == 1, START_S, "the next standby ready",
+                   log=jobmanager.log)
+        assert standby not in jobmanager.drivers(assigned_only=False)
+    finally:
+        jobmanager.close()
