@@ -17,7 +17,7 @@ at the start for both):
   new driver   the same job with ``no_restart``: the driver fails and exits; a second
                ``sluice run`` restores the latest checkpoint in a new JVM. (An Airflow retry
                adds the scheduler's pick-up and the task process's start on top: not counted.)
-  JobManager   the job submitted to a ``sluice jobmanager`` (runtime/jobmanager), 4,000 numbers and
+  JobManager   the job submitted to a ``sluice jobmanager`` (runtime/jobmanager), 1,000,000 numbers and
                no injected failure; once 3 checkpoints completed its driver is killed with SIGKILL.
                The JobManager notices, records the failure with the strategy's decision and starts
                the next attempt in another driver, restoring the latest checkpoint: a new JVM
@@ -125,7 +125,7 @@ def jobmanager_gap(job: str, w: str, standby: int) -> float:
             except (OSError, ValueError):
                 return None
         client = RestClusterClient(wait(url, 60, "the JobManager's address"))
-        jid = client.submit_job(script=job, args=[w + ".marker", "4000"])["jobid"]
+        jid = client.submit_job(script=job, args=[w + ".marker", "1000000"])["jobid"]     # runs until canceled
         wait(lambda: client.job_checkpoints(jid)["counts"]["completed"] >= 3, 300, "3 checkpoints")
         if standby:
             wait(lambda: client.overview()["standby-drivers"] >= standby, 300, "a ready standby driver")
