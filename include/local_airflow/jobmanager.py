@@ -91,8 +91,15 @@ def spark_connection(conn_id: str = "spark_default"):
         return None
 
 
+def warehouse() -> str:
+    """The warehouse the run tasks use: the ``sluice_warehouse`` variable (read as Airflow's own
+    processes read it), else $SLUICE_WAREHOUSE, else the project's ./warehouse."""
+    from airflow.models import Variable
+    from runtime.jobmaster.control_plane import warehouse_location
+    return warehouse_location(Variable.get("sluice_warehouse", default_var=None))
+
+
 def main() -> int:
-    from sluice_airflow import warehouse_root
     from sluice_airflow.hooks import DEPLOY_EXTRA, JOBMANAGER, master_of
     where, spark = address(), spark_connection()
     said = (spark.extra_dejson if spark is not None else {}).get(DEPLOY_EXTRA)
@@ -107,7 +114,7 @@ def main() -> int:
     home = os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow")
     log = os.path.join(home, "logs", LOG_NAME)
     try:
-        proc = start(where, warehouse_root(), master_of(spark), log)
+        proc = start(where, warehouse(), master_of(spark), log)
     except RuntimeError as e:
         print(f"bin/dev: {e}", file=sys.stderr)
         return 1
