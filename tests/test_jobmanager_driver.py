@@ -179,7 +179,7 @@ def test_the_pool_replaces_a_taken_standby_and_a_restarted_pool_adopts_the_live_
         assert not os.path.exists(os.path.join(first, STANDBY))
         assignment = compiled(wordcount(warehouse), warehouse, "c" * 32)
         write_json(first, ASSIGNMENT, assignment)
-        assert taken.process.wait(120) == 0, open(os.path.join(first, LOG)).read()[-3000:]
+        assert taken.process.wait(START_S) == 0, open(os.path.join(first, LOG)).read()[-3000:]
         assert read_json(first, RESULT)["state"] == "FINISHED"
         second = wait_until(lambda: pool.ready(), START_S, "the replacement ready")[0]
         assert second != first and pool.standbys() == [second]

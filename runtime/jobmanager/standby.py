@@ -176,17 +176,17 @@ class StandbyDrivers:
         info = read_json(directory, DRIVER)
         pid = proc.pid if proc is not None else int(info["pid"]) if info and driver_alive(directory) else None
         if pid is not None:
-            try:
-                os.killpg(pid, signal.SIGTERM)
-                deadline = time.time() + STOP_GRACE_S
-                while time.time() < deadline and (proc.poll() is None if proc is not None else driver_alive(directory)):
+            alive = (lambda: proc.poll() is None) if proc is not None else (lambda: driver_alive(directory))
+            for signum, grace in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, STOP_GRACE_S)):
+                try:
+                    os.killpg(pid, signum)
+                except ProcessLookupError:
+                    break
+                deadline = time.time() + grace
+                while time.time() < deadline and alive():
                     time.sleep(0.05)
-                if proc.poll() is None if proc is not None else driver_alive(directory):
-                    os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            if proc is not None:
-                proc.wait()
+                if not alive():
+                    break
         if read_json(directory, RESULT) is None and not os.path.exists(os.path.join(directory, ASSIGNMENT)):
             shutil.rmtree(directory, ignore_errors=True)
 
