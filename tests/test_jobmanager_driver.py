@@ -49,6 +49,21 @@ def start(directory: str, warehouse: str):
     return proc, log
 
 
+def session_commands(session: int) -> list[list[str]]:
+    """The command lines of the processes of a session (a driver's: its JVM, its Python workers)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[3]) != session:
+                    continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                found.append(f.read().decode(errors="replace").split("\0"))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
 def words_in(path: str) -> Counter:
     words: Counter = Counter()
     for name in os.listdir(path):
@@ -106,6 +121,8 @@ def test_sigterm_cancels_the_job_of_a_new_driver_and_the_result_says_canceled(tm
     try:
         wait_until(lambda: re.search(r"epoch 1: ", open(log).read()), START_S, "the job's second epoch", log=log,
                    proc=proc)
+        [jvm] = [argv for argv in session_commands(proc.pid) if os.path.basename(argv[0]) == "java"]
+        assert f"-XX:ErrorFile={directory}/hs_err_pid%p.log" in jvm     # a crash report goes to its folder
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0, open(log).read()[-3000:]
     finally:

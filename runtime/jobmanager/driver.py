@@ -40,6 +40,7 @@ PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(_
 ASSIGNMENT_POLL_S = 0.02        # how often a ready driver looks for its job (a submit waits up to this)
 KEEP_WARM_S = 30.0              # how often a waiting driver uses its Python workers (Spark stops them after 60 s idle)
 MODULE = "runtime.jobmanager.driver"
+SUBMIT_OPTS = "SPARK_SUBMIT_OPTS"
 log = logging.getLogger(MODULE)     # not __name__: run with -m, that is __main__, outside the runtime's logger
 
 
@@ -144,6 +145,10 @@ class Driver:
     def main(self) -> int:
         signal.signal(signal.SIGTERM, self._sigterm)
         os.makedirs(self.directory, exist_ok=True)
+        # A JVM that crashes writes its report into the driver's folder, whichever session started it
+        # (Spark's launcher puts SPARK_SUBMIT_OPTS on the driver JVM's command line).
+        os.environ[SUBMIT_OPTS] = " ".join(filter(None, (os.environ.get(SUBMIT_OPTS),
+                                                         f"-XX:ErrorFile={os.path.join(self.directory, 'hs_err_pid%p.log')}")))
         write_json(self.directory, DRIVER, {"pid": os.getpid(), "started_at": time.time(), "master": self.master})
         if read_json(self.directory, ASSIGNMENT) is None:      # a standby: warm, then wait for a job
             started = time.time()
@@ -173,8 +178,8 @@ class Driver:
         """The SparkSession, its Python workers with the task side imported in both kinds of pools
         a job's subtasks may run in (Spark's shared pool, and the slots' own: ``epoch_job.shares_slots``),
         and the driver's side of a run imported."""
-        from runtime.execution.spark import DRIVER_JAVA_OPTIONS, get_spark_session, warm_python_workers
-        settings = {DRIVER_JAVA_OPTIONS: f"-XX:ErrorFile={os.path.join(self.directory, 'hs_err_pid%p.log')}"}
+        from runtime.execution.spark import get_spark_session, warm_python_workers
+        settings = {}
         if not self.master.startswith("local"):
             settings["spark.ui.port"] = "0"     # drivers on one machine: each its own free port, no retries
         self.spark = get_spark_session(self.master, "sluice: driver", settings)     # the shared pool's workers
