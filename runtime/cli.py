@@ -171,6 +171,8 @@ def _stop(args: argparse.Namespace) -> int:
 
 
 def _state(args: argparse.Namespace) -> int:
+    if args.sql:
+        return _state_sql(args)
     from runtime.checkpoint.savepoint import read_state
     rows = read_state(_storage(args), args.operator, args.savepoint or args.checkpoint)
     columns = ["kind", "state", "key_group", "key", "namespace", "value", "subtask"]
@@ -186,6 +188,31 @@ def _state(args: argparse.Namespace) -> int:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
     if len(shown) < len(rows):
         print(f"... {len(rows) - len(shown)} more rows (--limit)")
+    return 0
+
+
+def _state_sql(args: argparse.Namespace) -> int:
+    """``--sql``: the query over the operator's states, each a temp view named after it
+    (``timers`` for its timers), in a local Spark session (runtime.state_processor)."""
+    from runtime.execution.spark import get_spark_session
+    from runtime.state_processor.reader import SavepointReader
+    reader = SavepointReader.of(_storage(args), args.savepoint or args.checkpoint)
+    spark = get_spark_session("local[2]", "sluice-state")
+    views = reader.register_views(spark, args.operator)
+    try:
+        result = spark.sql(args.sql)
+    except Exception as e:
+        raise SystemExit(f"sluice state --sql: {e}\nviews of {args.operator}: {', '.join(views)}") from None
+    rows = [r.asDict(recursive=True) for r in (result.collect() if args.limit is None else result.take(args.limit))]
+    if args.format == "json":
+        for r in rows:
+            print(json.dumps(jsonable(r)))
+        return 0
+    cells = [[("" if r[c] is None else str(r[c])) for c in result.columns] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(result.columns)]
+    print("  ".join(c.ljust(w) for c, w in zip(result.columns, widths)))
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
     return 0
 
 
@@ -410,6 +437,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     which.add_argument("--savepoint", help="savepoint folder")
     state.add_argument("--format", choices=("table", "json"), default="table")
     state.add_argument("--limit", type=int, default=50, help="rows to print as a table (default 50)")
+    state.add_argument("--sql", help="a Spark SQL query over the operator's states, each a view named after it "
+                                     "(timers: `timers`), e.g. \"SELECT key, value FROM count WHERE value > 10\"")
     state.set_defaults(func=_state)
     maintain = sub.add_parser("maintain", help="compact and vacuum a job's Delta sinks (as DeltaSink.with_maintenance "
                                                "says) and, when it is stopped, its own tables")

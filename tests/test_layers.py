@@ -28,11 +28,12 @@ LAYERS = {
     "checkpoint": {"common", "datastream", "graph", "state", "storage", "task", "connectors"},
     "execution": {"common", "metrics", "datastream", "graph", "state", "storage", "task", "cep", "connectors",
                   "checkpoint", "scheduler"},
+    "state_processor": {"common", "datastream", "graph", "state", "storage", "task", "connectors", "checkpoint"},
     "client": {"common", "datastream", "graph"},
     "jobmaster": {"common", "metrics", "datastream", "graph", "state", "storage", "task", "connectors", "checkpoint",
                   "execution", "scheduler", "client"},
     "cli": {"common", "metrics", "datastream", "graph", "state", "storage", "checkpoint", "execution", "scheduler",
-            "client", "jobmaster", "jobmanager"},
+            "client", "jobmaster", "jobmanager", "state_processor"},
 }
 # The JobManager (Dispatcher, JobMasters, drivers) runs the control plane's steps: all jobmaster may, and jobmaster.
 LAYERS["jobmanager"] = LAYERS["jobmaster"] | {"jobmaster"}

@@ -1,0 +1,2 @@
+"""Flink's State Processor API: a checkpoint's or savepoint's state read as data
+(``SavepointReader``) and new savepoints written from data (``SavepointWriter``)."""
