@@ -2,7 +2,9 @@
 the last one in ONE Delta transaction carrying the app transaction (app id, checkpoint id), so a
 replayed commit is a no-op (``commit_sink_files``); an upsert sink's changes reduced to each key's
 last one and applied with delta-rs's MERGE in one commit carrying the same app transaction
-(``merge_upserts``). ``DeltaCommitter.check`` runs before the job starts."""
+(``merge_upserts``). A table delta-rs cannot write (row tracking, in-commit timestamps, liquid
+clustering, UniForm) is committed through delta-spark with the same app transaction
+(``spark_committer``). ``DeltaCommitter.check`` runs before the job starts."""
 from __future__ import annotations
 
 import json
@@ -17,6 +19,8 @@ from runtime.common.arrow import batch_fields
 from runtime.common.typeinfo import PickledBytesTypeInfo
 from runtime.connectors.base import Committer
 from runtime.connectors.delta.table import arrow_schema
+from runtime.connectors.delta.spark_committer import (
+    DELTA_SPARK, WriterChoice, choose_writer, spark_commit_files, spark_merge_upserts)
 from runtime.connectors.delta.writer import DELETE_COLUMN, records_to_table
 from runtime.storage.delta_log import DeltaLog
 
@@ -45,19 +49,39 @@ class DeltaCommitter(Committer):
 
     at_checkpoint = True
     _warned = False
+    _choice: Optional[WriterChoice] = None
+
+    def writer(self) -> WriterChoice:
+        """The writer of this commit, from the table's protocol as it is now (a feature turned on
+        while the job runs moves the table to delta-spark), logged when it changes."""
+        log_ = DeltaLog(self.sink.table_path)
+        protocol, metadata = log_.protocol_and_metadata() if log_.exists() else (None, None)
+        choice = choose_writer(self.sink.table_path, protocol, self.sink.writer, metadata)
+        if choice != self._choice:
+            self._choice = choice
+            log.info("The Delta sink to %s commits with %s: %s", self.sink.table_path, choice.writer, choice.reason)
+        return choice
 
     def commit(self, committables: list, version: int) -> dict:
         from deltalake import DeltaTable
         table = self.sink.table_path
+        spark = self.writer().writer == DELTA_SPARK
         if self.sink.upsert:
             changes = [c["upsert"] for handles in committables for c in handles]
             if changes:
-                merge_upserts(table, changes, self.sink.upsert_keys, self.context.app_id, version,
-                              partition_by=self.sink.partition_by, what=f"the upsert Delta sink to {table}")
+                if spark and DeltaLog(table).exists():
+                    spark_merge_upserts(table, last_changes(changes, self.sink.upsert_keys), self.sink.upsert_keys,
+                                        self.context.app_id, version, DELETE_COLUMN)
+                else:
+                    merge_upserts(table, changes, self.sink.upsert_keys, self.context.app_id, version,
+                                  partition_by=self.sink.partition_by, what=f"the upsert Delta sink to {table}")
                 return {table: DeltaTable(table).version()}
         else:
             files = [handle for handles in committables for handle in handles]
-            commit_sink_files(table, files, None, self.context.app_id, version)
+            if spark and files:
+                spark_commit_files(table, files, self.context.app_id, version)
+            else:
+                commit_sink_files(table, files, None, self.context.app_id, version)
             self.context.result.sink_files.setdefault(self.context.sink_id, []).extend(files)
             if files:
                 return {table: DeltaTable(table).version()}
@@ -95,11 +119,17 @@ class DeltaCommitter(Committer):
 
     @staticmethod
     def check(sink, name: str) -> None:
-        """An upsert sink's key columns must be columns of its table, if the table exists."""
-        if not sink.upsert:
-            return
+        """A writer must write the table (its protocol's features; ``with_writer``), and an upsert
+        sink's key columns must be columns of its table, if the table exists."""
         from deltalake import DeltaTable
-        if not DeltaTable.is_deltatable(sink.table_path):
+        if not DeltaLog(sink.table_path).exists():
+            return
+        try:
+            protocol, metadata = DeltaLog(sink.table_path).protocol_and_metadata()
+            choose_writer(sink.table_path, protocol, sink.writer, metadata)
+        except ValueError as e:
+            raise ValueError(f"the sink '{name}': {e}") from None
+        if not sink.upsert:
             return
         columns = arrow_schema(DeltaTable(sink.table_path)).names
         missing = [k for k in sink.upsert_keys if k not in columns]

@@ -91,6 +91,9 @@ class TableMaintenance:
             object.__setattr__(self, name, int(value))
 
 
+SINK_WRITERS = ("delta-rs", "delta-spark")      # DeltaSink.with_writer's choices
+
+
 @dataclass(frozen=True)
 class DeltaSink(Sink):
     """Appends records to a Delta table; with checkpoints, exactly once per checkpoint. With
@@ -102,6 +105,7 @@ class DeltaSink(Sink):
     partition_by: Optional[tuple] = None
     maintenance: Optional[TableMaintenance] = None      # with_maintenance: what `sluice maintain` does
     upsert_keys: Optional[tuple] = None                 # with_upsert_keys: the key columns
+    writer: Optional[str] = None                        # with_writer: "delta-rs", "delta-spark", None: per table
 
     def with_upsert_keys(self, *keys) -> "DeltaSink":
         """This sink in upsert mode: the table keeps ONE row per value of the key columns.
@@ -127,6 +131,17 @@ class DeltaSink(Sink):
         if len(set(keys)) != len(keys):
             raise ValueError(f"DeltaSink.with_upsert_keys{tuple(keys)!r}: a key column is named twice")
         return replace(self, upsert_keys=tuple(keys))
+
+    def with_writer(self, writer: Optional[str]) -> "DeltaSink":
+        """This sink committing with ``writer``: "delta-rs" or "delta-spark" (the job's Spark session);
+        None (the default) chooses per table from its protocol: delta-rs where it writes the
+        table's features, delta-spark where the table needs one delta-rs lacks (row tracking,
+        in-commit timestamps, liquid clustering, UniForm). Both record the same app transaction, so
+        a table can change writers between runs without a checkpoint committed twice."""
+        if writer is not None and writer not in SINK_WRITERS:
+            raise ValueError(f"DeltaSink.with_writer({writer!r}): the writer is "
+                             f"{' or '.join(map(repr, SINK_WRITERS))}, or None to choose per table from its protocol")
+        return replace(self, writer=writer)
 
     @property
     def upsert(self) -> bool:
