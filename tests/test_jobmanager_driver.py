@@ -258,3 +258,40 @@ def test_a_jobmanager_runs_a_submitted_job_on_its_warm_standby_and_starts_anothe
         assert standby not in jobmanager.drivers(assigned_only=False)
     finally:
         jobmanager.close()
+
+
+JARS_JOB = '''"""Numbers printed by a job that adds a jar (which a running SparkSession does not have)."""
+import sys
+from runtime.common import Types
+from runtime.datastream import StreamExecutionEnvironment
+
+env = StreamExecutionEnvironment.get_execution_environment()
+env.add_jars(sys.argv[1])
+env.from_collection([1, 2, 3], type_info=Types.LONG()).print()
+env.execute("with a jar")
+'''
+
+
+@pytest.mark.slow
+def test_a_job_that_adds_jars_runs_on_a_standby_in_a_session_of_its_own(tmp_path):
+    """The warm session lacks the job's jar (a session takes jars as it starts): the standby starts
+    the session the job needs instead of failing it with "cannot be added"."""
+    import zipfile
+    jar, script = tmp_path / "extra.jar", tmp_path / "with_jar.py"
+    with zipfile.ZipFile(jar, "w") as f:
+        f.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+    script.write_text(JARS_JOB)
+    warehouse = str(tmp_path / "warehouse")
+    directory = str(tmp_path / "d5")
+    assignment = compiled(JobSpec("with-jar", str(script), JobDeployment(args=(str(jar),), parallelism=1)), warehouse,
+                          "e" * 32)
+    proc, log = start(directory, warehouse)
+    try:
+        write_assignment(directory, assignment)
+        assert proc.wait(START_S) == 0, open(log).read()[-3000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert read_json(directory, RESULT)["state"] == "FINISHED", open(log).read()[-3000:]
+    text = open(log).read()
+    assert "does not fit job with a jar" in text and "[with a jar] Spark session up in" in text

@@ -246,8 +246,8 @@ class Driver:
 
     def fit_session(self, job, master: str) -> None:
         """Nothing, when the warm session serves the job; a session of another master, or without
-        jars the job adds (a JVM takes jars only as it starts), is stopped, so that the run starts
-        the one it needs."""
+        jars the job adds (a SparkContext takes ``spark.jars`` only as it starts), is stopped, so
+        that the run starts the one it needs (a new SparkContext; in the same JVM when it lives)."""
         from runtime.execution import dependencies
         from pyspark.sql import SparkSession
         from runtime.execution.spark import discard_session
