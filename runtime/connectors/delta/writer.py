@@ -25,7 +25,8 @@ import pyarrow.parquet as pq
 from runtime.common.arrow import record_column_names
 from runtime.common.arrow import records_to_table as records_as_arrow
 from runtime.common.types import Row, RowKind
-from runtime.connectors.delta.table import arrow_schema, partition_dir, partition_string
+from runtime.connectors.delta.column_mapping import column_mapping, physical_name, physical_table
+from runtime.connectors.delta.table import arrow_schema, metadata_of, partition_dir, partition_string
 from runtime.datastream.connectors.delta import upsert_key_values
 from runtime.storage.delta_files import file_stats
 from runtime.storage.filesystems import filesystem
@@ -108,7 +109,9 @@ class DeltaSinkWriter(BufferingSinkWriter):
             changes.pop(key, None)      # the last change, in the order the last changes came
             changes[key] = (value, kind is RowKind.DELETE)
 
-    def _target(self) -> tuple[Optional[pa.Schema], list[str]]:
+    def _target(self) -> tuple[Optional[pa.Schema], list[str], dict]:
+        """The table's schema (None: no table yet), its partition columns and its column mapping
+        (``column_mapping``: {} when its files hold the logical names)."""
         from deltalake import DeltaTable
         if DeltaTable.is_deltatable(self.sink.table_path):
             dt = DeltaTable(self.sink.table_path)
@@ -117,8 +120,8 @@ class DeltaSinkWriter(BufferingSinkWriter):
             if wanted and wanted != columns:
                 raise ValueError(f"Delta sink: {self.sink.table_path} is partitioned by {columns}, "
                                  f"not {wanted}")
-            return arrow_schema(dt), columns
-        return None, list(self.sink.partition_by or ())
+            return arrow_schema(dt), columns, column_mapping(metadata_of(dt))
+        return None, list(self.sink.partition_by or ()), {}
 
     def _upsert_changes(self) -> list[dict]:
         """Upsert mode: the epoch's last change per key as an Arrow table (with DELETE_COLUMN),
@@ -126,7 +129,7 @@ class DeltaSinkWriter(BufferingSinkWriter):
         changes, self.changes = self.changes, {}
         if not changes:
             return []
-        target, _ = self._target()
+        target, _, _ = self._target()
         if target is not None:
             missing = [k for k in self.sink.upsert_keys if k not in target.names]
             if missing:
@@ -149,7 +152,7 @@ class DeltaSinkWriter(BufferingSinkWriter):
         records = self.take()
         if not records:
             return []
-        target, partition_by = self._target()
+        target, partition_by, mapping = self._target()
         table = records_to_table(records, target, self.ctx.input_type,
                                  f"{self.ctx.operator_name} {self.ctx.subtask_label}, table {self.sink.table_path}")
         missing = [c for c in partition_by if c not in table.column_names]
@@ -167,9 +170,12 @@ class DeltaSinkWriter(BufferingSinkWriter):
             parts = [(values, data.take(pa.array(rows, pa.int64()))) for values, rows in groups.items()]
         else:
             parts = [((), table)]
+        # A column-mapped table's files, folders and partition values name the physical columns.
+        physical_partitions = [physical_name(mapping.get(c), c) for c in partition_by]
         handles = []
         for values, part in parts:
-            rel = (partition_dir(partition_by, values) + "/" if partition_by else "") + name
+            part = physical_table(part, mapping)
+            rel = (partition_dir(physical_partitions, values) + "/" if partition_by else "") + name
             path = f"{root}/{rel}"
             fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
             pq.write_table(part, path, filesystem=fs)
@@ -177,7 +183,7 @@ class DeltaSinkWriter(BufferingSinkWriter):
                 "path": rel,            # as on disk: delta-rs URL-encodes it in the log
                 "size": fs.get_file_info(path).size,
                 "num_records": part.num_rows,
-                "partition_values": dict(zip(partition_by, values)),
+                "partition_values": dict(zip(physical_partitions, values)),
                 "stats": file_stats(part),
                 "modification_time": int(time.time() * 1000),
                 "schema": table.schema,
