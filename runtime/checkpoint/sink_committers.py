@@ -38,7 +38,9 @@ def check_sink_locations(job_graph: JobGraph) -> None:
     """Every sink's table or base folder in an object store is probed as the warehouse is (a local
     one costs nothing): a missing bucket, refused credentials or an unreachable endpoint fail
     before the first epoch, naming the sink, the URI and the setting to fix; then each sink's
-    committer checks its own configuration against what is there (``Committer.check``)."""
+    committer checks its own configuration, and the stream's declared type, against what is there
+    (``Committer.check``)."""
+    stream_graph = job_graph.stream_graph
     for node in sink_nodes(job_graph):
         committer = committer_class(node.operator.sink)
         where = committer.output_location(node.operator.sink)
@@ -47,7 +49,8 @@ def check_sink_locations(job_graph: JobGraph) -> None:
                 check_writable(*where)
             except StorageException as e:
                 raise StorageException(f"the sink '{node.operator_name}' cannot write its output: {e}") from None
-        committer.check(node.operator.sink, node.operator_name)
+        committer.check(node.operator.sink, node.operator_name,
+                        stream_graph.edge_type(stream_graph.in_edges(node.id)[0]))
 
 
 def committed_sinks(job_graph: JobGraph) -> list[str]:

@@ -167,6 +167,7 @@ class Committer:
         return None
 
     @staticmethod
-    def check(sink, name: str) -> None:
+    def check(sink, name: str, input_type=None) -> None:
         """Fail before the first epoch when ``sink`` (the sink named ``name``) cannot take the
-        job's output as configured (a Delta upsert sink's keys that its table lacks)."""
+        job's output as configured (a Delta upsert sink's keys that its table lacks, a stream whose
+        declared type ``input_type`` does not fit its table)."""

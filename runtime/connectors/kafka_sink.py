@@ -222,7 +222,7 @@ class KafkaCommitter(Committer):
         self._producer, self._group = None, None
 
     @staticmethod
-    def check(sink, name: str) -> None:
+    def check(sink, name: str, input_type=None) -> None:
         """Reachable servers, accepted credentials and the fixed topic there, before the first epoch."""
         from confluent_kafka.admin import AdminClient
         errors = _errors(sink)

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from runtime.common.arrow import batch_fields
 from runtime.common.typeinfo import PickledBytesTypeInfo
 from runtime.connectors.base import Committer
+from runtime.connectors.delta.schema_fit import check_stream_fits
 from runtime.connectors.delta.table import arrow_schema
 from runtime.connectors.delta.spark_committer import (
     DELTA_SPARK, WriterChoice, choose_writer, spark_commit_files, spark_merge_upserts)
@@ -118,10 +119,10 @@ class DeltaCommitter(Committer):
         return sink.table_path, "the Delta sink's table path (sink_to / DeltaSink.for_row_data)"
 
     @staticmethod
-    def check(sink, name: str) -> None:
-        """A writer must write the table (its protocol's features; ``with_writer``), and an upsert
+    def check(sink, name: str, input_type=None) -> None:
+        """A writer must write the table (its protocol's features; ``with_writer``), the stream's
+        declared type ``input_type`` must fit the table's schema (``schema_fit``), and an upsert
         sink's key columns must be columns of its table, if the table exists."""
-        from deltalake import DeltaTable
         if not DeltaLog(sink.table_path).exists():
             return
         try:
@@ -129,15 +130,19 @@ class DeltaCommitter(Committer):
             choose_writer(sink.table_path, protocol, sink.writer, metadata)
         except ValueError as e:
             raise ValueError(f"the sink '{name}': {e}") from None
+        from deltalake import Schema
+        schema = pa.schema(Schema.from_json(metadata.schema_string).to_arrow())
         if not sink.upsert:
+            check_stream_fits(sink.table_path, schema, input_type, f"the sink '{name}'")
             return
-        columns = arrow_schema(DeltaTable(sink.table_path)).names
+        columns = schema.names
         missing = [k for k in sink.upsert_keys if k not in columns]
         if missing:
             raise ValueError(
                 f"the sink '{name}' upserts by key column(s) {missing} that its table {sink.table_path} does "
                 f"not have (its columns are {columns}): upsert by columns the table has "
                 f"(DeltaSink...with_upsert_keys(...)), or write to another table")
+        check_stream_fits(sink.table_path, schema, input_type, f"the sink '{name}'")
 
 
 def committed_version(table_path: str, app_id: str) -> Optional[int]:
