@@ -5,13 +5,21 @@ tests/jobs/every_state.py on the shared Spark session and checks against what it
 import collections
 import os
 
+import pyarrow as pa
 import pytest
 
-from checkpoint_harness import LINES_PER_EPOCH, first_lines, table_rows, write_input
+from checkpoint_harness import (
+    LINES_PER_EPOCH, expected_running, expected_windows, first_lines, table_rows, write_input)
 from runtime.checkpoint.incremental import INCREMENTAL
+from runtime.checkpoint.savepoint import take_savepoint
+from runtime.checkpoint.storage import CheckpointException, CheckpointStorage
 from runtime.client import run_job
+from runtime.common import Types
+from runtime.datastream.state import ListStateDescriptor, ValueStateDescriptor
 from runtime.state.backend import STATE_BACKEND
+from runtime.state_processor.bootstrap import KeyedStateBootstrapFunction, OperatorTransformation
 from runtime.state_processor.reader import SavepointReader
+from runtime.state_processor.writer import SavepointWriter
 
 JOB = os.path.join(os.path.dirname(__file__), "jobs", "every_state.py")
 JOB_NAME = "every-state"
@@ -74,3 +82,145 @@ def test_every_state_kind_and_the_timers_read_as_the_input_implies(spark, tmp_pa
     assert dict(df.dtypes)["value"] == "map<string,bigint>" and df.count() == len(seen)
     last = reader.read_keyed_state(spark, "every-state", "last")
     assert dict(last.dtypes)["value"] == "struct<ts:int,seen:float>"
+
+
+class CountFrom(KeyedStateBootstrapFunction):
+    """Bootstraps the job's count of each word from the data's ``n``, and a timer per key."""
+
+    def open(self, ctx):
+        self.count = ctx.get_state(ValueStateDescriptor("count", Types.LONG()))
+        self.stamps = ctx.get_list_state(ListStateDescriptor("stamps", Types.LONG()))
+
+    def process_element(self, value, ctx):
+        self.count.update(value.n)
+        self.stamps.add(-1)
+        ctx.timer_service().register_event_time_timer(10 ** 13)
+
+
+def bootstrapped_running(events, start: dict) -> collections.Counter:
+    totals = collections.Counter(w for w, _ in events)
+    return collections.Counter((w, start.get(w, 0) + k) for w, n in totals.items() for k in range(1, n + 1))
+
+
+@pytest.mark.slow
+def test_a_savepoint_bootstrapped_from_an_arrow_table_restores_at_another_parallelism(spark, tmp_path):
+    events = write_input(tmp_path / "in", seed=5)
+    start = {f"w{i}": 100 * i for i in range(25)}
+    data = pa.table({"word": list(start), "n": list(start.values())})
+    path = (SavepointWriter.new_savepoint(128)
+            .with_operator("every-state", OperatorTransformation.bootstrap_with(data)
+                           .key_by("word", key_type=Types.STRING()).transform(CountFrom()).set_parallelism(4))
+            .write(str(tmp_path / "savepoint")))
+    reader = SavepointReader.read(path)
+    assert {r["key"]: r["value"] for r in reader.keyed_state("every-state", "count").to_pylist()} == start
+    assert len(reader.timers("every-state")) == 25
+    run(tmp_path, "--parallelism", "3", restore_from=path, max_records_per_split=None)
+    assert table_rows(tmp_path / "running") == bootstrapped_running(events, start)
+    final = SavepointReader.read(job_dir(tmp_path))
+    stamps = {r["key"]: r["value"] for r in final.keyed_state("every-state", "stamps").to_pylist()}
+    assert {w: sorted(v) for w, v in stamps.items()} == {w: sorted([-1] + ts) for w, ts in by_word(events).items()}
+
+
+@pytest.mark.slow
+def test_a_savepoint_bootstrapped_from_a_million_rows_in_spark(spark, tmp_path):
+    from pyspark.sql import functions as F
+    events = write_input(tmp_path / "in", seed=6)
+    rows = 1_000_000
+    data = spark.range(rows).select(
+        F.when(F.col("id") < 25, F.concat(F.lit("w"), F.col("id").cast("string")))
+        .otherwise(F.concat(F.lit("k"), F.col("id").cast("string"))).alias("word"),
+        (F.col("id") % 7).alias("n"))
+    path = (SavepointWriter.new_savepoint(128)
+            .with_operator("every-state", OperatorTransformation.bootstrap_with(data)
+                           .key_by("word", key_type=Types.STRING()).transform(CountFrom()).set_parallelism(4))
+            .write(str(tmp_path / "savepoint")))
+    run(tmp_path, "--parallelism", "2", restore_from=path, max_records_per_split=None)
+    start = {f"w{i}": i % 7 for i in range(25)}
+    assert table_rows(tmp_path / "running") == bootstrapped_running(events, start)
+    counts = SavepointReader.read(job_dir(tmp_path)).keyed_state("every-state", "count")
+    assert counts.num_rows == rows
+    got = dict(zip(counts.column("key").to_pylist(), counts.column("value").to_pylist()))
+    totals = collections.Counter(w for w, _ in events)
+    assert all(got[f"k{i}"] == i % 7 for i in range(25, rows, 997))
+    assert all(got[w] == start[w] + totals[w] for w in start)
+
+
+def savepoint_after_two_epochs(tmp_path, **options) -> str:
+    run(tmp_path, max_epochs=2, **options)
+    return take_savepoint(CheckpointStorage(job_dir(tmp_path)), str(tmp_path / "savepoint"))
+
+
+@pytest.mark.slow
+def test_a_removed_operator_state_restores_without_allowing_non_restored_state(spark, tmp_path):
+    events = write_input(tmp_path / "in", seed=8)
+    base = savepoint_after_two_epochs(tmp_path)
+    with pytest.raises(CheckpointException, match="window-counts"):
+        run(tmp_path, "--window-uid", "renamed", restore_from=base)
+    path = SavepointWriter.from_existing_savepoint(base).remove_operator("window-counts").write(str(tmp_path / "sp2"))
+    reader = SavepointReader.read(path)
+    assert "window-counts" not in [op["uid"] for op in reader.point.record.operators]
+    assert reader.point.record.source_offsets == SavepointReader.read(base).point.record.source_offsets
+    result = run(tmp_path, "--window-uid", "renamed", restore_from=path)
+    assert result.restored_from == 2
+    # The running counts continue from the savepoint's, the input after its source positions only.
+    assert table_rows(tmp_path / "running") == expected_running(events)
+    with pytest.raises(CheckpointException, match="no operator 'nope'"):
+        SavepointWriter.from_existing_savepoint(base).remove_operator("nope")
+
+
+@pytest.mark.slow
+def test_a_changed_max_parallelism_moves_every_key_to_its_new_key_group(spark, tmp_path):
+    events = write_input(tmp_path / "in", seed=9)
+    base = savepoint_after_two_epochs(tmp_path)
+    keys = {"every-state": Types.STRING(), "window-counts": Types.STRING()}
+    path = SavepointWriter.from_existing_savepoint(base).change_max_parallelism(64, keys).write(str(tmp_path / "sp2"))
+    run(tmp_path, "--max-parallelism", "64", "--parallelism", "3", restore_from=path)
+    assert table_rows(tmp_path / "running") == expected_running(events)
+    assert table_rows(tmp_path / "windows") == expected_windows(events)
+
+
+def run_variant(tmp_path, name, last_type, savepoint, backend):
+    """The job restored from ``savepoint`` with the value state ``last`` of another type, into
+    sinks and a warehouse of its own; returns its folder."""
+    root = tmp_path / name
+    args = ["--input", str(tmp_path / "in"), "--running", str(root / "running"), "--windows", str(root / "windows"),
+            "--last-type", last_type]
+    run_job(JOB, args, warehouse=str(root / "warehouse"), master="local[2]", quiet=True,
+            configuration={STATE_BACKEND: backend, "restart-strategy.type": "none"}, restore_from=savepoint)
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_a_row_state_that_gained_lost_or_widened_fields_restores_and_others_are_refused(spark, tmp_path, backend):
+    events = write_input(tmp_path / "in", seed=10)
+    base = savepoint_after_two_epochs(tmp_path, backend=backend)
+    before = {r["key"]: r["value"] for r in SavepointReader.read(base).keyed_state("every-state", "last").to_pylist()}
+    after_base = collections.Counter(w for w, _ in events) - collections.Counter(
+        w for w, _ in first_lines(tmp_path / "in", 2 * LINES_PER_EPOCH))
+    expected = {
+        # the job writes ts and seen again for the words of the later input; the others keep the
+        # restored values, migrated
+        "gained": ("struct<ts:int,seen:float,note:string>", lambda w, v: v if after_base[w] else {**before[w], "note": None}),
+        "lost": ("struct<ts:int>", lambda w, v: {"ts": before[w]["ts"]}),
+        "widened": ("struct<ts:bigint,seen:double>", lambda w, v: v if after_base[w] else before[w]),
+    }
+    for variant, (spark_type, value_of) in expected.items():
+        root = run_variant(tmp_path, variant, variant, base, backend)
+        assert table_rows(root / "running") == expected_running(events) - expected_running(
+            first_lines(tmp_path / "in", 2 * LINES_PER_EPOCH)), variant
+        reader = SavepointReader.read(str(root / "warehouse" / JOB_NAME))
+        df = reader.read_keyed_state(spark, "every-state", "last")
+        assert dict(df.dtypes)["value"] == spark_type, variant
+        got = {r["key"]: r["value"] for r in reader.keyed_state("every-state", "last").to_pylist()}
+        assert got == {w: value_of(w, got[w]) for w in before}, variant
+        if variant == "gained":
+            assert all(v["note"] is None for v in got.values())
+    for variant, field in (("narrowed", "Integer cannot become Short"), ("retyped", "Integer cannot become String")):
+        with pytest.raises(Exception) as refused:
+            run_variant(tmp_path, variant, variant, base, backend)
+        message = str(refused.value)
+        assert "every-state" in message or "EveryState" in message or "process" in message.lower(), message
+        for part in ("'last'", "Row(ts: Integer, seen: Float)", field, "SavepointWriter"):
+            assert part in message, message
+        assert not os.path.exists(tmp_path / variant / "running" / "_delta_log"), "nothing was committed"

@@ -24,8 +24,6 @@ from runtime.storage.filesystems import absolute, check_writable, copy_file, exi
 def take_savepoint(storage: CheckpointStorage, target: Optional[str] = None,
                    checkpoint: Optional[int] = None) -> str:
     """Copy a completed checkpoint (the latest, or ``checkpoint``) into ``target``; returns it."""
-    from deltalake import DeltaTable, Schema
-    from deltalake.transaction import AddAction, create_table_with_add_actions
     point = choose(storage, checkpoint if checkpoint is not None else "latest")
     if point is None:
         raise CheckpointException(f"{storage.job_dir}: no completed checkpoint to take a savepoint from; "
@@ -37,23 +35,37 @@ def take_savepoint(storage: CheckpointStorage, target: Optional[str] = None,
     if exists(join(target, METADATA)):
         raise CheckpointException(f"{target} already holds a savepoint: choose another --target")
     for op in (op for op in record.operators if op["files"]):
-        source_table = DeltaTable(storage.state_table_path(op["table"]))
-        schema = source_table.schema()
-        table_dir = join(target, "state", op["table"])
-        actions = []
-        for f in op["files"]:
-            dest = join(table_dir, f["path"])
-            copy_file(join(storage.state_table_path(op["table"]), f["path"]), dest)
-            actions.append(AddAction(f["path"], size(dest),
-                                     {"checkpoint_id": str(record.checkpoint_id)}, int(time.time() * 1000), True,
-                                     json.dumps({"numRecords": f["rows"]})))
-        create_table_with_add_actions(table_dir, Schema.from_arrow(schema.to_arrow()), actions, mode="error",
-                                      partition_by=["checkpoint_id"])
+        copy_operator_state(storage.state_table_path(op["table"]), op, target, record.checkpoint_id)
     saved = dataclasses.replace(record, kind=SAVEPOINT, external_path=target)
-    # Written last and whole: a folder without it is no savepoint.
-    write_bytes(join(target, METADATA), json.dumps(dataclasses.asdict(saved), indent=1, default=str).encode())
+    write_savepoint_metadata(target, saved)
     storage.record([saved])
     return target
+
+
+def copy_operator_state(source_table: str, op: dict, target: str, checkpoint_id: int) -> None:
+    """Copy an operator's state files (``op["files"]``, relative to ``source_table``) into the
+    savepoint ``target``'s state table of the operator."""
+    from deltalake import DeltaTable
+    table_dir = join(target, "state", op["table"])
+    for f in op["files"]:
+        copy_file(join(source_table, f["path"]), join(table_dir, f["path"]))
+    commit_state_table(table_dir, DeltaTable(source_table).schema().to_arrow(), op["files"], checkpoint_id)
+
+
+def commit_state_table(table_dir: str, schema, files: list[dict], checkpoint_id: int) -> None:
+    """Make ``table_dir`` the Delta table of the state files ``files`` (in it, relative paths),
+    one partition ``checkpoint_id``."""
+    from deltalake import Schema
+    from deltalake.transaction import AddAction, create_table_with_add_actions
+    actions = [AddAction(f["path"], size(join(table_dir, f["path"])), {"checkpoint_id": str(checkpoint_id)},
+                         int(time.time() * 1000), True, json.dumps({"numRecords": f["rows"]})) for f in files]
+    create_table_with_add_actions(table_dir, Schema.from_arrow(schema), actions, mode="error",
+                                  partition_by=["checkpoint_id"])
+
+
+def write_savepoint_metadata(target: str, record) -> None:
+    """Written last and whole: a folder without it is no savepoint."""
+    write_bytes(join(target, METADATA), json.dumps(dataclasses.asdict(record), indent=1, default=str).encode())
 
 
 def read_state(storage: CheckpointStorage, operator: str, checkpoint: Optional[str] = None) -> list[dict]:

@@ -158,7 +158,7 @@ class SavepointReader:
 
     def _merged(self, uid: str, name: str) -> pa.Table:
         """The rows of state ``name`` as the chain leaves them: the last file's row of each
-        (key group, key, namespace) wins, and a deleted one is gone."""
+        (key group, key, namespace; a timer's timestamp too) wins, and a deleted one is gone."""
         parts = [t.filter(pc.equal(t.column("state_name"), name)) for t in self._tables(uid)]
         parts = [p for p in parts if p.num_rows]
         if not parts:
@@ -168,7 +168,8 @@ class SavepointReader:
             return table
         # An increment is in the chain: the last row of each entry (keys and namespaces are text).
         ident = zip(table.column("key_group").to_pylist(), table.column("key").to_pylist(),
-                    table.column("key_bytes").to_pylist(), table.column("namespace").to_pylist())
+                    table.column("key_bytes").to_pylist(), table.column("namespace").to_pylist(),
+                    table.column("timestamp").to_pylist())      # a timer is its key, namespace and time
         last = {}
         for i, entry in enumerate(ident):
             last[entry] = i

@@ -58,8 +58,10 @@ class EveryState(KeyedProcessFunction):
     def process_element(self, value, ctx):
         count = (self.count.value() or 0) + 1
         self.count.update(count)
-        if "seen" in self.last_type.get_field_names():
-            self.last.update(Row(ts=value.ts % 30000, seen=float(count)))
+        fields = self.last_type.get_field_names()
+        if "seen" in fields:
+            written = {"ts": value.ts % 30000, "seen": float(count)}
+            self.last.update(Row(**{f: written.get(f) for f in fields}))
         self.stamps.add(value.ts)
         bucket = f"b{value.ts % 3}"
         self.buckets.put(bucket, (self.buckets.get(bucket) or 0) + 1)
@@ -81,8 +83,12 @@ def main(argv=None):
     parser.add_argument("--windows", required=True)
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--last-type", default="v1", choices=sorted(LAST_TYPES))
+    parser.add_argument("--window-uid", default="window-counts")
+    parser.add_argument("--max-parallelism", type=int)
     args = parser.parse_args(argv)
     env = StreamExecutionEnvironment.get_execution_environment()
+    if args.max_parallelism:
+        env.set_max_parallelism(args.max_parallelism)
     env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
     events = (env.read_text_file(args.input).map(parse, output_type=EVENT).uid("parse")
               .assign_timestamps_and_watermarks(
@@ -92,7 +98,7 @@ def main(argv=None):
     (keyed.process(EveryState(LAST_TYPES[args.last_type]), output_type=RUNNING).set_parallelism(args.parallelism)
      .uid("every-state").sink_to(DeltaSink.for_row_data(args.running)).uid("running-sink"))
     (keyed.window(TumblingEventTimeWindows.of(Time.seconds(10))).sum("count").set_parallelism(args.parallelism)
-     .uid("window-counts").sink_to(DeltaSink.for_row_data(args.windows)).uid("windows-sink"))
+     .uid(args.window_uid).sink_to(DeltaSink.for_row_data(args.windows)).uid("windows-sink"))
     env.execute("every state")
 
 
