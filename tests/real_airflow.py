@@ -52,7 +52,7 @@ class Airflow:
         with open(self.log, "a") as out:
             self.proc = subprocess.Popen([str(ROOT / "bin" / "dev"), "airflow"], cwd=ROOT, env=self.env, stdout=out,
                                          stderr=subprocess.STDOUT, start_new_session=True)
-        wait_until(lambda: self.request("GET", "/api/v2/monitor/health")[0] == 200, 300, "Airflow's answer",
+        wait_until(lambda: self.request("GET", "/api/v2/monitor/health")[0] == 200, 600, "Airflow's answer",
                    interval=0.5, log=self.log, proc=self.proc, ignoring=(OSError,))
         status, text = self.request("POST", "/auth/token", {"username": USER, "password": PASSWORD})
         assert status in (200, 201), text
