@@ -5,7 +5,10 @@ commits them once per checkpoint. One module per concept:
 - ``reader``: a split's rows on a task;
 - ``writer``: the sink's staged Parquet files (or an upsert sink's last changes) on a task;
 - ``committer``: the checkpoint's commit on the driver (appends, and MERGE for upserts), exactly
-  once through Delta's app transactions;
+  once through Delta's app transactions, and the sink's checks at job start (``schema_fit``: the
+  stream's type against the table's schema);
+- ``spark_committer``: the same commits through delta-spark, for tables delta-rs cannot write
+  (``protocol.delta_rs_can_write`` says which);
 - ``deletion_vectors``, ``column_mapping``, ``protocol``: the table features they apply;
 - ``table``: what source and sink share of a table.
 
