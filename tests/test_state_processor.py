@@ -186,7 +186,7 @@ def run_variant(tmp_path, name, last_type, savepoint, backend):
     args = ["--input", str(tmp_path / "in"), "--running", str(root / "running"), "--windows", str(root / "windows"),
             "--last-type", last_type]
     run_job(JOB, args, warehouse=str(root / "warehouse"), master="local[2]", quiet=True,
-            configuration={STATE_BACKEND: backend, "restart-strategy.type": "none"}, restore_from=savepoint)
+            max_records_per_split=LINES_PER_EPOCH, configuration={STATE_BACKEND: backend, "restart-strategy.type": "none"}, restore_from=savepoint)
     return root
 
 
@@ -224,3 +224,32 @@ def test_a_row_state_that_gained_lost_or_widened_fields_restores_and_others_are_
         for part in ("'last'", "Row(ts: Integer, seen: Float)", field, "SavepointWriter"):
             assert part in message, message
         assert not os.path.exists(tmp_path / variant / "running" / "_delta_log"), "nothing was committed"
+
+
+@pytest.mark.slow
+def test_a_read_while_the_job_runs_never_blocks_or_changes_it(spark, tmp_path):
+    import threading
+    events = write_input(tmp_path / "in", seed=11)
+    outcome = {}
+    job = threading.Thread(target=lambda: outcome.setdefault("result", run(tmp_path, max_records_per_split=10)))
+    job.start()
+    storage = CheckpointStorage(job_dir(tmp_path))
+    reads, counts = 0, []
+    while job.is_alive():
+        try:
+            if not storage.completed():
+                job.join(0.2)
+                continue
+            reader = SavepointReader.read(job_dir(tmp_path))
+            state = reader.keyed_state("every-state", "count")
+        except (CheckpointException, OSError):     # no checkpoint yet, or retention discarded the one read
+            job.join(0.2)
+            continue
+        reads += 1
+        counts.append((reader.point.record.checkpoint_id, sum(state.column("value").to_pylist())))
+    job.join()
+    assert outcome["result"].epochs and reads >= 2, "reads completed while the job ran"
+    # Each read saw a checkpoint as it was: its total count is the events of its epochs.
+    assert all(total == sum(1 for _ in first_lines(tmp_path / "in", 10 * cid)) for cid, total in counts), counts
+    assert table_rows(tmp_path / "running") == expected_running(events)
+    assert table_rows(tmp_path / "windows") == expected_windows(events)

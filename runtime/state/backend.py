@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 from runtime.datastream import state as api
+from runtime.common.typeinfo import BasicTypeInfo
+from runtime.state.schema_evolution import StateMigrationException, check_restored_type
 from runtime.state.ttl import TtlState, TtlStateFactory, ttl_enabled
 
 VOID_NAMESPACE = None
@@ -188,6 +190,7 @@ class KeyedStateBackend(ABC):
     max_parallelism: int
     key_type: Any = None       # how keys hash into key groups (runtime.state.key_groups)
     key_group_range: Any
+    restored_types: dict = {}  # state name -> the type its checkpoint stored it as, until it registers again
     states: dict               # state name -> its state object (``.descriptor``), as the operator registered it
     internal_states: dict      # state name -> the backend's own state object (a TTL'd state's values and times)
     current_key: Any = None
@@ -224,7 +227,39 @@ class KeyedStateBackend(ABC):
         state = (TtlStateFactory.create_state(self, descriptor, self._internal_state) if ttl_enabled(descriptor)
                  else self._internal_state(descriptor))
         self.states[descriptor.name] = state
+        self._migrate_restored(descriptor, state)
         return state
+
+    def _migrate_restored(self, descriptor: api.StateDescriptor, state) -> None:
+        """The restored values of a state whose stored type differs from the registered one,
+        migrated (or refused) as runtime.state.schema_evolution says, through the state's own
+        interface, so both backends migrate alike (Flink migrates at registration too)."""
+        stored = self.restored_types.pop(descriptor.name, None)
+        migrate = check_restored_type(self.operator_name, descriptor.name, stored, descriptor.type_info)
+        if migrate is None:
+            return
+        kind = type(descriptor).__name__
+        if kind not in ("ValueStateDescriptor", "ListStateDescriptor", "MapStateDescriptor"):
+            if isinstance(stored, BasicTypeInfo):
+                return      # a widened number: the values are those of the new type already
+            raise StateMigrationException(
+                f"{self.operator_name}: the {kind[:-len('StateDescriptor')].lower()} state '{descriptor.name}' "
+                f"was checkpointed as {stored} and is now registered as {descriptor.type_info}: only value, list "
+                f"and map states migrate their values on restore. Migrate it offline with SavepointWriter "
+                f"(docs/operations/state-processor.md).")
+        previous = self.current_key
+        for key in self.keys(descriptor.name):
+            self.set_current_key(key)
+            if kind == "ValueStateDescriptor":
+                state.update(migrate(state.value()))
+            elif kind == "ListStateDescriptor":
+                state.update(migrate(list(state.get() or ())))
+            else:
+                entries = migrate(dict(state.items()))
+                state.clear()
+                state.put_all(entries)
+        if previous is not None:
+            self.set_current_key(previous)
 
     def _internal_state(self, descriptor: api.StateDescriptor):
         state = self.internal_states[descriptor.name] = self.create_internal_state(descriptor)

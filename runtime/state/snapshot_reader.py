@@ -149,6 +149,14 @@ class KeyedRows:
         self.chunks: list = []
         self.deletions = False              # some values are TOMBSTONEs: apply in order
 
+    def stored_types(self) -> dict:
+        """State name -> the declared type its state files stored it as (schema_evolution)."""
+        types: dict = {}
+        for chunk in self.chunks:
+            if isinstance(chunk, _StatePart) and chunk.name in chunk.types:
+                types.setdefault(chunk.name, chunk.types[chunk.name])
+        return types
+
     def column_chunks(self, skip=frozenset()) -> Iterator[tuple]:
         """Decoded chunks (name, key_groups, namespaces, keys, values), but of the states ``skip``."""
         for chunk in self.chunks:

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from runtime.common.arrow import arrow_to_records
 from runtime.common.typeinfo import TypeInformation
-from runtime.common.types import _create_row
+from runtime.common.types import Row
 from runtime.datastream.functions import Function
 from runtime.state.heap import HeapKeyedStateBackend
 from runtime.state.key_groups import (
@@ -105,37 +105,42 @@ class StateBootstrapTransformation:
     def _write_in_spark(self, directory, operator_id, operator, max_parallelism, parallelism) -> list[dict]:
         from pyspark.sql import functions as F
         routed_schema = f"{SUBTASK} int, batch binary"
-        this = replace(self, data=None)     # the closures go to the workers: not the DataFrame
+        import pickle
+        from runtime.execution.dependencies import dumps_by_value
+        # The function goes to the workers by value (a job script's or test's class is not
+        # importable there), the DataFrame not at all.
+        shipped = dumps_by_value(replace(self, data=None))
 
         def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             # Each batch's records go to the subtasks of their keys, as Arrow IPC bytes.
+            this = pickle.loads(shipped)
             for batch in batches:
                 for subtask, part in _by_subtask(batch, this, max_parallelism, parallelism):
                     sink = pa.BufferOutputStream()
                     with pa.ipc.new_stream(sink, part.schema) as w:
                         w.write_batch(part)
-                    yield pa.record_batch([pa.array([subtask], pa.int32()), pa.array([sink.getvalue()])],
+                    yield pa.record_batch([pa.array([subtask], pa.int32()), pa.array([sink.getvalue().to_pybytes()], pa.binary())],
                                           names=[SUBTASK, "batch"])
 
         def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            this = pickle.loads(shipped)
             parts = (rb for b in batches for blob in b.column("batch").to_pylist()
                      for rb in pa.ipc.open_stream(blob))
             files = _bootstrap_batches(parts, this, directory, operator_id, operator, max_parallelism,
                                        parallelism)
-            yield pa.record_batch([pa.array([repr(f) for f in files], pa.string())], names=["file"])
+            yield pa.record_batch([pa.array([pickle.dumps(files)], pa.binary())], names=["files"])
 
         routed = self.data.mapInArrow(route, routed_schema)
         out = routed.repartition(parallelism, F.col(SUBTASK)).sortWithinPartitions(SUBTASK) \
-            .mapInArrow(write, "file string").collect()
-        import ast
-        return [ast.literal_eval(r["file"]) for r in out]
+            .mapInArrow(write, "files binary").collect()
+        return [f for r in out for f in pickle.loads(r["files"])]
 
 
 def _records(batch: pa.RecordBatch, record_type) -> list:
     if record_type is not None:
         return arrow_to_records(batch, record_type)
     names = batch.schema.names
-    return [_create_row(names, values) for values in zip(*(c.to_pylist() for c in batch.columns))]
+    return [Row(**dict(zip(names, values))) for values in zip(*(c.to_pylist() for c in batch.columns))]
 
 
 def _by_subtask(batch: pa.RecordBatch, t: StateBootstrapTransformation, max_parallelism: int, parallelism: int):

@@ -174,6 +174,8 @@ class TaskOperator:
         """The state of a snapshot chain (a full snapshot, then increments with deletions)."""
         if self.backend is not None:
             keyed = snapshot.get("keyed", ())
+            # The types the states were stored as: checked when the operator registers them.
+            self.backend.restored_types = keyed.stored_types() if hasattr(keyed, "stored_types") else {}
             (self.backend.apply if getattr(keyed, "deletions", False) else self.backend.restore)(keyed)
             self.timers.restore(snapshot.get("timers", ()), self.ctx.key_group_range)
 
