@@ -3,6 +3,7 @@ DataFrames, savepoints written from data, state schema evolution on restore. Eve
 tests/jobs/every_state.py on the shared Spark session and checks against what its input implies.
 """
 import collections
+import json
 import os
 
 import pyarrow as pa
@@ -13,6 +14,7 @@ from checkpoint_harness import (
 from runtime.checkpoint.incremental import INCREMENTAL
 from runtime.checkpoint.savepoint import take_savepoint
 from runtime.checkpoint.storage import CheckpointException, CheckpointStorage
+from runtime.cli import main as sluice
 from runtime.client import run_job
 from runtime.common import Types
 from runtime.datastream.state import ListStateDescriptor, ValueStateDescriptor
@@ -48,7 +50,7 @@ def by_word(events) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
 @pytest.mark.parametrize("incremental", [True, False])
-def test_every_state_kind_and_the_timers_read_as_the_input_implies(spark, tmp_path, backend, incremental):
+def test_every_state_kind_and_the_timers_read_as_the_input_implies(spark, tmp_path, backend, incremental, capsys):
     write_input(tmp_path / "in", seed=3)
     run(tmp_path, max_epochs=1, backend=backend, incremental=incremental)
     run(tmp_path, max_epochs=1, backend=backend, incremental=incremental, restore_from="latest")
@@ -82,6 +84,16 @@ def test_every_state_kind_and_the_timers_read_as_the_input_implies(spark, tmp_pa
     assert dict(df.dtypes)["value"] == "map<string,bigint>" and df.count() == len(seen)
     last = reader.read_keyed_state(spark, "every-state", "last")
     assert dict(last.dtypes)["value"] == "struct<ts:int,seen:float>"
+    # sluice state --sql: the states as views named after them, the timers as `timers`.
+    capsys.readouterr()
+    assert sluice(["state", JOB, "--warehouse", str(tmp_path / "warehouse"), "--operator", "every-state",
+                   "--format", "json", "--sql",
+                   "SELECT c.key, c.value AS n, m.value AS latest, (SELECT count(*) FROM timers t WHERE t.key = c.key) "
+                   "AS timers FROM count c JOIN max_ts m USING (key)", "--", "--input", "x", "--running", "y",
+                   "--windows", "z"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert {r["key"]: (r["n"], r["latest"], r["timers"]) for r in rows} == {
+        w: (len(ts), max(ts), len(set(ts))) for w, ts in seen.items()}
 
 
 class CountFrom(KeyedStateBootstrapFunction):

@@ -13,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Iterator, Optional
 
+import copy
+
+import numpy as np
 import pyarrow as pa
 
 from runtime.common.arrow import arrow_to_records
@@ -20,9 +23,7 @@ from runtime.common.typeinfo import TypeInformation
 from runtime.common.types import Row
 from runtime.datastream.functions import Function
 from runtime.state.heap import HeapKeyedStateBackend
-from runtime.state.key_groups import (
-    KeyGroupRange, assign_key_groups, compute_key_group_range_for_operator_index,
-    compute_operator_index_for_key_group)
+from runtime.state.key_groups import KeyGroupRange, assign_key_groups, compute_key_group_range_for_operator_index
 from runtime.state.snapshot_writer import write_snapshot
 
 SUBTASK = "__sluice_subtask"
@@ -143,35 +144,45 @@ def _records(batch: pa.RecordBatch, record_type) -> list:
     return [Row(**dict(zip(names, values))) for values in zip(*(c.to_pylist() for c in batch.columns))]
 
 
+def _routed(batch: pa.RecordBatch, t: StateBootstrapTransformation, max_parallelism: int, parallelism: int):
+    """The batch's records, their keys, and the subtask of each key (Flink's operator index of
+    its key group)."""
+    records = _records(batch, t.record_type)
+    keys = [t.key_selector(r) for r in records]
+    groups = assign_key_groups(keys, max_parallelism, t.key_type) if keys else np.zeros(0, np.int32)
+    subtasks = groups.astype(np.int64) * parallelism // max_parallelism
+    return records, keys, subtasks
+
+
 def _by_subtask(batch: pa.RecordBatch, t: StateBootstrapTransformation, max_parallelism: int, parallelism: int):
-    keys = [t.key_selector(r) for r in _records(batch, t.record_type)]
-    groups = assign_key_groups(keys, max_parallelism, t.key_type)
-    subtasks = pa.array([compute_operator_index_for_key_group(max_parallelism, parallelism, int(g)) for g in groups],
-                        pa.int32())
-    import pyarrow.compute as pc
-    for s in pc.unique(subtasks).to_pylist():
-        yield s, batch.filter(pc.equal(subtasks, s))
+    _, _, subtasks = _routed(batch, t, max_parallelism, parallelism)
+    for s in np.unique(subtasks).tolist():
+        yield s, batch.filter(pa.array(subtasks == s))
 
 
 def _bootstrap_batches(batches: Iterable[pa.RecordBatch], t: StateBootstrapTransformation, directory: str,
                        operator_id: str, operator: str, max_parallelism: int, parallelism: int) -> list[dict]:
-    """Run the function on the records of ``batches`` in one heap backend per subtask, and write
-    each subtask's snapshot as its state file."""
-    contexts: dict[int, BootstrapContext] = {}
+    """Run the function on the records of ``batches`` in one heap backend per subtask (each with
+    its own copy of the function, opened on it), and write each subtask's snapshot as its state file."""
+    contexts: dict[int, tuple] = {}
     for batch in batches:
-        for subtask, part in _by_subtask(batch, t, max_parallelism, parallelism):
-            ctx = contexts.get(subtask)
-            if ctx is None:
+        records, keys, subtasks = _routed(batch, t, max_parallelism, parallelism)
+        for record, key, subtask in zip(records, keys, subtasks.tolist()):
+            found = contexts.get(subtask)
+            if found is None:
                 kgr = compute_key_group_range_for_operator_index(max_parallelism, parallelism, subtask)
                 backend = HeapKeyedStateBackend(operator, KeyGroupRange(kgr.start_key_group, kgr.end_key_group),
                                                 max_parallelism)
                 backend.key_type = t.key_type
                 backend.track_changes(False)
-                ctx = contexts[subtask] = BootstrapContext(backend, subtask, parallelism)
-                t.function.open(ctx)
-            for record in _records(part, t.record_type):
-                ctx.backend.set_current_key(t.key_selector(record))
-                t.function.process_element(record, ctx)
+                ctx = BootstrapContext(backend, subtask, parallelism)
+                function = copy.deepcopy(t.function)
+                function.open(ctx)
+                found = contexts[subtask] = (ctx, function.process_element)
+            ctx, process = found
+            ctx.backend.set_current_key(key)
+            process(record, ctx)
+    contexts = {s: ctx for s, (ctx, _) in contexts.items()}
     files = []
     for subtask, ctx in sorted(contexts.items()):
         backend = ctx.backend
