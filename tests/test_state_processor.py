@@ -79,6 +79,13 @@ def test_every_state_kind_and_the_timers_read_as_the_input_implies(spark, tmp_pa
     windows = reader.keyed_state("window-counts", "window-contents").to_pylist()
     assert windows and all(r["window_end"] - r["window_start"] == 10_000 for r in windows)
     assert all(r["value"]["word"] == r["key"] for r in windows)
+    # Operator state: the watermark generators' union state, a row per subtask, and the source's
+    # split positions (Flink's SourceReaderState), a row per input file.
+    generators = reader.operator_state("timestamps", "generator").to_pylist()
+    assert {r["distribution"] for r in generators} == {"union"} and len(generators) == 2
+    source = next(op["operator_id"] for op in reader.point.record.operators if op["files"] and op["uid"] is None)
+    splits = reader.operator_state(source, "SourceReaderState").to_pylist()
+    assert sorted(r["value"]["f0"] for r in splits) == sorted(str(p) for p in (tmp_path / "in").iterdir())
     # The same as a DataFrame, typed by the descriptors.
     df = reader.read_keyed_state(spark, "every-state", "buckets")
     assert dict(df.dtypes)["value"] == "map<string,bigint>" and df.count() == len(seen)
