@@ -20,11 +20,15 @@ and a replayed commit is a no-op on either:
   write options), the staged files deleted after.
 - upserts (``spark_merge_upserts``): delta-spark's ``MERGE`` with the session's
   ``spark.databricks.delta.write.txnAppId``/``txnVersion``, which MERGE checks and records.
+
+After a commit that the next one would pay a state reconstruction for (a row-tracking append, a
+MERGE), the new snapshot's state is computed in the background (``_warm_next_snapshot``).
 """
 from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -127,16 +131,49 @@ def _delta_log(spark, table_path: str):
     return spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_path)
 
 
-def _done_version(txn, table_path: str, app_id: str) -> int:
-    """The last checkpoint id ``app_id`` committed to the table (-1: none). delta-rs reads it from
-    the log in milliseconds where it reads the table; delta-spark's ``txnVersion`` reconstructs
-    the snapshot's state with Spark jobs (about a second), so it is the fallback."""
-    from deltalake import DeltaTable
+def _done_version(txn, table, app_id: str) -> int:
+    """The last checkpoint id ``app_id`` committed to the table (-1: none). delta-rs (``table``,
+    the sink's one load of the log) reads it in milliseconds; delta-spark's ``txnVersion``
+    reconstructs the snapshot's state with Spark jobs (about a second), so it is the fallback."""
     try:
-        done = DeltaTable(table_path).transaction_version(app_id)
+        done = table.transaction_version(app_id)
     except Exception:                   # a reader feature delta-rs lacks: ask delta-spark
         return int(txn.txnVersion(app_id))
     return -1 if done is None else int(done)
+
+
+# ---- the next commit's snapshot ---------------------------------------------------------------
+
+_warming: dict = {}
+
+
+def _warm_next_snapshot(spark, table_path: str) -> None:
+    """Compute the state of the snapshot the table's next commit reads, now, off the checkpoint's
+    path. delta-spark 4.4 reads a row-tracking table's row-id high-water mark (RowId.
+    extractHighWatermark) and MERGE reads the file list from the commit's read snapshot, and each
+    commit leaves a new snapshot (``DeltaLog.unsafeVolatileSnapshot``) whose state is not computed
+    yet: its ``domainMetadata`` (Snapshot.computedState, which ignores the CRC's copy) reconstructs
+    it with 3 Spark jobs. Computed here, in a daemon thread while the next epoch runs, the next
+    commit finds it (a lazy val: a commit that comes first waits for it, nothing runs twice); if
+    another writer commits in between, the next commit reads the newer snapshot as before."""
+    snapshot = _delta_log(spark, table_path).unsafeVolatileSnapshot()
+
+    def warm() -> None:
+        try:
+            snapshot.domainMetadata()
+        except Exception as error:          # the session stopped; the commit computes it as before
+            log.debug("warming the Delta snapshot of %s failed: %s", table_path, error)
+
+    thread = threading.Thread(target=warm, name=f"sluice-delta-snapshot {table_path}", daemon=True)
+    _warming[table_path] = thread
+    thread.start()
+
+
+def wait_warm(table_path: str, timeout: Optional[float] = None) -> None:
+    """Wait for ``_warm_next_snapshot``'s work on the table (benchmarks time the commit alone)."""
+    thread = _warming.pop(table_path, None)
+    if thread is not None:
+        thread.join(timeout)
 
 
 ICEBERG_CONVERTER = "org.apache.spark.sql.delta.icebergShaded.IcebergConverter"
@@ -169,10 +206,11 @@ def spark_commit_files(table_path: str, handles: list, app_id: str, version: int
     spark = spark_session(table_path)
     if not DeltaTable.is_deltatable(table_path):
         return _rewrite_files(spark, table_path, handles, app_id, version)
-    warn_without_iceberg(spark, table_path, DeltaTable(table_path).metadata().configuration)
+    table = DeltaTable(table_path)
+    warn_without_iceberg(spark, table_path, table.metadata().configuration)
     jvm = spark._jvm
     txn = _delta_log(spark, table_path).startTransaction()
-    if _done_version(txn, table_path, app_id) >= version:
+    if _done_version(txn, table, app_id) >= version:
         return None
     now = int(time.time() * 1000)
     action = jvm.org.apache.spark.sql.delta.actions.Action.fromJson
@@ -184,7 +222,10 @@ def spark_commit_files(table_path: str, handles: list, app_id: str, version: int
     none = jvm.scala.Option.empty()
     operation = jvm.org.apache.spark.sql.delta.DeltaOperations.Write(
         jvm.org.apache.spark.sql.SaveMode.Append, none, none, none, none, none, none, none, none)
-    return int(txn.commit(_seq(jvm, actions), operation))
+    committed = int(txn.commit(_seq(jvm, actions), operation))
+    if "rowTracking" in (table.protocol().writer_features or ()):
+        _warm_next_snapshot(spark, table_path)   # the next append reads its row-id high-water mark
+    return committed
 
 
 def _rewrite_files(spark, table_path: str, handles: list, app_id: str, version: int) -> Optional[int]:
@@ -261,4 +302,7 @@ def spark_merge_upserts(table_path: str, source: pa.Table, keys, app_id: str, ve
         conf.unset(TXN_VERSION)
         spark.catalog.dropTempView(view)
     after = DeltaTable(table_path).version()
-    return None if after == before else after
+    if after == before:
+        return None
+    _warm_next_snapshot(spark, table_path)      # the next MERGE reads its file list
+    return after
