@@ -18,10 +18,12 @@ def connections(airflow_db, monkeypatch):
     from airflow.models import Connection
     from airflow.utils.session import create_session
     monkeypatch.setenv("_AIRFLOW_PROCESS_CONTEXT", "server")
-    saved = {}
+    from sqlalchemy import insert, select
+    table, names = Connection.__table__, ["spark_default", "sluice_default"]
+    # The rows as stored, not decrypted: another test's Airflow may have written them with a Fernet
+    # key this process does not have.
     with create_session() as session:
-        for conn in session.query(Connection).filter(Connection.conn_id.in_(["spark_default", "sluice_default"])):
-            saved[conn.conn_id] = dict(conn_type=conn.conn_type, host=conn.host, port=conn.port, extra=conn.extra)
+        saved = [dict(row) for row in session.execute(select(table).where(table.c.conn_id.in_(names))).mappings()]
 
     def define(**wanted):
         with create_session() as session:
@@ -30,7 +32,10 @@ def connections(airflow_db, monkeypatch):
                 if fields is not None:
                     session.add(Connection(conn_id=conn_id, **fields))
     yield define
-    define(spark_default=saved.get("spark_default"), sluice_default=saved.get("sluice_default"))
+    with create_session() as session:
+        session.query(Connection).filter(Connection.conn_id.in_(names)).delete()
+        if saved:
+            session.execute(insert(table), saved)
 
 
 LOCAL = {"conn_type": "spark", "host": "local[2]"}

@@ -49,7 +49,7 @@ def test_a_command_with_the_set_up_done_prints_nothing_about_it():
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr == ("unknown command 'no-such-command': use wordcount, airflow, airflow-settings, "
-                           "kafka, test, plan, sluice or docs\n")
+                           "kafka, test, plan, sluice, jobmanager or docs\n")
 
 
 def test_a_stale_maven_step_prints_its_start_and_end_with_durations_and_the_total(tmp_path):
