@@ -118,6 +118,14 @@ def spark():
     session.stop()
 
 
+@pytest.fixture
+def dspark(spark):
+    """The shared session, when it has delta-spark (else the test is skipped)."""
+    if "DeltaSparkSessionExtension" not in (spark.conf.get("spark.sql.extensions", "") or ""):
+        pytest.skip("the Spark session has no delta-spark (bin/dev's set-up puts its jars in .jars/delta)")
+    return spark
+
+
 @pytest.fixture(params=["tasks", pytest.param("spark", marks=(pytest.mark.slow, pytest.mark.jobs))])
 def collect(request):
     """``collect(stream)``: what ``stream.execute_and_collect()`` returns, from the job's tasks run

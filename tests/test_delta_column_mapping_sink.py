@@ -28,13 +28,6 @@ from runtime_env import delta_env
 ROW = Types.ROW_NAMED(["word", "total", "extra"], [Types.STRING(), Types.LONG(), Types.STRING()])
 
 
-@pytest.fixture
-def dspark(spark):
-    if "DeltaSparkSessionExtension" not in (spark.conf.get("spark.sql.extensions", "") or ""):
-        pytest.skip("the Spark session has no delta-spark (bin/dev's set-up puts its jars in .jars/delta)")
-    return spark
-
-
 def mapped_table(spark, path, mode, partitioned=False):
     """A table delta-spark made with ``mode`` column mapping (versions 0-4): two rows, then
     ``count`` renamed to ``total``, ``note`` dropped and ``extra`` added, so its columns' physical

@@ -14,13 +14,6 @@ from deltalake import DeltaTable, write_deltalake
 from runtime.storage.delta_log import DeltaLog, Protocol, is_log_file
 
 
-@pytest.fixture
-def dspark(spark):
-    if "DeltaSparkSessionExtension" not in (spark.conf.get("spark.sql.extensions", "") or ""):
-        pytest.skip("the Spark session has no delta-spark (bin/dev's set-up puts its jars in .jars/delta)")
-    return spark
-
-
 def log_names(path) -> list[str]:
     return sorted(os.path.basename(p) for p in glob.glob(os.path.join(path, "_delta_log", "*")))
 

@@ -52,13 +52,6 @@ def run_result():
     return SimpleNamespace(sink_files={})
 
 
-@pytest.fixture
-def dspark(spark):
-    if "DeltaSparkSessionExtension" not in (spark.conf.get("spark.sql.extensions", "") or ""):
-        pytest.skip("the Spark session has no delta-spark (bin/dev's set-up puts its jars in .jars/delta)")
-    return spark
-
-
 def create(spark, path, columns: str, features: str, seed_rows: str) -> str:
     spark.sql(f"CREATE TABLE delta.`{path}` ({columns}) USING delta {features}")
     spark.sql(f"INSERT INTO delta.`{path}` VALUES {seed_rows}")

@@ -29,14 +29,6 @@ from runtime_env import delta_env
 CDF_JOB = os.path.join(os.path.dirname(__file__), "jobs", "change_feed_copy.py")
 
 
-@pytest.fixture
-def dspark(spark):
-    """The shared session, when it has delta-spark (else the module's tests are skipped)."""
-    if "DeltaSparkSessionExtension" not in (spark.conf.get("spark.sql.extensions", "") or ""):
-        pytest.skip("the Spark session has no delta-spark (bin/dev's set-up puts its jars in .jars/delta)")
-    return spark
-
-
 def _plain(value):
     if isinstance(value, datetime.datetime):        # _commit_timestamp: compared as epoch ms
         return int(value.timestamp() * 1000) if value.tzinfo else value
