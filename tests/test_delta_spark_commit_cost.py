@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from runtime.connectors.delta.spark_committer import spark_commit_files, spark_merge_upserts, wait_warm
-from test_delta_spark_sink import create, dspark, spark_rows, staged  # noqa: F401  (dspark: a fixture)
+from test_delta_spark_sink import create, spark_rows, staged
 
 pytestmark = [pytest.mark.slow, pytest.mark.delta_spark]
 
