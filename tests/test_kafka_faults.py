@@ -56,14 +56,20 @@ def test_a_broker_killed_and_started_mid_run_fails_the_attempt_and_the_restart_l
         recovery = []       # seconds from the broker's return to the next completed checkpoint
 
         def fault():
-            # Once two checkpoints completed (10 epochs in all), the broker dies and is started
-            # again at once (some seconds): the epoch then running fails on it, and so do the
-            # restart attempts' preflights until the broker is up (each a failed attempt, 3 s apart).
+            # Once two checkpoints completed, the broker dies; once the epoch then running has
+            # failed on it, the broker is started again (some seconds), and the restart attempts'
+            # preflights fail until it listens (each a failed attempt, 3 s apart).
             from runtime.checkpoint.storage import CheckpointStorage
             completed = lambda: max((r.checkpoint_id for r in CheckpointStorage(checkpoints).completed()), default=0)
             wait_until(lambda: os.path.isdir(checkpoints) and completed() >= 2, 120, "two checkpoints", interval=0.05)
             broker.kill()
-            broker.restart()
+            # The broker stays down until an attempt has failed on it: a restart within the
+            # clients' own retries would let the attempt live on (another test covers that).
+            try:
+                wait_until(lambda: any(r.state == FAILED for r in history.attempts(DAG_RUN)), 120,
+                           "an attempt failed on the dead broker", interval=0.1)
+            finally:
+                broker.restart()
             back, before = time.monotonic(), completed()
             wait_until(lambda: completed() > before, 300, "a checkpoint after the restart", interval=0.05)
             recovery.append(time.monotonic() - back)
