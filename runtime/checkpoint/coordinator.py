@@ -33,6 +33,8 @@ from runtime.checkpoint.incremental import file_entry, referenced_partitions
 from runtime.checkpoint.sink_committers import create_committers
 from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, DISCARDED, FAILED, CheckpointRecord, CheckpointStorage
 from runtime.common.faults import fault_point
+from runtime.common.phase_timer import (CHECKPOINT_QUEUE, CHECKPOINT_RECORD, HAND_OFF, NO_TIMER, SOURCE_POSITIONS,
+                                        STATE_COMMITS, PhaseTimer)
 from runtime.graph.job_graph import JobGraph
 from runtime.state.key_groups import KEY_HASHING
 from runtime.storage.filesystems import relative
@@ -43,6 +45,12 @@ log = logging.getLogger("sluice.checkpoint")
 def checkpointing_enabled(config: dict) -> bool:
     """Whether a job's checkpoint config (``settings.checkpoint_config``) takes checkpoints."""
     return (config.get("interval_ms") or -1) > 0 or config.get("interval_epochs") is not None
+
+
+def commit_sink(committer, committables: list, version: int, timer: PhaseTimer = NO_TIMER) -> dict:
+    """A sink's commit, timed as its kind of commit (a Kafka transaction, a Delta commit), named by its node id."""
+    with timer.phase(committer.commit_phase, committer.context.sink_id):
+        return committer.commit(committables, version)
 
 
 class CheckpointCoordinator:
@@ -129,23 +137,27 @@ class CheckpointCoordinator:
 
     def complete_async(self, checkpoint_id: int, epoch: int, started: float, state_files: list,
                        enumerators: dict, watermarks: dict, sinks: list,
-                       chains: Optional[dict] = None) -> Future:
+                       chains: Optional[dict] = None, timer: PhaseTimer = NO_TIMER) -> Future:
         """``complete`` in the background, while the next epoch runs; the future gives its record
         and the time its commits ended (or raises its failure). What it commits is taken now: the
         sources' positions at this epoch's end, the staged sink output, the chains' files. The
-        interval counts from here."""
+        interval counts from here. ``timer`` times its phases (the epoch's, epoch_stats)."""
         self.last_epoch, self.last_time = epoch, time.time()
         positions = {vid: e.snapshot() for vid, e in enumerators.items()}
         state_files = list(state_files)
+        timer.lap(HAND_OFF)     # the epoch's last step on its thread: its checkpoint goes to the background
+        handed = time.time()
 
         def completion():
-            record = self.complete(checkpoint_id, epoch, started, state_files, positions, watermarks, sinks, chains)
+            timer.add(CHECKPOINT_QUEUE, handed, time.time())     # behind a retention, or nothing
+            record = self.complete(checkpoint_id, epoch, started, state_files, positions, watermarks, sinks, chains,
+                                   timer)
             return record, time.time()
         return self._submit(completion)
 
     def complete(self, checkpoint_id: int, epoch: int, started: float, state_files: list,
                  positions: dict, watermarks: dict, sinks: list,
-                 chains: Optional[dict] = None) -> CheckpointRecord:
+                 chains: Optional[dict] = None, timer: PhaseTimer = NO_TIMER) -> CheckpointRecord:
         """Commit state, then sinks, then the record; returns the completed record. ``sinks``:
         (committer, committables staged since the last checkpoint) of each sink that commits
         with checkpoints; each commits its committables with the checkpoint id as version.
@@ -153,19 +165,21 @@ class CheckpointCoordinator:
         each source vertex's split positions (its enumerator's snapshot); ``chains`` (an
         operator id -> its files, absolute paths, in order) what the record lists for each
         operator: with incremental checkpoints, files of earlier checkpoints too."""
-        sources = self._write_source_state(checkpoint_id, positions)
+        with timer.phase(SOURCE_POSITIONS):
+            sources = self._write_source_state(checkpoint_id, positions)
         fault_point("after-state-files", epoch)
         by_operator: dict[str, list] = {}
         for f in list(state_files) + sources:
             by_operator.setdefault(f.operator_id, []).append(f)
         nodes = {n.operator_id: (v, n) for v in self.job_graph.vertices for n in v.operators}
         versions = {}
-        for op_id, files in by_operator.items():
-            table = state_table_name(nodes[op_id][1])
-            versions[f"state/{table}"] = self.storage.commit_state(table, checkpoint_id, files)
+        with timer.phase(STATE_COMMITS):
+            for op_id, files in by_operator.items():
+                table = state_table_name(nodes[op_id][1])
+                versions[f"state/{table}"] = self.storage.commit_state(table, checkpoint_id, files)
         fault_point("after-state-commit", epoch)
         for committer, committables in sinks:
-            versions.update(committer.commit(committables, checkpoint_id))
+            versions.update(commit_sink(committer, committables, checkpoint_id, timer))
         fault_point("after-sink-commit", epoch)
         source_ids = {f.path for f in sources}
         # Every operator is listed, with or without state, as Flink's checkpoint metadata lists
@@ -197,7 +211,8 @@ class CheckpointCoordinator:
                             for vid, p in positions.items()},
             watermarks=watermarks, operators=operators, table_versions=versions,
             started_at=started, completed_at=now)
-        self.storage.record([record], before_commit=lambda: fault_point("during-checkpoint-record", epoch))
+        with timer.phase(CHECKPOINT_RECORD):
+            self.storage.record([record], before_commit=lambda: fault_point("during-checkpoint-record", epoch))
         self._retain_later(epoch)
         return record
 

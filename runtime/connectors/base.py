@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Iterator, Optional
 
+from runtime.common.phase_timer import SINK_COMMITS
 from runtime.datastream.connectors.base import Boundedness
 from runtime.task.deployment import SplitRead
 
@@ -144,6 +145,7 @@ class Committer:
     This base class commits nothing (a SinkFunction's writer did all there was to do)."""
 
     at_checkpoint: ClassVar[bool] = False
+    commit_phase: ClassVar[str] = SINK_COMMITS      # what its commit is, in an epoch's timings
 
     def __init__(self, sink, context: CommitterContext):
         self.sink = sink            # the sink's descriptor

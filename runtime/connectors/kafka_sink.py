@@ -32,6 +32,7 @@ driver's producer writes them; AT_LEAST_ONCE writes from the tasks.
 """
 from __future__ import annotations
 
+from runtime.common.phase_timer import KAFKA_TRANSACTION
 from runtime.connectors.base import Committer
 from runtime.connectors.kafka_clients import (ClientErrors, KafkaConnectorError, StuckCall, bounded,
                                               client_config, log, renewed, with_errors)
@@ -126,6 +127,8 @@ class KafkaSinkWriter(SinkWriter):
 
 class KafkaCommitter(Committer):
     """EXACTLY_ONCE: writes each checkpoint's records in one transaction (see the module)."""
+
+    commit_phase = KAFKA_TRANSACTION
 
     def __init__(self, sink, context):
         super().__init__(sink, context)

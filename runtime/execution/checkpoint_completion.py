@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from runtime.checkpoint.coordinator import CheckpointCoordinator
+from runtime.checkpoint.coordinator import CheckpointCoordinator, commit_sink
+from runtime.common.phase_timer import NO_TIMER, PhaseTimer
 from runtime.execution.job_execution_result import EpochSummary, JobExecutionException
 from runtime.execution.source_coordinator import SourceCoordinator
 from runtime.execution.state_assignment import TaskStates
@@ -43,9 +44,9 @@ class CheckpointCompletion:
         self.report = report
         self.in_flight: Optional[_InFlightCheckpoint] = None
 
-    def trigger(self, checkpoint_id: Optional[int], epoch: int, acks: list):
+    def trigger(self, checkpoint_id: Optional[int], epoch: int, acks: list, timer: PhaseTimer = NO_TIMER):
         """Hand the epoch's checkpoint to the coordinator (the future of its completion, None
-        without one)."""
+        without one); ``timer`` (the epoch's) times the checkpoint's phases."""
         if checkpoint_id is not None:
             watermarks = checkpointed([(a.job_vertex_id, a.subtask_index, a.task_watermarks, a.watermark) for a in acks],
                                       {v.id: v.head.operator_id for v in self.job_graph.vertices})
@@ -54,10 +55,10 @@ class CheckpointCompletion:
             chains = self.states.chains
             return self.coordinator.complete_async(
                 checkpoint_id, epoch, snapshot_started, chains.to_commit(checkpoint_id), self.sources.enumerators,
-                watermarks, self.coordinator.staged(), chains=chains.listing())
+                watermarks, self.coordinator.staged(), chains=chains.listing(), timer=timer)
         if not self.coordinator.enabled:
             for committer, committables in self.coordinator.staged():
-                committer.commit(committables, epoch + 1)
+                commit_sink(committer, committables, epoch + 1, timer)
         return None
 
     def hold(self, summary: EpochSummary, checkpoint_id: int, completion) -> None:

@@ -142,6 +142,17 @@ class EpochJob:
         keyed = [v.id for v in job_graph.vertices if v.id in self.local_stores]
         self.pool_groups = {v: SLOT_POOLS if self.shares_slots else SLOT_POOLS + 1 + g for g, v in enumerate(keyed)}
         self.rdds = PythonRDDs(sc)
+        # Each Spark stage named by the vertices it runs (its call site), for the epoch's timings
+        # (epoch_stats): a shuffle's map stage runs the vertices that feed it, the result stage the
+        # terminal ones.
+        terminal = [v for v in job_graph.vertices if not job_graph.outputs_of(v.id)]
+        feeds = {v.id: [job_graph.vertex(je.source_vertex) for je in job_graph.inputs_of(v.id)]
+                 for v in job_graph.vertices if not v.is_input_vertex}
+        self.stage_names = {vid: ", ".join(dict.fromkeys(u.name for u in us)) for vid, us in feeds.items()}
+        self.result_stage = ", ".join(v.name for v in terminal)
+        self.stage_vertices = {self.result_stage: tuple(v.id for v in terminal)}
+        for vid, us in feeds.items():
+            self.stage_vertices[self.stage_names[vid]] = tuple(u.id for u in us)
         # In local mode every task runs on the one executor: anchors would only cost py4j calls.
         self.locality = StateLocality(self.rdds, () if sc.master.startswith("local") else self.local_stores)
 
@@ -161,6 +172,7 @@ class EpochJob:
                 stage = py.source(v.parallelism, *self._pools(v))
             else:
                 parts = [stages[je.source_vertex].then(_OnEdge(je.data_set)) for je in job_graph.inputs_of(v.id)]
+                sc._jsc.setCallSite(self.stage_names[v.id])
                 shuffled = self.locality.anchored(v.id, v.parallelism, py.partition_by(parts, v.parallelism))
                 stage = py.rows(shuffled, *self._pools(v))
             stage = stage.then(task)
@@ -172,9 +184,11 @@ class EpochJob:
                 terminal.append(stage.then(_payloads))
             stages[v.id] = stage
         sc.setJobGroup(f"sluice-{self.run_id}-{epoch}", f"{job_graph.job_name} epoch {epoch}")
+        sc._jsc.setCallSite(self.result_stage)
         try:
             collected = py.collect(terminal)
         finally:
+            sc._jsc.setCallSite(None)
             for rdd in cached:
                 rdd.unpersist(False)
         acks = list(acks_accumulator.value)

@@ -31,6 +31,7 @@ from runtime.execution import dependencies
 from runtime.execution.checkpoint_completion import CheckpointCompletion
 from runtime.execution.epoch_job import EpochJob, shares_slots
 from runtime.execution.epoch_planner import EpochPlanner
+from runtime.execution.epoch_stats import EpochStatsTracker
 from runtime.execution.history import RUNNING, ExecutionRecord, RunRecorder
 from runtime.execution.job_execution_result import EpochSummary, JobExecutionException, JobExecutionResult
 from runtime.execution.options import ExecutionOptions
@@ -46,6 +47,7 @@ from runtime.graph.execution_state import ExecutionState
 from runtime.graph.job_graph import create_job_graph
 from runtime.graph.stream_graph import StreamGraph
 from runtime.metrics.aggregation import RunMetrics
+from runtime.metrics.epoch_timings import ACKNOWLEDGEMENTS, HAND_OFF, PLANNING, PREVIOUS_CHECKPOINT, SPARK_JOB
 from runtime.metrics.vertex_metrics import epoch_vertex_metrics
 from runtime.scheduler.restart import effective_configuration
 from runtime.scheduler.slots import compute_slot_plan, slots_required_per_group
@@ -115,6 +117,8 @@ class JobRunner:
         self.slot_plan = compute_slot_plan(self.execution_graph, task_managers(self.spark, required))
         self.epoch_job = EpochJob(self.spark.sparkContext, job_graph, self.run_id,
                                   dict(settings.job_parameters))
+        self.stats = EpochStatsTracker(self.spark.sparkContext, job_graph, self.run_id, self.epoch_job.stage_vertices,
+                                       self.coordinator.enabled)      # where each epoch's time goes
         self.start = StartingPoint()
         self.watermark = MIN_WATERMARK      # the job's: the minimum over its sinks' subtasks
         self.metrics = RunMetrics()         # user metrics: not checkpointed, they start with the run
@@ -169,6 +173,7 @@ class JobRunner:
         if start is None:
             return False
         self.metrics = RunMetrics()     # redeployed from a checkpoint: Flink's tasks restart their metrics
+        self.stats.restarted()
         self._begin(start)
         return True
 
@@ -271,10 +276,12 @@ class JobRunner:
                 return
             pause = self.options.epoch_interval_ms / 1000 - (time.time() - epoch_started)
             if pause > 0 and not self.start.replay and self.sources.paced:
-                time.sleep(pause)
+                with self.stats.boundary_wait():
+                    time.sleep(pause)
 
     def _run_epoch(self, epoch: int, broadcast) -> tuple[EpochSummary, bool]:
         started = time.time()
+        timer = self.stats.begin(epoch, started)
         if self.stopping is None and not self.start.replay and not self.batch:     # an epoch boundary
             self.stopping = pending_request(self.job_dir, self.options.dag_run_id)
             if self.stopping is not None:
@@ -282,6 +289,7 @@ class JobRunner:
                 self._say(f"stop with savepoint requested{' by ' + self.stopping.requested_by if self.stopping.requested_by else ''}"
                           f": epoch {epoch} is the last, ending in a checkpoint")
         plan = self.planner.plan(epoch, self.start, self.watermark, self.execution_graph, self.metrics)
+        timer.lap(PLANNING)
         slow = threading.Timer(SLOW_EPOCH_S, self._say, (f"epoch {epoch} started at {utc_time(started * 1000)}, "
                                                          f"running for {SLOW_EPOCH_S:.0f} s",))
         slow.daemon = True
@@ -290,6 +298,7 @@ class JobRunner:
             payloads = self.epoch_job.run(epoch, broadcast, plan.descriptors)
         finally:
             slow.cancel()
+        timer.lap(SPARK_JOB)
         plan.logged.result()    # the epoch's plan is committed before anything it produced is
         acks = self.coordinator.receive_acknowledgements(payloads)
         if os.environ.get("SLUICE_DEBUG"):
@@ -299,15 +308,19 @@ class JobRunner:
         self._raise_failure(acks, epoch, started, plan.checkpoint_id)
         if self.execution_graph.all_execution_vertices[0].execution_state == ExecutionState.DEPLOYING:
             self._transition_all(ExecutionState.RUNNING)     # the first epoch done, after a fallback too
+        timer.lap(ACKNOWLEDGEMENTS)
         # The last epoch's checkpoint completed while this epoch ran: its files are committed
         # before the chains move on (or it failed, and so does this epoch).
         self.checkpoints.settle()
+        timer.lap(PREVIOUS_CHECKPOINT)
         self.coordinator.route_committables(acks, epoch)
         self.sources.complete_epoch(acks)
         sinks = [a for a in acks if not self.job_graph.outputs_of(a.job_vertex_id)]
         self.watermark = min((a.watermark for a in sinks), default=MIN_WATERMARK)
         state_files = self.states.after_epoch(acks, plan.incremental, plan.next_state_version)
-        completion = self.checkpoints.trigger(plan.checkpoint_id, epoch, acks)
+        timer.lap(HAND_OFF)
+        completion = self.checkpoints.trigger(plan.checkpoint_id, epoch, acks, timer)
+        self.stats.handed_over(epoch, acks)
         summary = self._summary(plan, started, acks, state_files)
         if completion is not None:
             self.checkpoints.hold(summary, plan.checkpoint_id, completion)
@@ -363,6 +376,7 @@ class JobRunner:
 
     def _report(self, summary: EpochSummary) -> None:
         """An epoch's metrics row (committed with the next commit of the epoch log) and progress line."""
+        summary.timings = self.stats.finish(summary.epoch, summary.checkpoint_id)
         self.storage.log_metrics(self.run_id, summary.epoch, summary.checkpoint_id, asdict(summary))
         if not self.options.quiet:
             log.info("%s", summary.progress_line(self.job_graph.job_name))

@@ -13,6 +13,7 @@ from typing import Optional
 from runtime.common.logs import utc_time
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.graph.execution_graph import ExecutionGraph
+from runtime.metrics.epoch_timings import EpochTimings
 from runtime.scheduler.slots import SlotPlan
 
 
@@ -46,6 +47,7 @@ class EpochSummary:
     vertices: dict = field(default_factory=dict)    # built-in ones per vertex (runtime.metrics.vertex_metrics)
     started_at: float = 0.0             # wall clock (s): epochs overlap their checkpoints, so the
                                         # time between two starts is what an epoch costs
+    timings: Optional[EpochTimings] = None  # where its time went, and its records' latency (epoch_timings)
 
     @property
     def local_store_hit_rate(self) -> Optional[float]:
@@ -56,8 +58,10 @@ class EpochSummary:
               "end of input" if self.watermark >= MAX_WATERMARK else utc_time(self.watermark))
         cp = f", checkpoint {self.checkpoint_id} ({self.checkpoint_ms:.0f} ms)" if self.checkpoint_id else ""
         local = f", local state {self.local_store_hits}/{self.local_stores}" if self.local_stores else ""
+        most = (" (" + ", ".join(f"{name} {ms:.0f} ms" for name, ms in self.timings.biggest()) + ")"
+                if self.timings is not None and self.timings.biggest() else "")
         return (f"[{job_name}] epoch {self.epoch}: {self.records_in} records in, {self.records_out} out, "
-                f"watermark {wm}, {self.duration_ms:.0f} ms{cp}{local}")
+                f"watermark {wm}, {self.duration_ms:.0f} ms{cp}{local}{most}")
 
 
 @dataclass

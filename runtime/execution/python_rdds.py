@@ -229,10 +229,12 @@ class PythonRDDs:
         return rdd
 
     def collect(self, stages: list) -> list:
-        """The rows of the stages, in one Spark job."""
-        from pyspark import RDD
+        """The rows of the stages, in one Spark job. As PySpark's ``RDD.collect`` without its call
+        site: the job's result stage keeps the name the caller set (``setCallSite``)."""
+        from pyspark.util import _load_from_socket
         rdds = [self.materialize(s) for s in stages]
-        return RDD(self.union(rdds).toJavaRDD(), self.sc, _ROWS_OUT).collect()
+        with _load_from_socket(self.sc._jvm.PythonRDD.collectAndServe(self.union(rdds)), _ROWS_OUT) as rows:
+            return list(rows)
 
     def _slot(self, group: int, index: int) -> tuple:
         slot = self._java.slots.get((group, index))

@@ -15,6 +15,7 @@ from typing import Iterable, Optional
 
 from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, DISCARDED, FAILED, CheckpointRecord
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
+from runtime.metrics.epoch_timings import stacked
 
 MAX_POINTS = 200        # per series: a chart 600-odd pixels wide has no room for more
 MAX_SPLIT_SERIES = 8    # lines per split-lag chart: more are not told apart (the table has every split)
@@ -53,6 +54,7 @@ class Chart:
     runs: tuple = ()        # (x, run id) where each run's first point is
     note: str = ""          # how the points were downsampled
     empty: str = ""         # what the chart would show, said when it has no points
+    stacked: bool = False   # its series are parts of one whole per x (a bar each), not lines
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ def epoch_charts(rows: list[dict]) -> list[Chart]:
               "for each output and each sink it goes to)", RECORDS, records_out,
               "No epoch logged with its vertices' records yet."),
         chart("epoch-duration", "Epoch duration", MS, durations, "No epoch logged yet."),
+        *timing_charts(rows),
         chart("watermark-lag", "Watermark lag (the epoch's processing time minus the vertex's watermark)", MS,
               watermark_lag, "No vertex has a watermark yet (event time: assign_timestamps_and_watermarks)."),
         *(chart("source-lag" if n == 0 else f"source-lag-{unit}",
@@ -120,6 +123,42 @@ def epoch_charts(rows: list[dict]) -> list[Chart]:
                 source_lag.get(unit, {}), "No source of this job reports its lag: a source that knows how much "
                 "input is waiting reports `lag` per split (its enumerator's split_metrics()).")
           for n, unit in enumerate(lag_units)),
+    ]
+
+
+def timing_charts(rows: list[dict]) -> list[Chart]:
+    """Where each epoch's time went, stacked (``runtime.metrics.epoch_timings``), beside its
+    records' latency percentiles. A bucket of epochs shows the one that took longest, with all its
+    parts: a stack of each part's highest would be no epoch's. Rows logged before epochs were
+    timed have no ``timings``: they are left out."""
+    k, note, runs, ticks = _epoch_axis(rows)
+    longest: dict = {}      # bucket -> (position, timings)
+    for i, r in enumerate(rows):
+        t = r.get("timings")
+        if t and (i // k not in longest or t["total_ms"] > longest[i // k][1]["total_ms"]):
+            longest[i // k] = (i, t)
+    parts: dict = {}        # part -> [(position, ms)], in the order parts first come
+    for i, t in sorted(longest.values(), key=lambda it: it[0]):
+        for name, ms in stacked(t):
+            parts.setdefault(name, []).append((i, ms))
+    drawn = {name: points for name, points in parts.items() if any(ms > 0 for _, ms in points)}
+    positions = sorted(i for i, _ in longest.values())
+    series = tuple(Series(name, tuple(Point(i, dict(points).get(i, 0.0), ticks[i]) for i in positions))
+                   for name, points in drawn.items())
+    latency: dict = {}
+    for i, r in enumerate(rows):
+        figures = (r.get("timings") or {}).get("latency")
+        for q in ("p50", "p90", "p99", "max"):
+            if figures:
+                latency.setdefault(q, []).append((i, figures[q]))
+    return [
+        Chart("epoch-phases", "Where each epoch's time goes: from the epoch before to its results being visible",
+              MS, "epoch", series, runs, f"Each bar is the longest of {k} consecutive epochs." if k > 1 else "",
+              "No epoch logged with its timings yet.", stacked=True),
+        Chart("epoch-latency", "Latency: a record's timestamp to its results being visible (its checkpoint)", MS,
+              "epoch", tuple(Series(q, _bucketed(points, k, ticks)) for q, points in latency.items()), runs, note,
+              "No epoch made records with timestamps visible yet (a Kafka source's, or a source's "
+              "WatermarkStrategy's)."),
     ]
 
 

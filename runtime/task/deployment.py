@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from runtime.common.watermark_strategy import MIN_WATERMARK
+from runtime.metrics.epoch_timings import RecordTimes
 from runtime.task.task_context import DEFAULT_BATCH_SIZE
 from runtime.task.watermarks import TaskWatermarks
 
@@ -89,3 +90,4 @@ class Acknowledgement:
     store_hits: int = 0                 # local stores used as they were
     store_misses: int = 0               # local stores rebuilt from the checkpoint's files
     metrics: dict = field(default_factory=dict)     # user metrics: TaskMetrics.report()
+    record_times: Optional[RecordTimes] = None      # a source's sample of its records' timestamps (latency)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
+from runtime.metrics.epoch_timings import RecordTimes
 from runtime.task.arrow_batch import ArrowBatch
 from runtime.task.deployment import TaskDeploymentDescriptor
 from runtime.task.operators import UserCodeException
@@ -29,6 +30,7 @@ class SourceInput:
         self.tdd = tdd
         self.ctx = ctx
         self.batch = batch      # BATCH execution mode
+        self.record_times = RecordTimes()   # a sample of the timestamps read: the epoch's latency
 
     def run(self) -> tuple[int, dict]:
         """Reads the splits to their end this epoch: (records read, each split's state)."""
@@ -85,6 +87,7 @@ class SourceInput:
                         latest = extreme(max, timestamps)
                     if latest is not None:
                         gen.on_event(latest)
+                    self.record_times.add(timestamps)
                     out.collect(values, timestamps)
                 except UserCodeException as e:
                     raise _with_origin(e, values, lambda i: reader.origin(split, read[split.split_id] + i)) from e.error

@@ -82,7 +82,9 @@ class StreamTask:
             for op in self.chain.all_operators:
                 op.advance_processing_time(self.tdd.processing_time)
             if self.vertex.is_input_vertex:
-                ack.records_in, ack.split_states = SourceInput(self.head, self.tdd, self.ctx, self.batch).run()
+                source = SourceInput(self.head, self.tdd, self.ctx, self.batch)
+                ack.records_in, ack.split_states = source.run()
+                ack.record_times = source.record_times or None
             else:
                 processor = StreamInputProcessor(self.job_graph, self.tdd, self.head, self.batch)
                 ack.records_in = processor.process(inputs)

@@ -5,7 +5,8 @@ an HTML legend (long vertex names wrap there, not inside the drawing) and a note
 
 What a browser test reads: ``figure.chart[data-chart=<id>]``, each series a
 ``g.series[data-series=<name>][data-points=<n>]`` holding its path and one ``circle`` per point
-(its value on hover, ``data-x`` its tick, ``data-y`` its value), each run's start a ``g.run[data-run=<run id>]``, each bar a
+(its value on hover, ``data-x`` its tick, ``data-y`` its value), or in a stacked chart
+(``g.series.stack``) one ``rect`` per point, each run's start a ``g.run[data-run=<run id>]``, each bar a
 ``g.bar[data-label][data-value][data-part]``.
 """
 from __future__ import annotations
@@ -95,17 +96,26 @@ def _step(span: float, unit: str) -> float:
 
 
 def line_chart(chart: Chart) -> Markup:
+    """A chart over epochs or checkpoints: a line per series, or a stacked bar per x (``stacked``)."""
     series = [s for s in chart.series if s.points]
     head = f'<figure class="chart" id="chart-{escape(chart.id)}" data-chart="{escape(chart.id)}">' \
            f'<figcaption>{escape(chart.title)}</figcaption>'
     if not series:
         return Markup(f'{head}<p class="muted empty">{escape(chart.empty)}</p></figure>')
     xs = sorted({p.x for s in series for p in s.points})
-    ys = [p.y for s in series for p in s.points]
+    if chart.stacked:
+        totals: dict = {}
+        for s in series:
+            for p in s.points:
+                totals[p.x] = totals.get(p.x, 0.0) + p.y
+        ys = list(totals.values())
+    else:
+        ys = [p.y for s in series for p in s.points]
     lo, hi = min(0.0, min(ys)), max(ys)
     step = _step((hi - lo) or max(abs(hi), 1), chart.unit)
     lo, hi = math.floor(lo / step) * step, max(math.ceil(hi / step) * step, lo + step)
-    x_lo, x_hi = (xs[0] - 0.5, xs[-1] + 0.5) if len(xs) == 1 else (xs[0], xs[-1])
+    # Bars stand on their x: half a bar's room either side; a line of one point needs some too.
+    x_lo, x_hi = (xs[0] - 0.5, xs[-1] + 0.5) if len(xs) == 1 or chart.stacked else (xs[0], xs[-1])
 
     def sx(x: float) -> float:
         return LEFT + (x - x_lo) / (x_hi - x_lo) * (WIDTH - LEFT - RIGHT)
@@ -135,20 +145,55 @@ def line_chart(chart: Chart) -> Markup:
         labelled = px if label else labelled
         parts.append(f'<g class="run" data-run="{escape(run_id)}"><title>run {escape(run_id)}</title>'
                      f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{TOP}" y2="{HEIGHT - BOTTOM}"/>{label}</g>')
-    for i, s in enumerate(series):
-        color = PALETTE[i % len(PALETTE)]
-        path = " ".join(f"{'M' if j == 0 else 'L'}{sx(p.x):.1f},{sy(p.y):.1f}" for j, p in enumerate(s.points))
-        dots = "".join(f'<circle cx="{sx(p.x):.1f}" cy="{sy(p.y):.1f}" r="2.5" data-x="{escape(p.tick)}" '
-                       f'data-y="{p.y}"><title>{escape(s.name)}: '
-                       f'{escape(said(p.y, chart.unit))} at {escape(chart.x_title)} {escape(p.tick)}</title></circle>'
-                       for p in s.points)
-        parts.append(f'<g class="series" data-series="{escape(s.name)}" data-points="{len(s.points)}" '
-                     f'stroke="{color}" fill="{color}"><path d="{path}" fill="none"/>{dots}</g>')
+    draw = _stacks if chart.stacked else _lines
+    parts.extend(draw(chart, series, sx, sy, (sx(x_hi) - sx(x_lo)) / (x_hi - x_lo)))
     parts.append(f'<line class="axis" x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{HEIGHT - BOTTOM}"/></svg>')
     legend = "".join(f'<li data-series="{escape(s.name)}"><span class="swatch" style="background:'
-                     f'{PALETTE[i % len(PALETTE)]}"></span>{escape(s.name)}</li>' for i, s in enumerate(series))
+                     f'{_color(i)}"></span>{escape(s.name)}</li>' for i, s in enumerate(series))
     note = f'<p class="muted note">{escape(chart.note)}</p>' if chart.note else ""
     return Markup(f'{head}{"".join(parts)}<ul class="legend">{legend}</ul>{note}</figure>')
+
+
+def _color(i: int) -> str:
+    return PALETTE[i % len(PALETTE)] if i < 2 * len(PALETTE) else "#8c8c8c"
+
+
+def _point_title(chart: Chart, name: str, p) -> str:
+    return (f'<title>{escape(name)}: {escape(said(p.y, chart.unit))} at {escape(chart.x_title)} '
+            f'{escape(p.tick)}</title>')
+
+
+def _lines(chart: Chart, series: list, sx, sy, unit_width: float) -> list:
+    out = []
+    for i, s in enumerate(series):
+        color = _color(i)
+        path = " ".join(f"{'M' if j == 0 else 'L'}{sx(p.x):.1f},{sy(p.y):.1f}" for j, p in enumerate(s.points))
+        dots = "".join(f'<circle cx="{sx(p.x):.1f}" cy="{sy(p.y):.1f}" r="2.5" data-x="{escape(p.tick)}" '
+                       f'data-y="{p.y}">{_point_title(chart, s.name, p)}</circle>' for p in s.points)
+        out.append(f'<g class="series" data-series="{escape(s.name)}" data-points="{len(s.points)}" '
+                   f'stroke="{color}" fill="{color}"><path d="{path}" fill="none"/>{dots}</g>')
+    return out
+
+
+def _stacks(chart: Chart, series: list, sx, sy, unit_width: float) -> list:
+    """Each series a segment of each x's bar, the first at the bottom; past the palette's ten
+    colours they come again lighter, so up to twenty parts are told apart."""
+    width = max(1.0, min(24.0, unit_width * 0.8))
+    base: dict = {}
+    out = []
+    for i, s in enumerate(series):
+        segments = []
+        for p in s.points:
+            bottom = base.get(p.x, 0.0)
+            base[p.x] = bottom + p.y
+            top_px, bottom_px = sy(bottom + p.y), sy(bottom)
+            segments.append(f'<rect x="{sx(p.x) - width / 2:.1f}" y="{top_px:.1f}" width="{width:.1f}" '
+                            f'height="{max(0.0, bottom_px - top_px):.1f}" data-x="{escape(p.tick)}" '
+                            f'data-y="{p.y}">{_point_title(chart, s.name, p)}</rect>')
+        opacity = ' fill-opacity="0.55"' if len(PALETTE) <= i < 2 * len(PALETTE) else ""
+        out.append(f'<g class="series stack" data-series="{escape(s.name)}" data-points="{len(s.points)}" '
+                   f'fill="{_color(i)}"{opacity}>{"".join(segments)}</g>')
+    return out
 
 
 def bar_chart(chart: BarChart, max_bars: int = MAX_BARS) -> Markup:

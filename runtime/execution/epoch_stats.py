@@ -1,0 +1,125 @@
+"""The driver's record of where each epoch's time goes (Flink's CheckpointStatsTracker, per
+epoch): a ``PhaseTimer`` per epoch that the loop and the checkpoint's completion time their
+steps into, the Spark job's stages as Spark's status store saw them, and the latency of the
+records whose results the epoch made visible. What the figures mean: ``runtime.metrics.epoch_timings``.
+
+Its own module so that the loop only says what it is doing (``with timer.phase(...)``): reading
+Spark's stages, matching them with the vertices, carrying the sampled record times of epochs
+without a checkpoint on to the next one, all happen here. Nothing here can fail an epoch: a
+figure that cannot be read is left out.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import contextmanager
+from typing import Iterator, Optional
+
+from runtime.common.phase_timer import PhaseTimer
+from runtime.metrics.epoch_timings import (BOUNDARY_WAIT, KAFKA_TRANSACTION, SINK_COMMITS, SPARK_JOB, EpochTimings,
+                                           SinkCommit, StageTiming, latency_percentiles, stage_shares)
+
+log = logging.getLogger(__name__)
+_KEPT = 8       # epochs whose timers wait for their report at most (one checkpoint in flight, replays)
+
+
+def spark_stages(sc, job_group: str) -> list[StageTiming]:
+    """The stages Spark ran for ``job_group``'s jobs, with its submission and completion times
+    (ms); a stage Spark skipped (its output was there) is left out. About ten py4j calls a stage."""
+    tracker, store = sc.statusTracker(), sc._jsc.sc().statusStore()
+    stages = []
+    for job_id in tracker.getJobIdsForGroup(job_group):
+        info = tracker.getJobInfo(job_id)
+        for stage_id in (info.stageIds if info is not None else ()):
+            data = store.lastStageAttempt(stage_id)
+            submitted, completed = data.submissionTime(), data.completionTime()
+            if not submitted.isDefined():
+                continue
+            stages.append(StageTiming(stage_id, data.name(), data.numTasks(), submitted.get().getTime(),
+                                      completed.get().getTime() if completed.isDefined() else 0))
+    return sorted(stages, key=lambda s: s.stage_id)
+
+
+class EpochStatsTracker:
+    def __init__(self, sc, job_graph, run_id: str, stage_vertices: dict, checkpoints: bool):
+        """``stage_vertices``: a stage's name (as the epoch's Spark job names them) -> the ids of the
+        vertices it runs; ``checkpoints``: whether the job takes checkpoints (then an epoch without
+        one makes its results visible with the next)."""
+        self.sc = sc
+        self.run_id = run_id
+        self.stage_vertices = stage_vertices
+        self.checkpoints = checkpoints
+        self.sink_names = {n.id: n.operator_name for v in job_graph.vertices for n in v.operators}
+        self._timers: dict = {}         # epoch -> (its timer, its record times, its stages' snapshot ms)
+        self._waited: Optional[tuple] = None    # the boundary wait before the next epoch
+        self._last_end: Optional[float] = None  # when the epoch before handed its checkpoint over
+        self._unseen: list = []         # record times of epochs whose results are not visible yet
+
+    @contextmanager
+    def boundary_wait(self) -> Iterator[None]:
+        started = time.time()
+        try:
+            yield
+        finally:
+            self._waited = (started, time.time())
+
+    def begin(self, epoch: int, started: float) -> PhaseTimer:
+        """The epoch's timer: from the end of the epoch before (its wait for the boundary counts);
+        its first lap from ``started``."""
+        timer = PhaseTimer(self._last_end if self._last_end is not None else started)
+        timer.lapped = started
+        if self._waited is not None:
+            timer.add(BOUNDARY_WAIT, *self._waited)
+            self._waited = None
+        for old in [e for e in self._timers if e < epoch - _KEPT or e >= epoch]:
+            del self._timers[old]       # a failed checkpoint's, a replayed epoch's earlier attempt
+        self._timers[epoch] = (timer, [], {})
+        return timer
+
+    def restarted(self) -> None:
+        """The run falls back to a checkpoint: the epochs since are run again."""
+        self._timers.clear()
+        self._unseen = []
+        self._last_end = self._waited = None
+
+    def handed_over(self, epoch: int, acks: list) -> None:
+        """The epoch's driver steps are done: its tasks' record times and snapshot times are kept."""
+        timer, times, snapshots = self._timers[epoch]
+        self._last_end = time.time()
+        times.extend(a.record_times for a in acks if getattr(a, "record_times", None))
+        for a in acks:
+            snapshots[a.job_vertex_id] = max(snapshots.get(a.job_vertex_id, 0.0), a.snapshot_ms)
+
+    def finish(self, epoch: int, checkpoint_id: Optional[int]) -> Optional[EpochTimings]:
+        """The epoch's timings once its results are visible (its checkpoint completed, or it took none)."""
+        entry = self._timers.pop(epoch, None)
+        if entry is None:
+            return None
+        timer, times, snapshots = entry
+        self._unseen.extend(times)
+        latency = None
+        if checkpoint_id is not None or not self.checkpoints:
+            latency = latency_percentiles(self._unseen, timer.ended * 1000)
+            self._unseen = []
+        phases: dict = {}
+        for p in timer.phases:
+            phases[p.name] = round(phases.get(p.name, 0.0) + p.ms, 1)
+        sinks = tuple(SinkCommit(self.sink_names.get(p.detail, p.detail), p.name, round(p.ms, 1))
+                      for p in timer.phases if p.name in (SINK_COMMITS, KAFKA_TRANSACTION))
+        return EpochTimings(round((timer.ended - timer.begun) * 1000, 1), phases,
+                            self._stages(epoch, timer, snapshots), sinks, latency, checkpoint_id)
+
+    def _stages(self, epoch: int, timer: PhaseTimer, snapshots: dict) -> tuple:
+        job = timer.first(SPARK_JOB)
+        if job is None:
+            return ()
+        try:
+            stages = spark_stages(self.sc, f"sluice-{self.run_id}-{epoch}")
+        except Exception as e:      # the figures are worth less than the epoch
+            log.debug("reading epoch %s's stages from Spark failed: %s", epoch, e)
+            return ()
+        end = int(job.ended * 1000)
+        stages = [StageTiming(s.stage_id, s.name, s.tasks, s.submitted, s.completed or end,
+                              max((snapshots.get(v, 0.0) for v in self.stage_vertices.get(s.name, ())), default=0.0))
+                  for s in stages]
+        return tuple(stage_shares(stages, job.started, job.ended))
