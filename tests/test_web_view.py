@@ -435,6 +435,49 @@ def test_charts_draw_every_epoch_of_both_runs_and_every_checkpoint(site, browser
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 20_000
 
 
+def test_each_epochs_time_is_stacked_by_phase_beside_its_latency_percentiles(site, browser, token):
+    """Where each epoch's time went (the epoch log's timings): a bar per epoch of both runs, a
+    segment per phase (the Spark job by stage), adding up to the epoch's time; beside it, the
+    latency of the records each checkpoint made visible (the job's event timestamps)."""
+    from runtime.metrics.epoch_timings import stack_rank, stacked
+    browser.get(f"{site.url}/sluice/jobs/{JOB_NAME}")
+    _wait(browser, lambda d: d.find_elements(By.ID, "chart-epoch-phases"), "the epoch phases chart")
+    drawn = browser.execute_script("""
+        const out = {};
+        for (const g of document.querySelectorAll('#chart-epoch-phases g.series.stack'))
+          out[g.dataset.series] = [...g.querySelectorAll('rect')].map(r => [r.dataset.x, Number(r.dataset.y)]);
+        return out;""")
+    rows = site.job.epoch_history
+    assert rows and all(r.get("timings") for r in rows)
+    parts = [dict(stacked(r["timings"])) for r in rows]
+    names = sorted((n for n in dict.fromkeys(n for p in parts for n in p) if any(p.get(n) for p in parts)),
+                   key=stack_rank)
+    # A part an epoch lacks (the failed run's source chain was another vertex) is 0 there.
+    assert drawn == {n: [[str(r["epoch"]), p.get(n, 0.0)] for r, p in zip(rows, parts)] for n in names}
+    for phase in ("planning", "state snapshot", "state commits", "checkpoint record"):
+        assert phase in drawn, sorted(drawn)
+    stages = [name for name in drawn if name.startswith("stage: ")]
+    assert stages and all(len(drawn[s]) == len(rows) for s in stages)
+    # Each bar is its epoch's time, from the epoch before to its checkpoint's record.
+    for i, r in enumerate(rows):
+        assert sum(points[i][1] for points in drawn.values()) == pytest.approx(r["timings"]["total_ms"], abs=1.0)
+    # Stacked in the order the phases run, bottom up; the legend says them in that order.
+    order = [g.get_attribute("data-series") for g in browser.find_elements(By.CSS_SELECTOR, "#chart-epoch-phases g.stack")]
+    legend = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#chart-epoch-phases ul.legend li")]
+    assert order == legend == names and names[:2] == ["planning", stages[0]] and names[-1] == "other"
+    latency = _charts(browser)["epoch-latency"]
+    # The job's event times are seconds after 1970: its records' latency is some 56 years. An
+    # epoch that read nothing (the end of input) has none.
+    with_latency = [r for r in rows if r["timings"]["latency"]]
+    assert len(with_latency) >= len(rows) - 1
+    assert latency == {q: [[str(r["epoch"]), r["timings"]["latency"][q]] for r in with_latency]
+                       for q in ("p50", "p90", "p99", "max")}
+    assert all(p50 <= mx for (_, p50), (_, mx) in zip(latency["p50"], latency["max"]))
+    # Side by side: the latency chart right of the stack, on the same row.
+    phases, beside = (browser.find_element(By.ID, f"chart-{c}").rect for c in ("epoch-phases", "epoch-latency"))
+    assert phases["y"] == beside["y"] and beside["x"] > phases["x"]
+
+
 def test_each_sources_splits_over_epochs_with_the_checkpointed_offset(site, browser, token):
     """Per source vertex (the failed run's chain had another name): a lag chart with a series per
     input file and a row per epoch and file, newest first. The failed run stopped after 2 epochs

@@ -50,6 +50,7 @@ class EpochStatsTracker:
         self.stage_vertices = stage_vertices
         self.checkpoints = checkpoints
         self.sink_names = {n.id: n.operator_name for v in job_graph.vertices for n in v.operators}
+        self.order = {v.id: i for i, v in enumerate(job_graph.vertices)}
         self._timers: dict = {}         # epoch -> (its timer, its record times, its stages' snapshot ms)
         self._waited: Optional[tuple] = None    # the boundary wait before the next epoch
         self._last_end: Optional[float] = None  # when the epoch before handed its checkpoint over
@@ -86,7 +87,11 @@ class EpochStatsTracker:
         """The epoch's driver steps are done: its tasks' record times and snapshot times are kept."""
         timer, times, snapshots = self._timers[epoch]
         self._last_end = time.time()
-        times.extend(a.record_times for a in acks if getattr(a, "record_times", None))
+        # The records' timestamps as first known: of the first vertex (in the graph's order) that
+        # sampled any, so that a record is not counted again by an assigner downstream.
+        sampled = [a for a in acks if getattr(a, "record_times", None)]
+        first = min((self.order[a.job_vertex_id] for a in sampled), default=None)
+        times.extend(a.record_times for a in sampled if self.order[a.job_vertex_id] == first)
         for a in acks:
             snapshots[a.job_vertex_id] = max(snapshots.get(a.job_vertex_id, 0.0), a.snapshot_ms)
 

@@ -15,7 +15,7 @@ from typing import Iterable, Optional
 
 from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, DISCARDED, FAILED, CheckpointRecord
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
-from runtime.metrics.epoch_timings import stacked
+from runtime.metrics.epoch_timings import stack_rank, stacked
 
 MAX_POINTS = 200        # per series: a chart 600-odd pixels wide has no room for more
 MAX_SPLIT_SERIES = 8    # lines per split-lag chart: more are not told apart (the table has every split)
@@ -114,8 +114,8 @@ def epoch_charts(rows: list[dict]) -> list[Chart]:
         chart("records-out", "Records out per vertex: sent on, plus written by its sinks (a record counts once "
               "for each output and each sink it goes to)", RECORDS, records_out,
               "No epoch logged with its vertices' records yet."),
+        *timing_charts(rows),       # side by side, in the second row of two columns
         chart("epoch-duration", "Epoch duration", MS, durations, "No epoch logged yet."),
-        *timing_charts(rows),
         chart("watermark-lag", "Watermark lag (the epoch's processing time minus the vertex's watermark)", MS,
               watermark_lag, "No vertex has a watermark yet (event time: assign_timestamps_and_watermarks)."),
         *(chart("source-lag" if n == 0 else f"source-lag-{unit}",
@@ -141,7 +141,7 @@ def timing_charts(rows: list[dict]) -> list[Chart]:
     for i, t in sorted(longest.values(), key=lambda it: it[0]):
         for name, ms in stacked(t):
             parts.setdefault(name, []).append((i, ms))
-    drawn = {name: points for name, points in parts.items() if any(ms > 0 for _, ms in points)}
+    drawn = {name: parts[name] for name in sorted(parts, key=stack_rank) if any(ms > 0 for _, ms in parts[name])}
     positions = sorted(i for i, _ in longest.values())
     series = tuple(Series(name, tuple(Point(i, dict(points).get(i, 0.0), ticks[i]) for i in positions))
                    for name, points in drawn.items())

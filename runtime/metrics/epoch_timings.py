@@ -23,11 +23,12 @@ without checkpoints, have committed by then). The phases, in order::
     checkpoint record    the checkpoints table's commit: the checkpoint exists
     other                what none of these covers (the gaps between them)
 
-Latency: the sources whose records carry a time (Kafka's record timestamps, the timestamps a
-source's WatermarkStrategy assigns) send a systematic sample of those times with their
-acknowledgements (``RecordTimes``, at most ``RecordTimes.LIMIT`` per subtask and epoch); a
-record's latency is the time its epoch's results became visible minus its timestamp. Records of
-epochs that take no checkpoint become visible with the next checkpoint, and are counted there.
+Latency: the records' timestamps as first known (a source's: Kafka's record timestamps, those
+its WatermarkStrategy assigns; else those the first ``assign_timestamps_and_watermarks`` gives)
+travel as a systematic sample with the tasks' acknowledgements (``RecordTimes``, at most
+``RecordTimes.LIMIT`` per subtask and epoch); a record's latency is the time its epoch's results
+became visible minus its timestamp. Records of epochs that take no checkpoint become visible with
+the next checkpoint, and are counted there.
 """
 from __future__ import annotations
 
@@ -118,17 +119,27 @@ def stacked(timings: dict) -> list[tuple[str, float]]:
     parts = [(name, phases.get(name, 0.0)) for name in _BEFORE_JOB]
     job = phases.get(SPARK_JOB, 0.0)
     in_stages = snapshots = 0.0
+    by_name: dict = {}      # a vertex feeding two shuffles runs in two stages of one name: one part
     for s in timings.get("stages") or ():
         snapshot = min(s.get("snapshot_ms") or 0.0, s.get("share_ms") or 0.0)
-        parts.append((STAGE + s["name"], (s.get("share_ms") or 0.0) - snapshot))
+        by_name[STAGE + s["name"]] = by_name.get(STAGE + s["name"], 0.0) + (s.get("share_ms") or 0.0) - snapshot
         in_stages += s.get("share_ms") or 0.0
         snapshots += snapshot
+    parts.extend(by_name.items())
     parts.append((STATE_SNAPSHOT, snapshots))
     parts.append((SPARK_SCHEDULING, max(0.0, job - in_stages)))
     parts.extend((name, phases.get(name, 0.0) + (phases.get(SOURCE_POSITIONS, 0.0) if name == STATE_COMMITS else 0.0))
                  for name in _AFTER_JOB)
     parts.append((OTHER, max(0.0, (timings.get("total_ms") or 0.0) - sum(v for _, v in parts))))
     return [(name, round(max(0.0, v), 1)) for name, v in parts]
+
+
+def stack_rank(part: str) -> int:
+    """Where a part of ``stacked`` goes in the stack, bottom up: what is the same part in every
+    epoch keeps its place when epochs have different stages (a run of another job graph)."""
+    order = [*_BEFORE_JOB, STAGE, STATE_SNAPSHOT, SPARK_SCHEDULING, *_AFTER_JOB, OTHER]
+    return order.index(STAGE if part.startswith(STAGE) else part) if (part.startswith(STAGE) or part in order) \
+        else order.index(OTHER)
 
 
 def stage_shares(stages: list[StageTiming], job_started: float, job_ended: float) -> list[StageTiming]:

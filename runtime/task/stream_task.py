@@ -96,6 +96,9 @@ class StreamTask:
             for op in self.chain.all_operators:
                 op.close()
             ack.metrics = self.ctx.metrics.report()     # after close(): what it counts counts too
+            # The records' timestamps as first known: the source's, else those a chained assigner gave.
+            ack.record_times = ack.record_times or next(
+                (op.record_times for op in self.chain.all_operators if getattr(op, "record_times", None)), None)
             fault_point("mid-epoch", self.tdd.epoch)
             self.state.snapshot(self.chain.all_operators, ack)
             self._finish_sinks(ack)

@@ -9,6 +9,7 @@ from itertools import repeat
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.task.arrow_batch import ArrowBatch
 from runtime.task.operators import TaskOperator
+from runtime.metrics.epoch_timings import RecordTimes
 from runtime.task.record_helpers import extreme, no_timestamps
 
 
@@ -71,6 +72,7 @@ class TimestampsAndWatermarksOperator(TaskOperator):
         self.strategy = self.spec.watermark_strategy
         self.generator = self.strategy.create_generator()
         self.assigner = self.strategy.timestamp_assigner
+        self.record_times = RecordTimes()   # a sample of the timestamps it assigned: the epoch's latency
 
     @property
     def takes_arrow(self) -> bool:
@@ -84,6 +86,7 @@ class TimestampsAndWatermarksOperator(TaskOperator):
         else:
             if self.assigner is not None:
                 timestamps = assign_timestamps(self, self.assigner, values, timestamps)
+                self.record_times.add(timestamps)
             latest = extreme(max, timestamps)
         if latest is not None:
             # Periodic generators only track the largest timestamp: one call per batch.
