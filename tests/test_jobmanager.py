@@ -130,6 +130,8 @@ def test_a_bounded_job_submitted_over_rest_runs_in_its_own_driver_once_per_submi
     assert checkpoints["latest"]["restored"] is None
     metrics = {m["id"]: m["value"] for m in client.job_metrics(jid)}
     assert (metrics["numEpochs"], metrics["numRecordsIn"], metrics["numRestarts"]) == ("3", "60", "0")
+    # Where its latest epoch's time went; its numbers carry no timestamps, so no latency.
+    assert int(metrics["lastEpochTime"]) > 0 and metrics["lastEpochLatencyP99"] == "-1"
     assert {"id": jid, "status": "FINISHED"} in client._call("GET", "/jobs")["jobs"]
     assert client.overview()["jobs-finished"] >= 1
     # The web view's data, as the plugin's /api routes give it.

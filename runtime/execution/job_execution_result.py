@@ -58,8 +58,8 @@ class EpochSummary:
               "end of input" if self.watermark >= MAX_WATERMARK else utc_time(self.watermark))
         cp = f", checkpoint {self.checkpoint_id} ({self.checkpoint_ms:.0f} ms)" if self.checkpoint_id else ""
         local = f", local state {self.local_store_hits}/{self.local_stores}" if self.local_stores else ""
-        most = (" (" + ", ".join(f"{name} {ms:.0f} ms" for name, ms in self.timings.biggest()) + ")"
-                if self.timings is not None and self.timings.biggest() else "")
+        biggest = self.timings.biggest() if self.timings is not None else []
+        most = ("; biggest: " + ", ".join(f"{name} {ms:.0f} ms" for name, ms in biggest)) if biggest else ""
         return (f"[{job_name}] epoch {self.epoch}: {self.records_in} records in, {self.records_out} out, "
                 f"watermark {wm}, {self.duration_ms:.0f} ms{cp}{local}{most}")
 

@@ -29,6 +29,7 @@ from runtime.jobmaster.deployment import CONTROL_PLANE_CONFIGURATION, JobSpec
 from runtime.jobmaster.plans import PlanNotFoundError, load_plan, store_plan
 from runtime.jobmaster.steps import RUN_PARAMETERS, RunRequest, RunRequestError, resolve_restore_point
 from runtime.jobmaster.stop import StopRefusedException, request_stop
+from runtime.metrics.epoch_timings import last_epoch_timings
 from runtime.storage.layout import job_dir
 
 log = logging.getLogger(__name__)
@@ -264,7 +265,9 @@ class Dispatcher:
                   "numberOfFailedCheckpoints": checkpoints["counts"]["failed"],
                   "lastCheckpointSize": last["state_size"] if last else -1,
                   "lastCheckpointDuration": last["end_to_end_duration"] if last else -1,
-                  "numEpochs": len(epochs), "numRecordsIn": sum(e.get("records_in") or 0 for e in epochs)}
+                  "numEpochs": len(epochs), "numRecordsIn": sum(e.get("records_in") or 0 for e in epochs),
+                  # Where the latest epoch's time went and how late its records became visible (-1: not known).
+                  **last_epoch_timings(epochs)}
         return [{"id": k, "value": str(v)} for k, v in values.items()]
 
     # ---- cancel, stop --------------------------------------------------------------------------

@@ -219,3 +219,13 @@ def latency_percentiles(samples: list[RecordTimes], visible_ms: float) -> Option
                 return round(value, 1)
         return round(weighted[-1][0], 1)
     return LatencyPercentiles(at(0.5), at(0.9), at(0.99), round(visible_ms - oldest, 1), total, len(weighted))
+
+
+def last_epoch_timings(rows: list[dict]) -> dict:
+    """The JobManager's scalar metrics of the latest timed epoch of the epoch log's metrics ``rows``
+    (oldest first): its time from the epoch before to its results being visible, and its records'
+    p99 latency, in ms (-1: no epoch timed, or none made records with timestamps visible)."""
+    timed = [r["timings"] for r in rows if r.get("timings")]
+    latency = [t["latency"] for t in timed if t.get("latency")]
+    return {"lastEpochTime": round(timed[-1]["total_ms"]) if timed else -1,
+            "lastEpochLatencyP99": round(latency[-1]["p99"]) if latency else -1}
