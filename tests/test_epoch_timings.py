@@ -153,4 +153,4 @@ def test_a_kafka_job_logs_every_phase_of_each_epoch_and_its_records_latency(spar
     # The progress line names each epoch's biggest parts.
     line = result.epochs[-1].progress_line("epoch-timings")
     print(line)
-    assert re.search(r" ms, checkpoint 2 \(\d+ ms\); biggest: .+ \d+ ms, .+ \d+ ms$", line), line
+    assert re.search(r" ms, checkpoint 2 \(\d+ ms\)(, local state 2/2)?; biggest: .+ \d+ ms, .+ \d+ ms$", line), line
