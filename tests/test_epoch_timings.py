@@ -25,7 +25,8 @@ from runtime_env import job_env
 
 
 def test_stages_running_at_once_share_the_time_they_overlap():
-    stages = [StageTiming(1, "a", 2, 1000, 1400), StageTiming(2, "b", 2, 1200, 1600), StageTiming(3, "c", 1, 1700, 1800)]
+    stages = [StageTiming(1, "a", 2, 1000, 1400), StageTiming(2, "b", 2, 1200, 1600),
+              StageTiming(3, "c", 1, 1700, 1800)]
     shared = stage_shares(stages, 0.9, 2.0)
     # 1000-1200 a alone, 1200-1400 a and b, 1400-1600 b alone, 1700-1800 c
     assert [s.share_ms for s in shared] == [300.0, 300.0, 100.0]
@@ -134,7 +135,8 @@ def test_a_kafka_job_logs_every_phase_of_each_epoch_and_its_records_latency(spar
         # The Spark job per stage, named by the vertices each runs: the map stage the source's
         # chain, the result stage the keyed sum's.
         stages = timings["stages"]
-        assert [s["name"] for s in stages] == ["Source: words -> Map", "Keyed Aggregation -> Map -> Sink: Kafka Sink"], stages
+        assert [s["name"] for s in stages] == ["Source: words -> Map",
+                                               "Keyed Aggregation -> Map -> Sink: Kafka Sink"], stages
         assert all(s["completed"] >= s["submitted"] and s["tasks"] == 2 for s in stages)
         assert 0 < sum(s["share_ms"] for s in stages) <= phases[SPARK_JOB] + 1.0
         if row["checkpoint_id"] is None:

@@ -49,9 +49,10 @@ class EpochStatsTracker:
         self.run_id = run_id
         self.stage_vertices = stage_vertices
         self.checkpoints = checkpoints
-        self.sink_names = {n.id: n.operator_name for v in job_graph.vertices for n in v.operators}
+        # Each node's name by its id: a sink's commit is timed under its node id.
+        self.node_names = {n.id: n.operator_name for v in job_graph.vertices for n in v.operators}
         self.order = {v.id: i for i, v in enumerate(job_graph.vertices)}
-        self._timers: dict = {}         # epoch -> (its timer, its record times, its stages' snapshot ms)
+        self._timers: dict = {}         # epoch -> (its timer, its record times, each vertex's longest snapshot ms)
         self._waited: Optional[tuple] = None    # the boundary wait before the next epoch
         self._last_end: Optional[float] = None  # when the epoch before handed its checkpoint over
         self._unseen: list = []         # record times of epochs whose results are not visible yet
@@ -109,7 +110,7 @@ class EpochStatsTracker:
         phases: dict = {}
         for p in timer.phases:
             phases[p.name] = round(phases.get(p.name, 0.0) + p.ms, 1)
-        sinks = tuple(SinkCommit(self.sink_names.get(p.detail, p.detail), p.name, round(p.ms, 1))
+        sinks = tuple(SinkCommit(self.node_names.get(p.detail, p.detail), p.name, round(p.ms, 1))
                       for p in timer.phases if p.name in (SINK_COMMITS, KAFKA_TRANSACTION))
         return EpochTimings(round((timer.ended - timer.begun) * 1000, 1), phases,
                             self._stages(epoch, timer, snapshots), sinks, latency, checkpoint_id)
