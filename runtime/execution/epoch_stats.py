@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
@@ -56,6 +57,9 @@ class EpochStatsTracker:
         self._waited: Optional[tuple] = None    # the boundary wait before the next epoch
         self._last_end: Optional[float] = None  # when the epoch before handed its checkpoint over
         self._unseen: list = []         # record times of epochs whose results are not visible yet
+        # Spark's stages are read on a thread of their own (ten-odd py4j calls a stage, 5-40 ms on
+        # a busy driver), while the epoch's checkpoint completes, not in the loop.
+        self._reader: Optional[ThreadPoolExecutor] = None
 
     @contextmanager
     def boundary_wait(self) -> Iterator[None]:
@@ -75,7 +79,7 @@ class EpochStatsTracker:
             self._waited = None
         for old in [e for e in self._timers if e < epoch - _KEPT or e >= epoch]:
             del self._timers[old]       # a failed checkpoint's, a replayed epoch's earlier attempt
-        self._timers[epoch] = (timer, [], {})
+        self._timers[epoch] = (timer, [], {}, [])
         return timer
 
     def restarted(self) -> None:
@@ -86,8 +90,12 @@ class EpochStatsTracker:
 
     def handed_over(self, epoch: int, acks: list) -> None:
         """The epoch's driver steps are done: its tasks' record times and snapshot times are kept."""
-        timer, times, snapshots = self._timers[epoch]
+        timer, times, snapshots, stages = self._timers[epoch]
         self._last_end = time.time()
+        if timer.first(SPARK_JOB) is not None:
+            if self._reader is None:
+                self._reader = ThreadPoolExecutor(1, thread_name_prefix="sluice-epoch-stats")
+            stages.append(self._reader.submit(spark_stages, self.sc, f"sluice-{self.run_id}-{epoch}"))
         # The records' timestamps as first known: of the first vertex (in the graph's order) that
         # sampled any, so that a record is not counted again by an assigner downstream.
         sampled = [a for a in acks if getattr(a, "record_times", None)]
@@ -101,7 +109,7 @@ class EpochStatsTracker:
         entry = self._timers.pop(epoch, None)
         if entry is None:
             return None
-        timer, times, snapshots = entry
+        timer, times, snapshots, stages = entry
         self._unseen.extend(times)
         latency = None
         if checkpoint_id is not None or not self.checkpoints:
@@ -113,18 +121,24 @@ class EpochStatsTracker:
         sinks = tuple(SinkCommit(self.node_names.get(p.detail, p.detail), p.name, round(p.ms, 1))
                       for p in timer.phases if p.name in (SINK_COMMITS, KAFKA_TRANSACTION))
         return EpochTimings(round((timer.ended - timer.begun) * 1000, 1), phases,
-                            self._stages(epoch, timer, snapshots), sinks, latency, checkpoint_id)
+                            self._stages(epoch, timer, snapshots, stages), sinks, latency, checkpoint_id)
 
-    def _stages(self, epoch: int, timer: PhaseTimer, snapshots: dict) -> tuple:
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.shutdown()
+            self._reader = None
+
+    def _stages(self, epoch: int, timer: PhaseTimer, snapshots: dict, read: list) -> tuple:
         job = timer.first(SPARK_JOB)
-        if job is None:
+        if job is None or not read:
             return ()
         try:
-            stages = spark_stages(self.sc, f"sluice-{self.run_id}-{epoch}")
+            stages = read[0].result()
         except Exception as e:      # the figures are worth less than the epoch
             log.debug("reading epoch %s's stages from Spark failed: %s", epoch, e)
             return ()
         end = int(job.ended * 1000)
+        # A stage Spark's listener had not marked complete yet when read ended with the job.
         stages = [StageTiming(s.stage_id, s.name, s.tasks, s.submitted, s.completed or end,
                               max((snapshots.get(v, 0.0) for v in self.stage_vertices.get(s.name, ())), default=0.0))
                   for s in stages]

@@ -226,6 +226,7 @@ class JobRunner:
             raise
         finally:
             self.coordinator.close()
+            self.stats.close()
             try:
                 self.epoch_job.release()
                 if broadcast is not None:
