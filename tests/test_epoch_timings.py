@@ -4,6 +4,7 @@ run's broker and local Spark logs every phase per epoch; the stack the web view 
 the epoch's time; epoch logs written before the timings existed read as they did."""
 import re
 import time
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -22,6 +23,7 @@ from runtime.metrics.epoch_timings import (ACKNOWLEDGEMENTS, BOUNDARY_WAIT, CHEC
                                            stage_shares)
 from runtime.storage.layout import job_dir
 from runtime_env import job_env
+from sluice_airflow.web.charts import line_chart
 
 
 def test_stages_running_at_once_share_the_time_they_overlap():
@@ -156,3 +158,20 @@ def test_a_kafka_job_logs_every_phase_of_each_epoch_and_its_records_latency(spar
     line = result.epochs[-1].progress_line("epoch-timings")
     print(line)
     assert re.search(r" ms, checkpoint 2 \(\d+ ms\)(, local state 2/2)?; biggest: .+ \d+ ms, .+ \d+ ms$", line), line
+
+
+def test_the_stacked_chart_draws_a_bar_per_epoch_its_parts_one_on_another():
+    rows = [{"run_id": "r", "epoch": e, "processing_time": 0, "duration_ms": 10.0, "vertices": {},
+             "timings": EpochTimings(100.0 * (e + 1), {PLANNING: 10.0, CHECKPOINT_RECORD: 20.0 * e}).to_json()}
+            for e in range(3)]
+    chart = by_id_chart(rows, "epoch-phases")
+    assert chart.stacked and [s.name for s in chart.series] == [PLANNING, CHECKPOINT_RECORD, OTHER]
+    svg = str(line_chart(chart))
+    root = ET.fromstring(svg[svg.index("<svg"):svg.index("</svg>") + 6])
+    stacks = root.findall(".//g[@class='series stack']")
+    assert [g.get("data-series") for g in stacks] == [PLANNING, CHECKPOINT_RECORD, OTHER]
+    for i in range(3):      # each epoch's segments touch, bottom up, and their values add up to its time
+        rects = [g.findall("rect")[i] for g in stacks]
+        assert sum(float(r.get("data-y")) for r in rects) == pytest.approx(100.0 * (i + 1))
+        for lower, upper in zip(rects, rects[1:]):
+            assert float(upper.get("y")) + float(upper.get("height")) == pytest.approx(float(lower.get("y")), abs=0.11)
