@@ -225,7 +225,7 @@ def test_a_run_bounded_by_max_epochs_finishes(spark, tmp_path):
     assert {v.execution_state for v in result.execution_graph.all_execution_vertices} == {ExecutionState.FINISHED}
     [record] = ExecutionHistory(job_dir(warehouse, "stoppable")).executions()
     assert (record.run_id, record.state) == (result.run_id, "FINISHED")
-    epoch_log = read_table(CheckpointStorage(job_dir(warehouse, "stoppable")).epoch_log_path).to_pylist()
+    epoch_log = read_table(CheckpointStorage(job_dir(warehouse, "stoppable")).epoch_log.path).to_pylist()
     assert sorted(r["status"] for r in epoch_log if r["kind"] == "run") == ["FINISHED", "RUNNING"]   # its claim, its end
     assert finish_step(warehouse, outcome(warehouse, "stoppable", result.run_id))["state"] == "FINISHED"
 

@@ -44,7 +44,8 @@ class EpochPlanner:
                  run_id: str, run_dir: str, batch: bool):
         self.job_graph = job_graph
         self.options = options
-        self.storage = storage
+        self.epoch_log = storage.epoch_log
+        self.state = storage.state
         self.coordinator = coordinator
         self.sources = sources
         self.states = states
@@ -86,7 +87,7 @@ class EpochPlanner:
             final = end_of_input or self.last_epoch(epoch, start)
             checkpoint_id = self.coordinator.take_id() if self.coordinator.should_trigger(epoch, final) else None
         # The write-ahead record of the epoch: what it reads, at which processing time.
-        logged = self.storage.log_epoch_async(self.run_id, epoch, checkpoint_id, processing_time,
+        logged = self.epoch_log.log_epoch_async(self.run_id, epoch, checkpoint_id, processing_time,
                                               watermark, end_of_input, self.sources.logged_plan(source_plans))
         snapshot_dir = self._snapshot_dir(epoch, checkpoint_id, end_of_input)
         incremental = self.states.chains.incremental()
@@ -114,11 +115,11 @@ class EpochPlanner:
     def _snapshot_dir(self, epoch: int, checkpoint_id: Optional[int], end_of_input: bool) -> Optional[str]:
         """Where the epoch's tasks write their snapshots (``{table}`` is each state table's name)."""
         if checkpoint_id is not None:
-            return self.storage.checkpoint_dir(checkpoint_id)
+            return self.state.checkpoint_dir(checkpoint_id)
         if self.coordinator.enabled and not end_of_input:
             # Into the next checkpoint's partition: an increment of this epoch is part of the
             # chain that checkpoint lists, and is committed with it where it lies.
-            return self.storage.checkpoint_dir(self.coordinator.next_id)
+            return self.state.checkpoint_dir(self.coordinator.next_id)
         if not end_of_input:
             return join(self.run_dir, "state", f"epoch-{epoch:06d}", "{table}")
         return None     # the last epoch of a bounded job: its state is not needed

@@ -23,7 +23,8 @@ from typing import Optional
 
 from runtime.checkpoint.coordinator import CheckpointCoordinator
 from runtime.checkpoint.incremental import IncrementalPolicy, StateChains
-from runtime.checkpoint.storage import CheckpointStorage, JobAlreadyRunningException
+from runtime.checkpoint.job_lease import JobAlreadyRunningException
+from runtime.checkpoint.storage import CheckpointStorage
 from runtime.common.logs import utc_time
 from runtime.common.restart_strategy import RestartStrategies
 from runtime.common.watermark_strategy import MIN_WATERMARK
@@ -147,7 +148,7 @@ class JobRunner:
         first (a run that completed none names the one it restored)."""
         self.checkpoints.settle(failing=True)
         try:
-            completed = self.storage.completed()
+            completed = self.storage.checkpoints.completed()
             latest = completed[-1].checkpoint_id if completed else "none"
         except Exception as e:      # the checkpoints' table out of reach: the cancel goes on
             latest = f"unknown: {type(e).__name__}: {e}"
@@ -186,7 +187,7 @@ class JobRunner:
                 self._failed(self._recorder(started), result, e)
                 raise
         self.coordinator.open_sinks(result)
-        self.storage.claim(self.run_id, self.options.lease_timeout_s)
+        self.storage.lease.claim(self.run_id, self.options.lease_timeout_s)
         status = "FAILED"
         broadcast = None
         recorder = self._recorder(started)
@@ -230,7 +231,7 @@ class JobRunner:
                     raise
             self.sources.close()
             clear_request(self.job_dir, self.options.dag_run_id)    # done, or too late for this run
-            self.storage.release(self.run_id, status)
+            self.storage.lease.release(self.run_id, status)
             rmtree(self.run_dir)
             result.restored_from = self.restored_from       # after a fallback, the checkpoint it took
             result.execution_graph = self.execution_graph
@@ -349,7 +350,7 @@ class JobRunner:
         """The stop's savepoint: a copy of the last epoch's checkpoint (Flink's stop --savepointPath:
         a new folder under the asked directory)."""
         from runtime.checkpoint.savepoint import take_savepoint
-        latest = self.storage.completed()
+        latest = self.storage.checkpoints.completed()
         if not self.coordinator.enabled or not latest:
             log.warning("[%s] stopped without a savepoint: the job takes no checkpoints (enable_checkpointing)",
                         self.job_graph.job_name)
@@ -363,7 +364,7 @@ class JobRunner:
 
     def _report(self, summary: EpochSummary) -> None:
         """An epoch's metrics row (committed with the next commit of the epoch log) and progress line."""
-        self.storage.log_metrics(self.run_id, summary.epoch, summary.checkpoint_id, asdict(summary))
+        self.storage.epoch_log.log_metrics(self.run_id, summary.epoch, summary.checkpoint_id, asdict(summary))
         if not self.options.quiet:
             log.info("%s", summary.progress_line(self.job_graph.job_name))
 

@@ -19,7 +19,7 @@ from typing import Optional
 
 import pyarrow as pa
 
-from runtime.checkpoint.storage import SAVEPOINT
+from runtime.checkpoint.checkpoint_record import SAVEPOINT
 from runtime.scheduler.restart import decide
 from runtime.storage.delta_files import DeltaTables, append, arrow_table, read_table
 from runtime.storage.filesystems import join

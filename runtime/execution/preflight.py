@@ -11,8 +11,9 @@ from typing import Optional
 
 from runtime.checkpoint.restore import NoUsableCheckpointException, RestorePoint, check_compatibility, choose
 from runtime.checkpoint.sink_committers import check_sink_locations, committed_sinks
-from runtime.checkpoint.storage import (CheckpointException, CheckpointStorage, JobAlreadyRunningException,
-                                        already_running)
+from runtime.checkpoint.checkpoint_record import CheckpointException
+from runtime.checkpoint.job_lease import JobAlreadyRunningException, already_running
+from runtime.checkpoint.storage import CheckpointStorage
 from runtime.datastream.stream_execution_environment import PROGRAM_KEY
 from runtime.execution.options import ExecutionOptions
 from runtime.execution.source_coordinator import SourceCoordinator
@@ -41,7 +42,7 @@ def _checks(job_graph: JobGraph, sources: SourceCoordinator, storage: Checkpoint
     check_job_folder(job_graph, options.warehouse, storage.job_dir)
     sources.check()
     check_sink_locations(job_graph)
-    holder = storage.running_holder(options.lease_timeout_s)
+    holder = storage.lease.running_holder(options.lease_timeout_s)
     if holder is not None:
         raise JobAlreadyRunningException(already_running(storage.job_dir, holder))
     if batch:

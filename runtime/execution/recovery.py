@@ -18,7 +18,8 @@ from runtime.checkpoint.coordinator import CheckpointCoordinator
 from runtime.checkpoint.restore import (NoUsableCheckpointException, RestorePoint, choose, damaged_checkpoints,
                                         invalidate, print_warning, source_positions)
 from runtime.checkpoint.sink_committers import committed_sinks
-from runtime.checkpoint.storage import CheckpointException, CheckpointStorage
+from runtime.checkpoint.checkpoint_record import CheckpointException
+from runtime.checkpoint.storage import CheckpointStorage
 from runtime.common.watermark_strategy import MIN_WATERMARK
 from runtime.execution.options import ExecutionOptions
 from runtime.execution.preflight import START_OVER, warn_start_over
@@ -60,7 +61,7 @@ class Recovery:
         if self.batch:
             pass    # a fresh run of the whole input: nothing to replay
         elif self.options.restore_from != START_OVER:
-            logged = self.storage.logged_epochs(-1, None)
+            logged = self.storage.epoch_log.logged_epochs(-1, None)
             if any(e["checkpoint_id"] is not None for e in logged):
                 self.say(f"no completed checkpoint since the job started: replaying its {len(logged)} "
                          f"logged epoch(s) from the start")
@@ -69,7 +70,7 @@ class Recovery:
             warn_start_over(self.job_graph, self.storage)
         if not self.batch:
             self.say("no checkpoint to restore: the job starts fresh")
-        self.storage.log_start(run_id, self.coordinator.next_id)
+        self.storage.epoch_log.log_start(run_id, self.coordinator.next_id)
         return StartingPoint()
 
     def restore(self, point: RestorePoint) -> StartingPoint:
@@ -85,7 +86,7 @@ class Recovery:
             watermark=min((w["watermark"] if isinstance(w, dict) else w for w in record.watermarks.values()),
                           default=MIN_WATERMARK))
         if point.root == self.storage.job_dir:
-            start.replay = self.storage.logged_epochs(record.epoch, record.checkpoint_id)
+            start.replay = self.storage.epoch_log.logged_epochs(record.epoch, record.checkpoint_id)
         what = f"savepoint {point.root}" if record.kind == "SAVEPOINT" else f"checkpoint {record.checkpoint_id}"
         replay = f", replaying {len(start.replay)} logged epoch(s)" if start.replay else ""
         self.say(f"restored {what} (epoch {record.epoch}){replay}")
@@ -98,7 +99,7 @@ class Recovery:
         is never swapped for another: that fails."""
         self.coordinator.await_retention()      # it chooses among the checkpoints retention keeps
         while True:
-            found = damaged_checkpoints(self.storage, damaged_files)
+            found = damaged_checkpoints(self.storage.checkpoints, self.storage.job_dir, damaged_files)
             if not found:
                 return None
             pinned = str(self.options.restore_from or "")

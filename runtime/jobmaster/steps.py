@@ -333,7 +333,8 @@ def resolve_restore_point(job: CompiledJob, request: RunRequest, warehouse: str)
     parallelism), so a wrong checkpoint id or savepoint fails before anything is deployed, as
     a Flink submission does, instead of becoming a restart."""
     from runtime.checkpoint.restore import NoUsableCheckpointException, check_compatibility, choose
-    from runtime.checkpoint.storage import SAVEPOINT, CheckpointStorage
+    from runtime.checkpoint.checkpoint_record import SAVEPOINT
+    from runtime.checkpoint.storage import CheckpointStorage
     directory = job_dir(warehouse, job.job_graph.job_name)
     point = None
     if request.restore_from != "none":
@@ -449,9 +450,9 @@ def driver_restart_decision(warehouse: str, job_name: str, dag_run_id: str, firs
 
 def finish_step(warehouse: str, run: dict) -> dict:
     """What the run left: its last checkpoint (and where the checkpoints are), its sinks' tables."""
-    from runtime.checkpoint.storage import CheckpointStorage
+    from runtime.checkpoint.completed_checkpoint_store import CompletedCheckpointStore
     directory = run["job_dir"]
-    completed = CheckpointStorage(directory).completed()
+    completed = CompletedCheckpointStore(directory).completed()
     latest = completed[-1] if completed else None
     return {"job": run["job_name"], "state": run["state"], "run_id": run["run_id"], "epochs": run["epochs"],
             "records_in": run["records_in"], "restored_from": run["restored_from"],

@@ -17,7 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from runtime.checkpoint.restore import RestorePoint, choose, load_savepoint
-from runtime.checkpoint.storage import CheckpointException, CheckpointStorage
+from runtime.checkpoint.checkpoint_record import CheckpointException
+from runtime.checkpoint.storage import CheckpointStorage
 from runtime.common.arrow import infer_array
 from runtime.state.snapshot_format import BASE_SCHEMA, OPERATOR_PREFIX, TIMER_PREFIX, decode_values, state_types, value_column
 from runtime.state.snapshot_reader import read_state_file
