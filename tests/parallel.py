@@ -69,15 +69,21 @@ LONG_TESTS = {
 }
 
 
+# Files of the fast loop whose first delta-spark statement in a worker's Spark session costs 15-20 s
+# (Delta's classes loaded and compiled): on one worker, that is paid once.
+SHARED_WARM_UP = {"test_delta_log.py": "delta_spark_fast", "test_delta_column_mapping_sink.py": "delta_spark_fast"}
+
+
 def group_items(items) -> None:
     """Mark each item with its xdist group: the real Airflow's for a test that uses it, else its
-    file's. The other tests of a file with one (dag.test() runs, Spark SQL reads: minutes in all)
-    go with their file, to either worker, instead of waiting behind the real Airflow's runs; those
-    files share no module fixture between the two kinds."""
+    file's (or SHARED_WARM_UP's). The other tests of a file with one (dag.test() runs, Spark SQL
+    reads: minutes in all) go with their file, to either worker, instead of waiting behind the
+    real Airflow's runs; those files share no module fixture between the two kinds."""
     import pytest
     for item in items:
         airflow = "real_airflow" in getattr(item, "fixturenames", ())
-        item.add_marker(pytest.mark.xdist_group(AIRFLOW_GROUP if airflow else item.path.name))
+        group = AIRFLOW_GROUP if airflow else SHARED_WARM_UP.get(item.path.name, item.path.name)
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def slowest_groups_first(cost: Callable[[str, str], float]):
