@@ -58,8 +58,10 @@ SINKS = ("kafka", "delta")
 ENGINES = ("sluice-eo", "sluice-alo", "sss", "sss-rt")
 EXACTLY_ONCE = {("sluice-eo", "kafka"), ("sluice-eo", "delta")}     # (engine, sink) checked exactly once
 QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999))
-RT_BATCH = "5 seconds"          # real-time mode's batch duration (its minimum by default)
+RT_BATCH = "5 minutes"     # real-time mode's batch duration: its default, a checkpoint interval, not a latency
 STOP = "stop"
+TRICKLE = 200           # records/s until the engine's first result is visible (its warm-up)
+WARM_LIMIT_S = 300      # ... for at most this long
 
 
 def parse(line):
@@ -226,8 +228,10 @@ def role_sss(spec):
 # =========================================================================================
 
 def role_produce(spec):
-    """``rate`` records/s for ``seconds`` once the engine is up (its phase file says "job"), each
-    stamped (microseconds) as it is produced; what the results must be goes to spec["truth"]."""
+    """``rate`` records/s for ``seconds`` once the engine is warm, each stamped (microseconds) as
+    it is produced; what the results must be goes to spec["truth"]. Warm: once the job runs (its
+    phase file says "job") a trickle of TRICKLE records/s until the observer sees a first result,
+    so that neither engine's start-up (its first micro-batch or epoch) becomes a backlog."""
     from collections import Counter
     from confluent_kafka import Producer
     while competitor._phase(spec["phase"]) != "job":
@@ -238,30 +242,24 @@ def role_produce(spec):
                          "queue.buffering.max.messages": 2_000_000})
     per_key = [0] * KEYS
     windows = Counter()
-    rate, seconds, topic, parts = spec["rate"], spec["seconds"], spec["topic"], PARTITIONS
+    topic, parts = spec["topic"], PARTITIONS
     want_windows = spec["query"] == "window"
-    tick = 0.01
-    per_tick = max(1, round(rate * tick))
-    produce, now_ns = producer.produce, time.time_ns
+    produce = producer.produce
     seq = 0
+    tick = 0.01
+    trickle_end = time.time() + WARM_LIMIT_S
+    while not (os.path.exists(spec["progress"]) or os.path.exists(spec["stop"])) and time.time() < trickle_end:
+        seq = _send(produce, producer, topic, parts, seq, round(TRICKLE * tick), per_key, windows, want_windows)
+        time.sleep(tick)
+    warm_s = time.time() - (trickle_end - WARM_LIMIT_S)
+    rate, seconds = spec["rate"], spec["seconds"]
+    per_tick = max(1, round(rate * tick))
+    first = seq
     started = time.time()
     next_tick, end = started, started + seconds
     late_ticks = 0
     while next_tick < end:
-        for _ in range(per_tick):
-            key = (seq * 7919) % KEYS
-            stamp = now_ns() // 1000
-            while True:
-                try:
-                    produce(topic, f"{seq} {key} {stamp}".encode(), partition=seq % parts, timestamp=stamp // 1000)
-                    break
-                except BufferError:
-                    producer.poll(0.01)
-            per_key[key] += 1
-            if want_windows:
-                windows[(stamp // 1_000_000, key)] += 1
-            seq += 1
-        producer.poll(0)
+        seq = _send(produce, producer, topic, parts, seq, per_tick, per_key, windows, want_windows)
         next_tick += tick
         wait = next_tick - time.time()
         if wait > 0:
@@ -272,8 +270,28 @@ def role_produce(spec):
     producer.flush(60)
     with open(spec["truth"], "w") as f:
         json.dump({"per_key": per_key, "windows": [[w, k, n] for (w, k), n in windows.items()]}, f)
-    return {"sent": seq, "started_at": started, "ended_at": ended, "rate": seq / (ended - started),
-            "late_ticks": late_ticks}
+    return {"sent": seq, "started_at": started, "ended_at": ended, "rate": (seq - first) / (ended - started),
+            "late_ticks": late_ticks, "warm_s": warm_s}
+
+
+def _send(produce, producer, topic, parts, seq, n, per_key, windows, want_windows):
+    """n records from ``seq`` on, each stamped as it is produced; returns the next seq."""
+    now_ns = time.time_ns
+    for _ in range(n):
+        key = (seq * 7919) % KEYS
+        stamp = now_ns() // 1000
+        while True:
+            try:
+                produce(topic, f"{seq} {key} {stamp}".encode(), partition=seq % parts, timestamp=stamp // 1000)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        per_key[key] += 1
+        if want_windows:
+            windows[(stamp // 1_000_000, key)] += 1
+        seq += 1
+    producer.poll(0)
+    return seq
 
 
 def _decode(query, k, n, stamp):
