@@ -11,16 +11,11 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from runtime.checkpoint.coordinator import CheckpointCoordinator
-from runtime.checkpoint.storage import CheckpointStorage
 from runtime.connectors import reader_class, writer_class
+from runtime.execution.job_context import JobContext
 from runtime.execution.job_execution_result import JobExecutionException
-from runtime.execution.options import ExecutionOptions
 from runtime.execution.recovery import StartingPoint
-from runtime.execution.source_coordinator import SourceCoordinator
-from runtime.execution.state_assignment import TaskStates
 from runtime.graph.execution_graph import ExecutionGraph
-from runtime.graph.job_graph import JobGraph
 from runtime.metrics.aggregation import RunMetrics
 from runtime.storage.filesystems import join
 from runtime.task.deployment import TaskDeploymentDescriptor
@@ -39,19 +34,17 @@ class EpochPlan:
 
 
 class EpochPlanner:
-    def __init__(self, job_graph: JobGraph, options: ExecutionOptions, storage: CheckpointStorage,
-                 coordinator: CheckpointCoordinator, sources: SourceCoordinator, states: TaskStates,
-                 run_id: str, run_dir: str, batch: bool):
-        self.job_graph = job_graph
-        self.options = options
-        self.epoch_log = storage.epoch_log
-        self.state = storage.state
-        self.coordinator = coordinator
-        self.sources = sources
-        self.states = states
-        self.run_id = run_id
-        self.run_dir = run_dir
-        self.batch = batch
+    def __init__(self, context: JobContext):
+        self.job_graph = context.job_graph
+        self.options = context.options
+        self.epoch_log = context.storage.epoch_log     # where each plan is written ahead
+        self.state = context.storage.state             # where a checkpoint's snapshots go
+        self.coordinator = context.coordinator
+        self.sources = context.sources
+        self.states = context.states
+        self.run_id = context.run_id
+        self.run_dir = context.run_dir
+        self.batch = context.batch
         self.stopping = False       # a stop with savepoint: the next planned epoch is the last
 
     def last_epoch(self, epoch: int, start: StartingPoint) -> bool:

@@ -33,6 +33,7 @@ from runtime.execution.checkpoint_completion import CheckpointCompletion
 from runtime.execution.epoch_job import EpochJob, shares_slots
 from runtime.execution.epoch_planner import EpochPlanner
 from runtime.execution.history import RUNNING, ExecutionRecord, RunRecorder
+from runtime.execution.job_context import JobContext
 from runtime.execution.job_execution_result import EpochSummary, JobExecutionException, JobExecutionResult
 from runtime.execution.options import ExecutionOptions
 from runtime.execution.preflight import preflight
@@ -97,11 +98,11 @@ class JobRunner:
         # restarts a job whose tasks failed to deploy.
         self.restart_attempt = restart_attempt
         self.restore_point = None if restart_attempt else self._preflight()
-        self.recovery = Recovery(job_graph, options, self.storage, self.coordinator, self.sources, self.states,
-                                 self.batch, self._say)
-        self.planner = EpochPlanner(job_graph, options, self.storage, self.coordinator, self.sources, self.states,
-                                    self.run_id, self.run_dir, self.batch)
-        self.checkpoints = CheckpointCompletion(job_graph, self.coordinator, self.sources, self.states, self._report)
+        self.context = JobContext(job_graph, options, self.run_id, self.run_dir, self.batch, self.storage,
+                                  self.coordinator, self.sources, self.states)
+        self.recovery = Recovery(self.context, self._say)
+        self.planner = EpochPlanner(self.context)
+        self.checkpoints = CheckpointCompletion(self.context, self._report)
         asked = time.time()
         starts_session = spark is None and not session_active()
         self.spark = spark or get_spark_session(options.master, f"sluice: {stream_graph.job_name}",

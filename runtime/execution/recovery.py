@@ -14,18 +14,13 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from runtime.checkpoint.coordinator import CheckpointCoordinator
 from runtime.checkpoint.restore import (NoUsableCheckpointException, RestorePoint, choose, damaged_checkpoints,
                                         invalidate, print_warning, source_positions)
 from runtime.checkpoint.sink_committers import committed_sinks
 from runtime.checkpoint.checkpoint_record import CheckpointException
-from runtime.checkpoint.storage import CheckpointStorage
 from runtime.common.watermark_strategy import MIN_WATERMARK
-from runtime.execution.options import ExecutionOptions
+from runtime.execution.job_context import JobContext
 from runtime.execution.preflight import START_OVER, warn_start_over
-from runtime.execution.source_coordinator import SourceCoordinator
-from runtime.execution.state_assignment import TaskStates
-from runtime.graph.job_graph import JobGraph
 from runtime.state.snapshot_reader import CorruptStateException
 
 log = logging.getLogger(__name__)
@@ -42,16 +37,14 @@ class StartingPoint:
 
 
 class Recovery:
-    def __init__(self, job_graph: JobGraph, options: ExecutionOptions, storage: CheckpointStorage,
-                 coordinator: CheckpointCoordinator, sources: SourceCoordinator, states: TaskStates,
-                 batch: bool, say: Callable[[str], None]):
-        self.job_graph = job_graph
-        self.options = options
-        self.storage = storage
-        self.coordinator = coordinator
-        self.sources = sources
-        self.states = states
-        self.batch = batch
+    def __init__(self, context: JobContext, say: Callable[[str], None]):
+        self.job_graph = context.job_graph
+        self.options = context.options
+        self.storage = context.storage
+        self.coordinator = context.coordinator
+        self.sources = context.sources
+        self.states = context.states
+        self.batch = context.batch
         self.say = say
 
     def start(self, point: Optional[RestorePoint], run_id: str) -> StartingPoint:
