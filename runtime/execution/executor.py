@@ -23,15 +23,14 @@ from typing import Optional
 
 from runtime.checkpoint.coordinator import CheckpointCoordinator
 from runtime.checkpoint.incremental import IncrementalPolicy, StateChains
-from runtime.checkpoint.job_lease import JobAlreadyRunningException
 from runtime.checkpoint.storage import CheckpointStorage
 from runtime.common.logs import utc_time
-from runtime.common.restart_strategy import RestartStrategies
 from runtime.common.watermark_strategy import MIN_WATERMARK
 from runtime.execution import dependencies
 from runtime.execution.checkpoint_completion import CheckpointCompletion
 from runtime.execution.epoch_job import EpochJob, shares_slots
 from runtime.execution.epoch_planner import EpochPlanner
+from runtime.execution.failure_handler import handle_failure, restart_configuration
 from runtime.execution.history import RUNNING, ExecutionRecord, RunRecorder
 from runtime.execution.job_context import JobContext
 from runtime.execution.job_execution_result import EpochSummary, JobExecutionException, JobExecutionResult
@@ -49,7 +48,6 @@ from runtime.graph.job_graph import create_job_graph
 from runtime.graph.stream_graph import StreamGraph
 from runtime.metrics.aggregation import RunMetrics
 from runtime.metrics.vertex_metrics import epoch_vertex_metrics
-from runtime.scheduler.restart import effective_configuration
 from runtime.scheduler.slots import compute_slot_plan, slots_required_per_group
 from runtime.state.snapshot_reader import CorruptStateException
 from runtime.storage.filesystems import check_writable, join, rmtree
@@ -372,17 +370,12 @@ class JobRunner:
     def _failed(self, recorder: RunRecorder, result: JobExecutionResult, error: Exception) -> None:
         """Record the failure with the restart strategy's decision on it and say both at once: the
         control plane acts on the record."""
-        settings = self.stream_graph.settings
         names = tuple(self.execution_graph.vertex(v, s).task_name_with_subtask_index
                       for v, s in getattr(error, "failed_tasks", ()))
         text = str(error) if isinstance(error, JobExecutionException) else f"{type(error).__name__}: {error}"
-        # Another run holds the job (it took it over, or was there first): this run stands down, as a
-        # JobMaster that lost its leadership does, instead of restarting against it.
-        strategy = (RestartStrategies.no_restart() if isinstance(error, JobAlreadyRunningException) else
-                    effective_configuration(settings.restart_strategy, dict(settings.configuration),
-                                            self.coordinator.enabled))
-        self.decision = decision = recorder.failed(text, names, result, self.restored_from, strategy,
-                                                   self.earlier_attempts)
+        decision = handle_failure(error, restart_configuration(self.stream_graph.settings, self.coordinator.enabled),
+                                  recorder.history, recorder.execution, time.time(), self.earlier_attempts)
+        self.decision = recorder.failed(text, names, result, self.restored_from, decision)
         # A control plane or the driver (restarts.run_attempts) acts on this decision: say it now. The
         # failure that ends a run outside Airflow is its caller's to report (sluice run's line), after why.
         if self.options.dag_run_id or decision.restart:
