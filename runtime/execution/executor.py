@@ -8,7 +8,9 @@ epoch log; the epoch's Spark job runs the tasks (``epoch_job``); the checkpoint 
 the sinks' committables; the state assignment (``state_assignment``) moves the state chains on;
 the epoch's checkpoint completes in the background while the next epoch runs
 (``checkpoint_completion``). Where a run starts and falls back to is ``recovery``; its rows in
-the execution history, ``history``.
+the execution history, ``history``; whether a failed run restarts, ``failure_handler``. The parts
+share one frozen ``job_context``; of the checkpoint storage each takes the parts it uses (the
+epoch log, the job lease, the completed-checkpoint store, the state tables).
 """
 from __future__ import annotations
 
