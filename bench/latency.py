@@ -670,7 +670,7 @@ def _choices(text, allowed, flag):
 def _commit():
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                              text=True).stdout.strip()
+                              text=True).stdout.strip() or "unknown (not a git checkout)"
     except OSError:
         return "unknown"
 
