@@ -106,7 +106,7 @@ def executions(tmp_path, job_name):
 def checkpoints(tmp_path, job_name):
     from runtime.checkpoint.storage import CheckpointStorage
     from runtime.storage.layout import job_dir
-    return CheckpointStorage(job_dir(str(tmp_path / "warehouse"), job_name)).completed()
+    return CheckpointStorage(job_dir(str(tmp_path / "warehouse"), job_name)).checkpoints.completed()
 
 
 def test_dagbag_imports_a_dag_per_job_and_the_control_dags(control_plane):

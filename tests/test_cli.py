@@ -367,7 +367,7 @@ def test_sluice_run_in_a_terminal_listens_on_loopback_says_its_progress_and_stop
     assert "Traceback" not in text and "py4j" not in text
     assert len(ours) == len(set(ours)), ours
     epochs = [line for line in ours if re.match(r"\[cancelable\] epoch \d+: ", line)]
-    latest = CheckpointStorage(job_dir(str(warehouse), "cancelable")).completed()[-1].checkpoint_id
+    latest = CheckpointStorage(job_dir(str(warehouse), "cancelable")).checkpoints.completed()[-1].checkpoint_id
     assert ours[-2:] == [
         f"WARNING: [cancelable] canceled after {len(epochs)} epoch(s) of attempt 1; its completed checkpoints "
         f"stay (latest: {latest})",
