@@ -96,10 +96,10 @@ class JobRunner:
         # A first attempt's misuse fails here, before Spark starts; a restart attempt's preflight
         # (a broker still down) is a failed attempt, recorded and decided on in run(), as Flink
         # restarts a job whose tasks failed to deploy.
-        self.restart_attempt = restart_attempt
-        self.restore_point = None if restart_attempt else self._preflight()
         self.context = JobContext(job_graph, options, self.run_id, self.run_dir, self.batch, self.storage,
                                   self.coordinator, self.sources, self.states)
+        self.restart_attempt = restart_attempt
+        self.restore_point = None if restart_attempt else self._preflight()
         self.recovery = Recovery(self.context, self._say)
         self.planner = EpochPlanner(self.context)
         self.checkpoints = CheckpointCompletion(self.context, self._report)
@@ -126,7 +126,7 @@ class JobRunner:
 
     def _preflight(self):
         try:
-            return preflight(self.job_graph, self.sources, self.storage, self.options, self.batch)
+            return preflight(self.context)
         except BaseException:
             self.sources.close()
             raise
