@@ -45,6 +45,11 @@ LONG_TESTS = {
     r"test_maintenance\.py::test_a_kill_inside_table_maintenance_loses_nothing": 45,
     r"test_state_processor\.py::test_a_savepoint_bootstrapped_from_a_million_rows_.*": 45,
     r"test_jobmanager_recovery\.py::test_a_killed_(jobmanager|driver)_.*": 45,
+    # Warm standby drivers: each a JVM with its Python workers started and used.
+    r"test_jobmanager_driver\.py::test_(a_jobmanager_runs_a_submitted_job_on_its_warm_standby|the_pool_replaces_a_taken"
+    r"_standby|a_job_that_adds_jars_runs_on_a_standby)_.*": 60,
+    r"test_airflow_jobmanager\.py::test_a_run_deploys_to_the_jobmanager_.*": 60,
+    r"test_jobmanager_driver\.py::test_a_driver_gets_ready_.*": 30,
     r"test_cli\.py::test_sluice_run_in_a_terminal_.*": 40,
     r"test_object_store\.py::test_wordcount_on_a_standalone_cluster_that_shares_nothing_but_s3": 40,
     r"test_delta_spark_tables\.py::test_v2_checkpoints_with_deletion_vectors_.*": 40,
@@ -52,7 +57,9 @@ LONG_TESTS = {
     r"test_delta_on_inputs\.py::test_a_sink_that_received_no_rows_leaves_a_table_that_reads_in_spark_sql": 30,
     r"test_airflow_spark_submit\.py::test_job_dag_runs_through_spark_submit_.*": 30,
     r"test_cluster\.py::test_keyed_subtasks_run_where_their_local_stores_are": 30,
-    r"test_spark_session\.py::test_an_archive_is_made_.*": 30,
+    r"test_spark_session\.py::test_an_archive_is_made_.*": 45,
+    r"test_pyflink_kafka_examples\.py::test_the_shipped_kafka_example_.*": 25,
+    r"test_web_view\.py::test_anonymous_users_are_refused": 25,      # the first: the web view's set-up
     r"test_cli\.py::test_sluice_(stop_ends_a_running_job|run_restarts_an_attempt)_.*": 27,
     r"test_delta_spark_tables\.py::.*": 25,       # each a delta-spark job or two
     r"test_object_store\.py::test_a_row_format_file_sink_into_s3_.*": 23,
