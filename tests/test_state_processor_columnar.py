@@ -155,6 +155,9 @@ def test_a_job_restored_from_a_columnar_bootstrap_at_another_parallelism(spark, 
     assert transformation.columnar
     path = SavepointWriter.new_savepoint(128).with_operator("every-state", transformation.set_parallelism(4)) \
         .write(str(tmp_path / "savepoint"))
+    files = SavepointReader.read(path).operator("every-state")["files"]
+    assert sorted(f["subtask"] for f in files) == [0, 1, 2, 3], "a file per subtask, its keys routed to it"
+    assert all(f["key_group_min"] >= 32 * f["subtask"] and f["key_group_max"] < 32 * (f["subtask"] + 1) for f in files)
     run(tmp_path, "--parallelism", "3", restore_from=path, max_records_per_split=None, backend=backend,
         incremental=False)
     assert table_rows(tmp_path / "running") == bootstrapped_running(events, start)

@@ -199,7 +199,7 @@ def _routed(batch: pa.RecordBatch, t: StateBootstrapTransformation, max_parallel
 
 def _by_subtask(batch: pa.RecordBatch, t: StateBootstrapTransformation, max_parallelism: int, parallelism: int):
     if t.columnar:
-        subtasks = _subtasks(_key_groups_of(batch, t, max_parallelism)[1], max_parallelism, parallelism)
+        subtasks = _subtasks(_key_groups_of(batch, t, max_parallelism)[2], max_parallelism, parallelism)
     else:
         _, _, subtasks = _routed(batch, t, max_parallelism, parallelism)
     for s in np.unique(subtasks).tolist():
