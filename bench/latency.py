@@ -218,6 +218,8 @@ def role_sss(spec):
         time.sleep(0.1)
     error = query.exception()
     query.stop()
+    if error is not None and real_time and "STREAMING_REAL_TIME_MODE" in str(error):
+        return {"refused": str(error).strip().splitlines()[0][:600]}      # found once it planned a batch
     if error is not None:
         raise RuntimeError(f"the query failed: {error}")
     return {"micro_batches": len(query.recentProgress)}
@@ -422,7 +424,7 @@ def run_one(args, bootstrap, workdir, query, sink, rate, engine):
                                                          f"log {folder}/engine.log)", flush=True))
     open(spec["stop"], "a").close()             # the engine is gone: the helpers end
     produced, observed = (_finish_helper(helpers[r], folder, r) for r in ("produce", "observe"))
-    figures = {"name": name, "query": query, "sink": sink, "rate": rate, "engine": engine,
+    figures = {"name": name, "query": query, "sink": sink, "rate": rate, "engine": engine, "drain": args.drain,
                "load_before": metrics.get("load_before"), "load_after": os.getloadavg()[0],
                "engine_metrics": {k: v for k, v in metrics.items() if k not in ("peak_processes", "traceback")},
                "producer": produced, "observer": observed}
@@ -588,7 +590,9 @@ def _table(rows):
             lines.append(f"| {label} | refused: {r['refused'][:160]} | | | | | | | | | |")
             continue
         if r.get("p50") is None:
-            lines.append(f"| {label} | FAILED: {(r.get('error') or 'no result seen')[:120]} | | | | | "
+            why = r.get("error") or f"none of the measured records' results visible by {r.get('drain', '--drain')} s " \
+                "after producing"
+            lines.append(f"| {label} | FAILED: {why[:120]} | | | | | "
                          f"{r.get('results', 0)} | | | | |")
             continue
         mine = best and r["engine"].startswith("sluice")
