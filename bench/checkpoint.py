@@ -300,7 +300,7 @@ def bench_size(spark, args, keys, workdir):
           f"commit (checkpoint_ms) {_ms(res['commit_epochs_ms'])} ms, steady median {res['commit_ms']:.0f} ms",
           flush=True)
     storage = CheckpointStorage(runner.job_dir)
-    record = storage.completed()[-1]
+    record = storage.checkpoints.completed()[-1]
     _, node = state_vertex(runner.job_graph)
     state_files = checkpoint_files(storage, record, node.operator_id)
     res["checkpoint_id"] = record.checkpoint_id
@@ -360,7 +360,7 @@ def bench_size(spark, args, keys, workdir):
     res["checks"].append((ok, f"restored from checkpoint {restored.restored_from} "
                               f"(expected {record.checkpoint_id}): {'OK' if ok else 'MISMATCH'}"))
     storage = CheckpointStorage(runner.job_dir)
-    after = storage.completed()[-1]
+    after = storage.checkpoints.completed()[-1]
     ok, msg = check_counts(checkpoint_files(storage, after, node.operator_id), keys,
                            per_epoch * (args.epochs + 1), f"checkpoint {after.checkpoint_id} after the restored epoch")
     res["checks"].append((ok, msg))
@@ -490,7 +490,7 @@ def main(argv=None):
     runner, _, _ = run_job(spark, args, 1000, os.path.join(warm, "job"), True, 2)
     try:    # and the task-side code paths measured in this process
         from runtime.checkpoint.storage import CheckpointStorage
-        record = CheckpointStorage(runner.job_dir).completed()[-1]
+        record = CheckpointStorage(runner.job_dir).checkpoints.completed()[-1]
         measure_tasks(runner, record, os.path.join(warm, "tasks"), record.epoch + 1)
     except Exception:
         pass    # reported by the first size

@@ -215,9 +215,10 @@ def tail(path, n):
 ROCKSDB_STATE_STORE = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
-def structured_streaming_session(name: str, parallelism: int, jars=()):
+def structured_streaming_session(name: str, parallelism: int, jars=(), settings=None):
     """The Structured Streaming competitor's session: local[parallelism], as many shuffle
-    partitions, the RocksDB state store, no UI; ``jars`` on its class path (a connector)."""
+    partitions, the RocksDB state store, no UI; ``jars`` on its class path (a connector);
+    ``settings``: more of the session's settings (Delta's SQL extension)."""
     from pyspark.sql import SparkSession
     builder = (SparkSession.builder.master(f"local[{parallelism}]").appName(name)
                .config("spark.ui.enabled", "false")
@@ -226,6 +227,8 @@ def structured_streaming_session(name: str, parallelism: int, jars=()):
                .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_STATE_STORE))
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
+    for key, value in (settings or {}).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

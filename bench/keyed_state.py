@@ -187,7 +187,7 @@ def checkpoint_state(runner, checkpoint_id=None):
     from runtime.checkpoint.storage import CheckpointStorage
     from runtime.state.snapshot_format import value_column
     storage = CheckpointStorage(runner.job_dir)
-    completed = storage.completed()
+    completed = storage.checkpoints.completed()
     record = next(r for r in completed if r.checkpoint_id == checkpoint_id) if checkpoint_id else completed[-1]
     op_ids = {n.operator_id for v in runner.job_graph.vertices for n in v.operators if n.uid == STATE_UID}
     files = [f for f in RestorePoint(record, storage.job_dir).files() if f["operator_id"] in op_ids]
@@ -270,7 +270,7 @@ def role_sluice(spec):
     m["checks"].append((total == expected_total, f"records read {total:,} (expected {expected_total:,}): "
                                                  f"{'OK' if total == expected_total else 'MISMATCH'}"))
     from runtime.checkpoint.storage import CheckpointStorage
-    checkpoint_id = CheckpointStorage(runner.job_dir).completed()[-1].checkpoint_id
+    checkpoint_id = CheckpointStorage(runner.job_dir).checkpoints.completed()[-1].checkpoint_id
     del runner, result
 
     # -- the restored run: one small epoch, the state rebuilt from Delta ---------------------------

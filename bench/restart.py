@@ -91,7 +91,7 @@ def gap(warehouse: str) -> float:
     directory = job_dir(warehouse, "restart bench")
     failed, next_run = sorted(ExecutionHistory(directory).executions(), key=lambda r: r.started_at)
     assert (failed.state, next_run.state) == ("FAILED", "FINISHED"), (failed, next_run)
-    first = CheckpointStorage(directory).epoch_metrics(next_run.run_id)[0]
+    first = CheckpointStorage(directory).epoch_log.epoch_metrics(next_run.run_id)[0]
     return first["started_at"] + first["duration_ms"] / 1000 - failed.ended_at
 
 
@@ -136,7 +136,7 @@ def jobmanager_gap(job: str, w: str, standby: int) -> float:
 
         def next_epoch():
             second = [r for r in history.attempts(client.job_details(jid)["dag-run-id"]) if r.attempt == 2]
-            epochs = CheckpointStorage(directory).epoch_metrics(second[0].run_id) if second else []
+            epochs = CheckpointStorage(directory).epoch_log.epoch_metrics(second[0].run_id) if second else []
             return epochs[0] if epochs else None
         first = wait(next_epoch, 300, "the next attempt's first epoch")
         client.cancel_job(jid)

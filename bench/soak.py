@@ -107,7 +107,7 @@ def restore_and_list(spark, args, graph, warehouse, job_dir):
     runner, result, restore_ms = keyed_count.run_job(spark, graph, args.parallelism, warehouse, 1,
                                                      KEYS // args.parallelism, restore=True)
     started = time.perf_counter()
-    history = CheckpointStorage(job_dir).history()
+    history = CheckpointStorage(job_dir).checkpoints.history()
     listing_ms = (time.perf_counter() - started) * 1000
     return restore_ms, result.epochs[0].duration_ms, listing_ms, len(history)
 
@@ -164,7 +164,7 @@ def soak(spark, args, backend, workdir) -> bool:
         print(f"ratios, last window / first sampled window: epoch {last[0] / base[0]:.2f}x, commit "
               f"{last[1] / base[1]:.2f}x, driver RSS (Python + JVM) {growth * 100:+.1f} %; restore "
               f"{(late[0] + late[1]) / (early[0] + early[1]):.2f}x, listing {late[2] / early[2]:.2f}x")
-    record = CheckpointStorage(job_dir).completed()[-1]
+    record = CheckpointStorage(job_dir).checkpoints.completed()[-1]
     ok = record.state_rows >= KEYS
     if not ok:
         print(f"CHECK FAILED: the last checkpoint holds {record.state_rows} rows, expected at least {KEYS}")

@@ -312,7 +312,7 @@ def main() -> int:
                 submitted = time.time()
                 run_id = way.submit(side, plan, name, request)
                 job_name = load_plan(plan).job_graph.job_name
-                first = CheckpointStorage(job_dir(warehouse, job_name)).epoch_metrics(run_id)[0]
+                first = CheckpointStorage(job_dir(warehouse, job_name)).epoch_log.epoch_metrics(run_id)[0]
                 starts[side].append(first["started_at"] - submitted)
                 ends[side].append(starts[side][-1] + first["duration_ms"] / 1000)
                 if not counts_right(os.path.join(warehouse, f"{name}-out"), args.job):

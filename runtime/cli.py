@@ -30,7 +30,7 @@ import time
 import traceback
 from typing import Optional, Sequence
 
-from runtime.checkpoint.storage import CheckpointException
+from runtime.checkpoint.checkpoint_record import CheckpointException
 from runtime.client import JobScriptError, compile_job, run_job
 from runtime.graph.stream_graph import StreamGraphError
 from runtime.jobmanager.rest_client import JobManagerError
@@ -59,7 +59,8 @@ def _plan(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     if getattr(args, "detached", False):
         return _submit(args)
-    from runtime.checkpoint.storage import CheckpointException, JobAlreadyRunningException
+    from runtime.checkpoint.checkpoint_record import CheckpointException
+    from runtime.checkpoint.job_lease import JobAlreadyRunningException
     from runtime.execution.executor import SparkPipelineExecutor
     from runtime.execution.job_execution_result import JobExecutionException
     from runtime.execution.options import ExecutionOptions
@@ -117,7 +118,7 @@ def _storage(args: argparse.Namespace):
 
 def _checkpoints(args: argparse.Namespace) -> int:
     storage = _storage(args)
-    history = storage.history()
+    history = storage.checkpoints.history()
     if not history:
         print(f"No checkpoints under {storage.job_dir}.")
         return 0

@@ -80,7 +80,7 @@ def pytest_collection_modifyitems(config, items):
         airflow.sort(key=lambda i: bool(i.get_closest_marker("stops_real_airflow")))
         items[:] = rest[:first] + airflow + rest[first:]
     if getattr(config.option, "loadgroup", False):     # an xdist worker of `--dist loadgroup`
-        parallel.group_by_file(items)
+        parallel.group_items(items)
 
 
 @pytest.hookimpl(optionalhook=True)     # a hook of pytest-xdist's

@@ -13,7 +13,7 @@ import urllib.parse
 
 import pytest
 
-from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, DISCARDED, FAILED, CheckpointRecord
+from runtime.checkpoint.checkpoint_record import CHECKPOINT, COMPLETED, DISCARDED, FAILED, CheckpointRecord
 from runtime.jobmaster import JobDeployment
 from runtime.jobmaster.assets import TableCommit, committed_tables, table_uri
 from test_airflow_control_plane import ROOT, control_plane, dag_test, xcom  # noqa: F401  (its fixture too)
@@ -203,7 +203,7 @@ def made(run, table: str) -> dict:
     from runtime.checkpoint.storage import CheckpointStorage
     version = DeltaTable(table).version()
     job_dir = os.path.dirname(xcom(run, "finish")["checkpoints"])
-    checkpoint = min(r.checkpoint_id for r in CheckpointStorage(job_dir).completed() if r.table_versions.get(table) == version)
+    checkpoint = min(r.checkpoint_id for r in CheckpointStorage(job_dir).checkpoints.completed() if r.table_versions.get(table) == version)
     return {"version": version, "checkpoint_id": checkpoint}
 
 

@@ -106,7 +106,7 @@ def executions(tmp_path, job_name):
 def checkpoints(tmp_path, job_name):
     from runtime.checkpoint.storage import CheckpointStorage
     from runtime.storage.layout import job_dir
-    return CheckpointStorage(job_dir(str(tmp_path / "warehouse"), job_name)).completed()
+    return CheckpointStorage(job_dir(str(tmp_path / "warehouse"), job_name)).checkpoints.completed()
 
 
 def test_dagbag_imports_a_dag_per_job_and_the_control_dags(control_plane):
@@ -198,7 +198,7 @@ def test_the_runs_parallelism_rescales_the_shipped_wordcount_and_the_reservation
     assert (tis["execution_graph"].state, tis["allocate_slots"].state, tis["run"].state) == (
         "failed", "upstream_failed", "upstream_failed")
     # What the execution_graph task failed with (dag.test() keeps no task's exception message).
-    from runtime.checkpoint.storage import CheckpointException
+    from runtime.checkpoint.checkpoint_record import CheckpointException
     from runtime.jobmaster.steps import RunRequest, execution_graph_step
     with pytest.raises(CheckpointException) as refused:
         execution_graph_step(xcom(run, "compile")["plan"], RunRequest(parallelism=200),

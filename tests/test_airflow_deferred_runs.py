@@ -215,7 +215,9 @@ def test_two_airflow_retries_of_a_run_give_one_job(site):
 def test_in_process_each_running_stream_holds_a_worker_slot(site):
     """The contrast (bench/README.md's table): with ``sluice-deploy: in-process`` the same streams run
     their drivers in their run tasks, each holding one of the executor's 4 worker slots for as long
-    as it runs, so a fifth waits for one."""
+    as it runs, so a fifth waits for one. The scheduler starts the runs' steps wave by wave (compile
+    weighs most), so four run tasks take the four slots together and hold them while their drivers
+    start and run their epochs: eight epochs (32 s) keep them running long past the check."""
     spark = site.api("GET", "/connections/spark_default")
     extra = json.loads(spark.get("extra") or "{}")
     site.api("PATCH", "/connections/spark_default", {**{k: spark[k] for k in ("connection_id", "conn_type", "host")},
@@ -223,7 +225,7 @@ def test_in_process_each_running_stream_holds_a_worker_slot(site):
     cluster_slots(site)
     try:
         dags = [f"stream_{i}" for i in range(5)]
-        runs = {d: site.trigger(d, {"max_epochs": 30, "restore_from": "latest"}) for d in dags}
+        runs = {d: site.trigger(d, {"max_epochs": 8, "restore_from": "latest"}) for d in dags}
         held = wait_until(lambda: (lambda h: h if h["running"] == 4 else None)(slots_held(site, runs)), 600,
                           "four in-process streams running", interval=1, log=site.log)
         states = [task(site, d, r)["state"] for d, r in runs.items()]

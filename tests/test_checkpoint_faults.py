@@ -63,5 +63,5 @@ def test_killed_runs_restore_to_the_same_sinks_and_state(spark, tmp_path):
         store = CheckpointStorage(str(folder / "warehouse" / "checkpointed-counts"))
         state = {r["key"]: r["value"] for r in read_state(store, "running-count") if r["state"] == "count"}
         assert state == dict(collections.Counter(w for w, _ in events))
-        statuses = collections.Counter(r.status for r in store.history())
+        statuses = collections.Counter(r.status for r in store.checkpoints.history())
         assert statuses["COMPLETED"] == 3           # retained; older ones DISCARDED

@@ -21,7 +21,8 @@ from checkpoint_harness import (
     JOB, LINES_PER_EPOCH, expected_running, expected_windows, job_args, kill_at, table_rows, write_input)
 from runtime.state.snapshot_reader import CorruptStateException, read_state_file
 from runtime.state.snapshot_writer import write_state_file
-from runtime.checkpoint.storage import COMPLETED, DISCARDED, INVALID, CheckpointException, CheckpointStorage
+from runtime.checkpoint.checkpoint_record import COMPLETED, DISCARDED, INVALID, CheckpointException
+from runtime.checkpoint.storage import CheckpointStorage
 from runtime.cli import main as sluice
 from runtime.client import compile_job, run_job
 from runtime.jobmaster.steps import RunRequest, resolve_restore_point
@@ -77,7 +78,7 @@ def test_reading_a_state_file_verifies_the_bytes_its_checksum_recorded(tmp_path)
 def test_bytes_overwritten_mid_file_are_found_and_the_restore_falls_back_by_itself(spark, tmp_path, caplog):
     events = write_input(tmp_path / "in", seed=31)
     run(tmp_path, max_epochs=3)
-    latest = storage(tmp_path).completed()[-1]
+    latest = storage(tmp_path).checkpoints.completed()[-1]
     assert latest.checkpoint_id == 3
     assert all(f["checksum"].startswith("sha256:") for op in latest.operators for f in op["files"])
     victim = state_files(tmp_path, latest)[0]
@@ -94,7 +95,7 @@ def test_bytes_overwritten_mid_file_are_found_and_the_restore_falls_back_by_itse
     rows = DeltaTable(str(tmp_path / "warehouse" / JOB_DIR / "checkpoints")).to_pyarrow_table().to_pylist()
     [marked] = [r for r in rows if r["checkpoint_id"] == 3 and r["status"] == INVALID]
     assert str(victim) in marked["failure"] and victim.exists()
-    retaken = {r.checkpoint_id: r for r in storage(tmp_path).history()}[3]
+    retaken = {r.checkpoint_id: r for r in storage(tmp_path).checkpoints.history()}[3]
     assert retaken.status == COMPLETED and victim not in state_files(tmp_path, retaken)
 
 
@@ -102,11 +103,11 @@ def test_a_checkpoint_written_before_checksums_is_still_restored(spark, tmp_path
     events = write_input(tmp_path / "in", seed=34)
     run(tmp_path, max_epochs=2)
     store = storage(tmp_path)
-    latest = store.completed()[-1]
+    latest = store.checkpoints.completed()[-1]
     operators = [{**op, "files": [{k: v for k, v in f.items() if k != "checksum"} for f in op["files"]]}
                  for op in latest.operators]
-    store.record([dataclasses.replace(latest, operators=operators)])     # as the record was before
-    assert not any("checksum" in f for op in store.completed()[-1].operators for f in op["files"])
+    store.checkpoints.record([dataclasses.replace(latest, operators=operators)])     # as the record was before
+    assert not any("checksum" in f for op in store.checkpoints.completed()[-1].operators for f in op["files"])
     assert run(tmp_path, restore_from="latest").restored_from == latest.checkpoint_id
     assert_exactly_once(tmp_path, events)
 
@@ -115,7 +116,7 @@ def test_damage_to_every_retained_checkpoint_refuses_to_start_until_asked_to_sta
         spark, tmp_path, capfd, caplog, monkeypatch):
     events = write_input(tmp_path / "in", seed=32, lines=200)
     run(tmp_path, max_epochs=4)                 # 160 of each file's 200 lines
-    retained = storage(tmp_path).completed()
+    retained = storage(tmp_path).checkpoints.completed()
     assert [r.checkpoint_id for r in retained] == [2, 3, 4]
     # Each checkpoint's own file (its increment; the chains share their full snapshot).
     victims = [next(f for f in state_files(tmp_path, r) if f"checkpoint_id={r.checkpoint_id}" in str(f))
@@ -155,7 +156,7 @@ def test_damage_to_every_retained_checkpoint_refuses_to_start_until_asked_to_sta
         assert str(in_airflow.value) == message
     # Nothing was written: sinks and epoch log as they were; the checkpoints are INVALID, their files kept.
     assert {t: DeltaTable(str(t)).version() for t in versions} == versions
-    history = {r.checkpoint_id: r for r in storage(tmp_path).history()}
+    history = {r.checkpoint_id: r for r in storage(tmp_path).checkpoints.history()}
     assert [history[i].status for i in (1, 2, 3, 4)] == [DISCARDED, INVALID, INVALID, INVALID]
     assert all(f.exists() for r in retained for f in state_files(tmp_path, r) if f not in victims)
     capfd.readouterr()
@@ -181,7 +182,7 @@ def test_a_kill_during_retention_is_finished_by_the_next_run(spark, tmp_path):
     its partitions are deleted. The next run deletes them, and writes nothing twice."""
     events = write_input(tmp_path / "in", seed=33)
     assert kill_at(tmp_path, "during-retention", 3, False) == "killed"
-    history = {r.checkpoint_id: r.status for r in storage(tmp_path).history()}
+    history = {r.checkpoint_id: r.status for r in storage(tmp_path).checkpoints.history()}
     assert history == {1: DISCARDED, 2: COMPLETED, 3: COMPLETED, 4: COMPLETED}
     state = tmp_path / "warehouse" / JOB_DIR / "state"
 
@@ -190,7 +191,7 @@ def test_a_kill_during_retention_is_finished_by_the_next_run(spark, tmp_path):
                 for table in sorted(os.listdir(state))}
     assert all(1 in ids for ids in live_partitions().values())     # left behind by the kill
     run(tmp_path, restore_from="latest")
-    history = {r.checkpoint_id: r.status for r in storage(tmp_path).history()}
+    history = {r.checkpoint_id: r.status for r in storage(tmp_path).checkpoints.history()}
     assert history == {1: DISCARDED, 2: DISCARDED, 3: COMPLETED, 4: COMPLETED, 5: COMPLETED}
     assert all(not set(ids) & {1, 2} for ids in live_partitions().values())
     assert live_partitions()["running-count"] == [3, 4, 5]

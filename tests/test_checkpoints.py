@@ -14,8 +14,12 @@ from checkpoint_harness import (
     JOB, LINES_PER_EPOCH, expected_running, expected_windows, first_lines, job_args, table_rows, write_input)
 from runtime.checkpoint.incremental import INCREMENTAL
 from runtime.checkpoint.savepoint import read_state, take_savepoint
-from runtime.checkpoint.storage import (
-    COMPLETED, DISCARDED, CheckpointException, CheckpointStorage, JobAlreadyRunningException)
+from runtime.checkpoint.checkpoint_record import COMPLETED, DISCARDED, CheckpointException
+from runtime.checkpoint.job_lease import JobAlreadyRunningException
+from runtime.checkpoint.completed_checkpoint_store import CompletedCheckpointStore
+from runtime.checkpoint.epoch_log import EpochLog
+from runtime.checkpoint.state_tables import StateTables
+from runtime.checkpoint.storage import CheckpointStorage
 from runtime.client import run_job
 
 
@@ -45,14 +49,14 @@ def test_a_stopped_job_restores_its_latest_checkpoint_at_another_parallelism(spa
     first = run(tmp_path, "--parallelism", str(before), max_epochs=2)
     assert [e.checkpoint_id for e in first.epochs] == [1, 2]
     store = storage(tmp_path)
-    assert [(r.checkpoint_id, r.epoch, r.status) for r in store.completed()] == [(1, 0, COMPLETED), (2, 1, COMPLETED)]
+    assert [(r.checkpoint_id, r.epoch, r.status) for r in store.checkpoints.completed()] == [(1, 0, COMPLETED), (2, 1, COMPLETED)]
     # The sinks hold exactly what the checkpoints committed so far: nothing of epoch 2 onwards.
     assert table_rows(tmp_path / "running") == expected_running(first_lines(tmp_path / "in", 2 * LINES_PER_EPOCH))
     second = run(tmp_path, "--parallelism", str(after), restore_from="latest")
     assert second.restored_from == 2
     assert second.epochs[0].epoch == 2 and second.epochs[0].checkpoint_id == 3
     assert_exactly_once(tmp_path, events)
-    record = store.completed()[-1]
+    record = store.checkpoints.completed()[-1]
     by_table = {op["table"]: op for op in record.operators}
     assert by_table["running-count"]["parallelism"] == after
     assert by_table["window-counts"]["max_parallelism"] == 128
@@ -87,7 +91,7 @@ def test_retention_keeps_the_last_checkpoints_and_their_files_only(spark, tmp_pa
     write_input(tmp_path / "in", seed=3)
     run(tmp_path)
     store = storage(tmp_path)
-    history = store.history()
+    history = store.checkpoints.history()
     completed = [r.checkpoint_id for r in history if r.status == COMPLETED]
     assert len(history) == 5 and completed == [3, 4, 5]
     assert [r.checkpoint_id for r in history if r.status == DISCARDED] == [1, 2]
@@ -108,7 +112,7 @@ def test_retention_keeps_the_last_checkpoints_and_their_files_only(spark, tmp_pa
 def test_a_failed_retention_is_logged_and_the_next_one_finishes_it(spark, tmp_path, caplog, monkeypatch):
     """Retention runs in the background after each checkpoint; its failure does not fail the job."""
     write_input(tmp_path / "in", seed=3)
-    discard = CheckpointStorage.discard_state
+    discard = StateTables.discard
     calls = []
 
     def failing_once(self, table, ids):
@@ -117,11 +121,11 @@ def test_a_failed_retention_is_logged_and_the_next_one_finishes_it(spark, tmp_pa
             raise OSError("the disk hiccuped")
         return discard(self, table, ids)
 
-    monkeypatch.setattr(CheckpointStorage, "discard_state", failing_once)
+    monkeypatch.setattr(StateTables, "discard", failing_once)
     run(tmp_path, configuration=FULL_SNAPSHOTS)     # each checkpoint's partitions alone: one retention each
     assert "discarding subsumed checkpoints failed (the next retention finishes it): OSError: the disk hiccuped" \
         in caplog.text
-    history = storage(tmp_path).history()
+    history = storage(tmp_path).checkpoints.history()
     assert [r.checkpoint_id for r in history if r.status == COMPLETED] == [3, 4, 5]
     table = tmp_path / "warehouse" / "checkpointed-counts" / "state" / "running-count"
     assert sorted(d for d in os.listdir(table) if d.startswith("checkpoint_id=")) == \
@@ -129,9 +133,9 @@ def test_a_failed_retention_is_logged_and_the_next_one_finishes_it(spark, tmp_pa
 
 
 def _slow_or_failing_record(monkeypatch, checkpoint_id, action):
-    """CheckpointStorage.record, with ``action()`` run before checkpoint ``checkpoint_id``'s
+    """CompletedCheckpointStore.record, with ``action()`` run before checkpoint ``checkpoint_id``'s
     COMPLETED row is committed; returns the times each COMPLETED row was committed."""
-    record = CheckpointStorage.record
+    record = CompletedCheckpointStore.record
     committed = {}
 
     def patched(self, records, before_commit=None):
@@ -140,7 +144,7 @@ def _slow_or_failing_record(monkeypatch, checkpoint_id, action):
                 action()
         record(self, records, before_commit=before_commit)
         committed.update({r.checkpoint_id: time.time() for r in records if r.status == COMPLETED})
-    monkeypatch.setattr(CheckpointStorage, "record", patched)
+    monkeypatch.setattr(CompletedCheckpointStore, "record", patched)
     return committed
 
 
@@ -174,8 +178,8 @@ def test_a_checkpoint_failing_in_the_background_fails_the_run_and_the_restart_is
                                                     r"\(epoch 1 of job 'checkpointed counts'\)"):
         run(tmp_path, configuration={"restart-strategy.type": "none"})     # else Flink's default restarts it
     store = storage(tmp_path)
-    assert [r.checkpoint_id for r in store.completed()] == [1]
-    assert [r.checkpoint_id for r in store.history() if r.status == "FAILED"] == [2]
+    assert [r.checkpoint_id for r in store.checkpoints.completed()] == [1]
+    assert [r.checkpoint_id for r in store.checkpoints.history() if r.status == "FAILED"] == [2]
     monkeypatch.undo()
     result = run(tmp_path, restore_from="latest")
     assert result.restored_from == 1 and result.epochs[0].epoch == 1
@@ -211,7 +215,7 @@ def test_a_corrupt_state_file_falls_back_to_the_previous_checkpoint(spark, tmp_p
     events = write_input(tmp_path / "in", seed=11)
     run(tmp_path, max_epochs=3)
     store = storage(tmp_path)
-    latest = store.completed()[-1]
+    latest = store.checkpoints.completed()[-1]
     victim = next(f for op in latest.operators if op["table"] == "running-count" for f in op["files"])
     path = tmp_path / "warehouse" / "checkpointed-counts" / "state" / "running-count" / victim["path"]
     path.write_bytes(b"not parquet")
@@ -271,7 +275,7 @@ def test_a_savepoint_outlives_retention_and_restores_anywhere(spark, tmp_path):
     assert DeltaTable(os.path.join(savepoint, "state", "running-count")).version() == 0
     # Later checkpoints discard checkpoint 2; the savepoint keeps its own copy.
     run(tmp_path, restore_from="latest")
-    assert 2 not in [r.checkpoint_id for r in store.completed()]
+    assert 2 not in [r.checkpoint_id for r in store.checkpoints.completed()]
     # A new job folder (another warehouse) restores from the savepoint path.
     other = tmp_path / "other"
     args = ["--input", str(tmp_path / "in"), "--windows", str(other / "windows"), "--running", str(other / "running")]
@@ -287,11 +291,11 @@ def test_a_savepoint_outlives_retention_and_restores_anywhere(spark, tmp_path):
 def test_a_second_run_of_a_running_job_is_refused(spark, tmp_path):
     write_input(tmp_path / "in", seed=23)
     store = storage(tmp_path)
-    store.claim("other-run", lease_timeout_s=600)        # alive: this very process
+    store.lease.claim("other-run", lease_timeout_s=600)        # alive: this very process
     with pytest.raises(JobAlreadyRunningException, match="already running: run other-run"):
         run(tmp_path)
     assert not os.path.exists(tmp_path / "windows")
-    store.release("other-run", "FINISHED")
+    store.lease.release("other-run", "FINISHED")
     result = run(tmp_path)
     assert result.epochs[-1].watermark > 0
 
@@ -301,19 +305,19 @@ def test_a_run_taken_over_mid_run_commits_nothing_of_the_epoch_it_could_not_log(
     writer (fenced: the job was taken over) fails before that epoch's output or checkpoint is
     committed: the sinks hold the two epochs before it, exactly."""
     from runtime.storage.delta_files import append, arrow_table
-    from runtime.checkpoint.storage import EPOCH_LOG_SCHEMA
+    from runtime.checkpoint.epoch_log import EPOCH_LOG_SCHEMA
     write_input(tmp_path / "in", seed=31)
-    log_epoch = CheckpointStorage.log_epoch
+    log_epoch = EpochLog.log_epoch
 
     def taken_over_at_epoch_2(self, run_id, epoch, *args):
         if epoch == 2:      # another run claims the job first: this commit loses the version
-            append(self.epoch_log_path, arrow_table(EPOCH_LOG_SCHEMA, [
+            append(self.path, arrow_table(EPOCH_LOG_SCHEMA, [
                 {"run_id": "other-run", "kind": "run", "status": "RUNNING"}]))
         return log_epoch(self, run_id, epoch, *args)
-    monkeypatch.setattr(CheckpointStorage, "log_epoch", taken_over_at_epoch_2)
+    monkeypatch.setattr(EpochLog, "log_epoch", taken_over_at_epoch_2)
     with pytest.raises(JobAlreadyRunningException):
         run(tmp_path)
-    assert [r.checkpoint_id for r in storage(tmp_path).completed()] == [1, 2]
+    assert [r.checkpoint_id for r in storage(tmp_path).checkpoints.completed()] == [1, 2]
     assert table_rows(tmp_path / "running") == expected_running(first_lines(tmp_path / "in", 2 * LINES_PER_EPOCH))
 
 
@@ -321,7 +325,7 @@ def test_a_run_on_another_host_holds_the_job_until_its_lease_expires(spark, tmp_
     import socket
     write_input(tmp_path / "in", seed=29)
     store = storage(tmp_path)
-    store.claim("remote", lease_timeout_s=600)
+    store.lease.claim("remote", lease_timeout_s=600)
     # Pretend the claim came from another host: liveness is then judged by the lease.
     real = socket.gethostname
     socket.gethostname = lambda: "elsewhere"

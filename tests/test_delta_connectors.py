@@ -21,6 +21,7 @@ from runtime.connectors.delta import (
     DeltaSinkWriter, DeltaSourceEnumerator, DeltaSourceReader, commit_sink_files)
 from runtime.datastream.connectors import DeltaSink, DeltaSource
 from runtime.task.task_context import TaskContext
+from runtime.task.task_info import TaskInfo
 from runtime.task.sink_writer import WriterInitContext
 from runtime_env import delta_env
 
@@ -36,7 +37,7 @@ def read_rows(path, key=None) -> list[dict]:
 
 
 def task_ctx(subtask=0, parallelism=1) -> TaskContext:
-    return TaskContext("Delta Source", subtask, parallelism, 128, 0, 1_700_000_000_000, {})
+    return TaskContext(TaskInfo("Delta Source", subtask, parallelism, 128, 0), 1_700_000_000_000, {})
 
 
 def writer_ctx(subtask=0, parallelism=1, input_type=None) -> WriterInitContext:

@@ -24,6 +24,7 @@ from runtime.connectors.base import EnumeratorContext
 from runtime.connectors.delta import DeltaSourceEnumerator, DeltaSourceReader
 from runtime.datastream.connectors import DeltaSource
 from runtime.task.task_context import TaskContext
+from runtime.task.task_info import TaskInfo
 from waiting import wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -64,7 +65,7 @@ def read_run(source, positions=None, between_epochs=None) -> tuple[list, dict]:
     enumerator = DeltaSourceEnumerator(source, EnumeratorContext(parallelism=1, max_records_per_split=1))
     if positions is not None:
         enumerator.restore(positions)
-    reader = DeltaSourceReader(source, TaskContext("Delta Source", 0, 1, 128, 0, 0, {}))
+    reader = DeltaSourceReader(source, TaskContext(TaskInfo("Delta Source", 0, 1, 128, 0), 0, {}))
     rows = []
     for epoch in range(20):
         states = {}

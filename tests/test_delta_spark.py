@@ -218,5 +218,5 @@ def test_sluices_own_tables_declare_the_log_retention_they_keep(tmp_path):
     assert OWN_TABLE_PROPERTIES["delta.logRetentionDuration"] == "interval 30 seconds"
     assert own_table_properties(600)["delta.deletedFileRetentionDuration"] == "interval 600 seconds"
     assert own_table_properties(0.5)["delta.logRetentionDuration"] == "interval 1 seconds"
-    assert CheckpointStorage(str(tmp_path), log_retention_s=600).table_properties == own_table_properties(600)
+    assert CheckpointStorage(str(tmp_path), log_retention_s=600).checkpoints.table_properties == own_table_properties(600)
     assert ExecutionHistory(str(tmp_path), 600).table_properties == own_table_properties(600)

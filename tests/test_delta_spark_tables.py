@@ -24,6 +24,7 @@ from runtime.connectors.base import EnumeratorContext
 from runtime.connectors.delta import DeltaSourceEnumerator, DeltaSourceReader
 from runtime.datastream.connectors import DeltaSource
 from runtime.task.task_context import TaskContext
+from runtime.task.task_info import TaskInfo
 from runtime_env import delta_env
 
 CDF_JOB = os.path.join(os.path.dirname(__file__), "jobs", "change_feed_copy.py")
@@ -64,7 +65,7 @@ def read_directly(source, max_records_per_split=None, parallelism=1, epochs=50, 
     enumerator = enumerator or DeltaSourceEnumerator(
         source, EnumeratorContext(parallelism=parallelism, max_records_per_split=max_records_per_split))
     enumerator.check()
-    reader = DeltaSourceReader(source, TaskContext("Delta Source", 0, 1, 128, 0, 1_700_000_000_000, {}))
+    reader = DeltaSourceReader(source, TaskContext(TaskInfo("Delta Source", 0, 1, 128, 0), 1_700_000_000_000, {}))
     rows = []
     for epoch in range(epochs):
         states = {}
@@ -315,7 +316,7 @@ def test_every_retained_position_of_a_change_feed_resumes_at_its_change_row(dspa
     expected = spark_rows(dspark, path, readChangeFeed="true", startingVersion=1)
     source = DeltaSource.for_change_data_feed(path, 1, continuous=False)
     enumerator = DeltaSourceEnumerator(source, EnumeratorContext(parallelism=2, max_records_per_split=1))
-    reader = DeltaSourceReader(source, TaskContext("Delta Source", 0, 1, 128, 0, 1_700_000_000_000, {}))
+    reader = DeltaSourceReader(source, TaskContext(TaskInfo("Delta Source", 0, 1, 128, 0), 1_700_000_000_000, {}))
     read, retained, versions = [], [({}, [])], []
     for epoch in range(100):
         states, first = {}, len(read)

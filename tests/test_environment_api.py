@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from runtime.checkpoint.storage import CheckpointStorage
+from runtime.checkpoint.epoch_log import EpochLog
 from runtime.common import Types, WatermarkStrategy
 from runtime.datastream import KeyedCoProcessFunction, StreamExecutionEnvironment
 from runtime.datastream.connectors import DataGeneratorSource, RateLimiterStrategy
@@ -90,7 +90,7 @@ def test_cancel_ends_an_unbounded_job_after_its_epoch(spark, tmp_path):
     env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers").print()
     client = env.execute_async("endless")
     # Cancel once epochs 1 to 3 are planned (a plan is logged before its epoch runs): 0 to 2 ran.
-    epoch_log = CheckpointStorage(job_dir(str(tmp_path / "warehouse"), "endless"))
+    epoch_log = EpochLog(job_dir(str(tmp_path / "warehouse"), "endless"))
     try:
         wait_until(lambda: len(epoch_log.logged_epochs(0, None)) >= 3 or
                    client.get_job_status().result() is JobStatus.FAILED, 300, "three epochs planned", interval=0.1)

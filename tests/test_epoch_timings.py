@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 import kafka_env
-from runtime.checkpoint.storage import CheckpointStorage
+from runtime.checkpoint.epoch_log import EpochLog
 from runtime.common import Types, WatermarkStrategy
 from runtime.common.serialization import SimpleStringSchema
 from runtime.datastream.connectors import DeliveryGuarantee
@@ -118,7 +118,7 @@ def test_a_kafka_job_logs_every_phase_of_each_epoch_and_its_records_latency(spar
     ended = time.time()
     assert len(kafka_env.read_committed(bootstrap, sink_topic)) == 120
 
-    rows = CheckpointStorage(job_dir(str(tmp_path / "warehouse"), "epoch-timings")).epoch_metrics()
+    rows = EpochLog(job_dir(str(tmp_path / "warehouse"), "epoch-timings")).epoch_metrics()
     assert [(r["epoch"], r["checkpoint_id"]) for r in rows] == [(0, None), (1, 1), (2, 2)]
     for row in rows:
         timings = row["timings"]

@@ -13,7 +13,9 @@ from deltalake import DeltaTable
 
 from checkpoint_harness import (
     JOB, LINES_PER_EPOCH, expected_running, expected_windows, job_args, kill_at, table_rows, write_input)
-from runtime.checkpoint.storage import CheckpointException, CheckpointStorage, JobAlreadyRunningException
+from runtime.checkpoint.checkpoint_record import CheckpointException
+from runtime.checkpoint.job_lease import JobAlreadyRunningException
+from runtime.checkpoint.storage import CheckpointStorage
 from runtime.client import run_job
 
 JOB_DIR = "checkpointed-counts"
@@ -37,7 +39,7 @@ def test_a_kill_after_the_first_sink_commit_replays_the_logged_first_epoch(spark
     restore_from=latest, and with no restore option, each from the same killed state."""
     events = write_input(tmp_path / "in", seed=7)
     assert kill_at(tmp_path, "after-sink-commit", 0, False) == "killed"
-    assert CheckpointStorage(str(tmp_path / "warehouse" / JOB_DIR)).completed() == []
+    assert CheckpointStorage(str(tmp_path / "warehouse" / JOB_DIR)).checkpoints.completed() == []
     assert DeltaTable(str(tmp_path / "running")).version() >= 0        # the sink holds epoch 0
     written = [name for name in ("warehouse", "windows", "running") if (tmp_path / name).exists()]
     for name in written:
@@ -57,7 +59,7 @@ def test_a_rerun_without_a_restore_option_resumes_from_the_latest_checkpoint(spa
     assert kill_at(tmp_path, "mid-epoch", 2, False) == "killed"
     # Checkpoint 1 completed before epoch 2; checkpoint 2 (epoch 1's) completes in the background
     # while epoch 2 runs, so the kill may come before it does. The rerun resumes from the latest.
-    completed = [r.checkpoint_id for r in CheckpointStorage(str(tmp_path / "warehouse" / JOB_DIR)).completed()]
+    completed = [r.checkpoint_id for r in CheckpointStorage(str(tmp_path / "warehouse" / JOB_DIR)).checkpoints.completed()]
     assert completed in ([1], [1, 2])
     result = finish(tmp_path)
     assert result.restored_from == completed[-1]
@@ -106,10 +108,10 @@ def test_an_unknown_checkpoint_fails_before_anything_is_written(spark, tmp_path)
 def test_a_second_run_of_a_running_job_is_refused_before_anything_is_written(spark, tmp_path):
     write_input(tmp_path / "in", seed=11)
     storage = CheckpointStorage(str(tmp_path / "warehouse" / JOB_DIR))
-    storage.claim("the-first-run", lease_timeout_s=600)     # held by this (live) process
+    storage.lease.claim("the-first-run", lease_timeout_s=600)     # held by this (live) process
     before = log_rows(tmp_path)
     with pytest.raises(JobAlreadyRunningException, match="the-first-run"):
         finish(tmp_path)
     assert log_rows(tmp_path) == before
     assert not (tmp_path / "running").exists()
-    storage.release("the-first-run", "CANCELED")
+    storage.lease.release("the-first-run", "CANCELED")

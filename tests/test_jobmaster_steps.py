@@ -7,7 +7,7 @@ import pytest
 from runtime.jobmaster.deployment import (
     JOBS_FOLDER_ENV, PROJECT_ROOT, JobDeployment, JobSpec, discover_jobs, find_job, load_job_spec, resolve_args)
 from runtime.execution.history import FAILED, FINISHED, ExecutionRecord
-from runtime.execution.restarts import subtask_attempts
+from runtime.execution.failure_handler import subtask_attempts
 from runtime.jobmaster.dag_profiles import slots_for
 from runtime.jobmaster.steps import RunRequest, RunRequestError
 

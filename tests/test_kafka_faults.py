@@ -60,7 +60,7 @@ def test_a_broker_killed_and_started_mid_run_fails_the_attempt_and_the_restart_l
             # failed on it, the broker is started again (some seconds), and the restart attempts'
             # preflights fail until it listens (each a failed attempt, 3 s apart).
             from runtime.checkpoint.storage import CheckpointStorage
-            completed = lambda: max((r.checkpoint_id for r in CheckpointStorage(checkpoints).completed()), default=0)
+            completed = lambda: max((r.checkpoint_id for r in CheckpointStorage(checkpoints).checkpoints.completed()), default=0)
             wait_until(lambda: os.path.isdir(checkpoints) and completed() >= 2, 120, "two checkpoints", interval=0.05)
             broker.kill()
             # The broker stays down until an attempt has failed on it: a restart within the

@@ -13,6 +13,7 @@ from runtime.datastream.formats.json import JsonRowDeserializationSchema
 from runtime.task.arrow_batch import ArrowBatch
 from runtime.task.deployment import SplitRead
 from runtime.task.task_context import TaskContext
+from runtime.task.task_info import TaskInfo
 
 SPLIT = SplitRead("t-0", 10, 20, {"topic": "t", "partition": 0, "offset": 10})
 
@@ -20,7 +21,7 @@ SPLIT = SplitRead("t-0", 10, 20, {"topic": "t", "partition": 0, "offset": 10})
 def reader(deserializer):
     source = (KafkaSource.builder().set_bootstrap_servers("127.0.0.1:1").set_topics("t")
               .set_value_only_deserializer(deserializer).build())
-    return KafkaSourceReader(source, TaskContext("Kafka Source", 0, 1, 128, 0, 1_700_000_000_000, {}))
+    return KafkaSourceReader(source, TaskContext(TaskInfo("Kafka Source", 0, 1, 128, 0), 1_700_000_000_000, {}))
 
 
 def messages(*items):

@@ -15,6 +15,7 @@ from runtime.datastream.connectors.kafka import (KafkaOffsetResetStrategy, Kafka
                                                  KafkaTopicPartition)
 from runtime.task.arrow_batch import ArrowBatch
 from runtime.task.task_context import TaskContext
+from runtime.task.task_info import TaskInfo
 from runtime_env import job_env
 
 
@@ -44,7 +45,7 @@ def records(batch) -> list:
 
 
 def reader_for(src):
-    return KafkaSourceReader(src, TaskContext("Kafka Source", 0, 1, 128, 0, 1_700_000_000_000, {}))
+    return KafkaSourceReader(src, TaskContext(TaskInfo("Kafka Source", 0, 1, 128, 0), 1_700_000_000_000, {}))
 
 
 def test_split_owner_is_flinks_assignment():

@@ -117,8 +117,8 @@ def test_two_runs_of_the_kafka_windows_dag_write_each_closed_window_once(control
     assert first["epochs"] == second["epochs"] == 1, (first, second)
     # Each run's epoch ended in a checkpoint, and the epoch log has each partition's figures.
     store = CheckpointStorage(job_dir(str(control_plane / "warehouse"), "Kafka Window Counts"))
-    assert [r.epoch for r in store.completed()][-2:] == [0, 1]
-    (source,) = [v for v in store.epoch_metrics()[-1]["vertices"].values() if v.get("splits")]
+    assert [r.epoch for r in store.checkpoints.completed()][-2:] == [0, 1]
+    (source,) = [v for v in store.epoch_log.epoch_metrics()[-1]["vertices"].values() if v.get("splits")]
     assert source["splits"] == {f"{events}-0": {"offset": 5, "latest": 5, "lag": 0},
                                 f"{events}-1": {"offset": 3, "latest": 3, "lag": 0}}
 

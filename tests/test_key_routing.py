@@ -160,7 +160,7 @@ def _restore_point(env, key_hashing):
     """A checkpoint record listing the keyed operator of ``env``'s job with a state file, written
     with ``key_hashing`` (None: before the checkpoint recorded it)."""
     from runtime.checkpoint.restore import RestorePoint
-    from runtime.checkpoint.storage import CheckpointRecord
+    from runtime.checkpoint.checkpoint_record import CheckpointRecord
     from runtime.graph.job_graph import create_job_graph
     graph = create_job_graph(env.get_stream_graph())
     v, n = next((v, n) for v in graph.vertices for n in v.operators if n.is_keyed)

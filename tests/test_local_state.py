@@ -53,7 +53,7 @@ def test_state_stays_with_its_task_and_checkpoints_hold_only_changes(spark, tmp_
         want.append((w, seen[w]))
     assert sorted(got) == sorted(want)
     storage = CheckpointStorage(str(tmp_path / "warehouse" / "local-state"))
-    records = storage.completed()
+    records = storage.checkpoints.completed()
     assert len(records) >= 3
     state = {r["key"]: r["value"] for r in read_state(storage, "counts") if r["kind"] == "keyed"}
     assert state == {w: n for w, n in seen.items() if n != 5}

@@ -138,7 +138,7 @@ def test_compacted_tables_restore_every_retained_checkpoint_and_the_savepoint_ex
     assert sizes["checkpoints"][0] <= 3 and sizes["epoch_log"][0] <= 3 and sizes["executions"][0] <= 4, sizes
     assert all(entries <= 12 for _, entries in sizes.values()), sizes
     store = CheckpointStorage(job_dir)
-    retained = [r.checkpoint_id for r in store.completed()]
+    retained = [r.checkpoint_id for r in store.checkpoints.completed()]
     assert len(retained) == 3 and retained[-1] >= 8
     for checkpoint_id in retained:      # each one replays the logged epochs after it: no-op commits
         copy = _copy(run, tmp_path / f"restore-{checkpoint_id}")
@@ -165,7 +165,7 @@ def test_a_kill_inside_table_maintenance_loses_nothing(spark, tmp_path):
     _exact(tmp_path, events)
     assert _state(tmp_path) == dict(collections.Counter(w for w, _ in events))
     store = CheckpointStorage(str(tmp_path / "warehouse" / "checkpointed-counts"))
-    for checkpoint_id in [r.checkpoint_id for r in store.completed()]:
+    for checkpoint_id in [r.checkpoint_id for r in store.checkpoints.completed()]:
         copy = _copy(tmp_path, tmp_path / f"restore-{checkpoint_id}")
         run_job(JOB, _copy_args(tmp_path, copy), warehouse=str(copy / "warehouse"), master="local[2]", quiet=True,
                 max_records_per_split=LINES_PER_EPOCH, configuration=MAINTAIN_EVERY_EPOCH,

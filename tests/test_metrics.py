@@ -79,7 +79,7 @@ def test_metrics_are_aggregated_per_epoch_and_logged(spark, tmp_path):
     assert min(d["min"] for d in values if d["count"]) == 1 and max(d["max"] for d in values if d["count"]) == N
     assert all(d["mean"] == d["sum"] / d["count"] for d in values if d["count"])
     # The epoch log holds each epoch's metrics, built-in and user, once it ran.
-    logged = CheckpointStorage(job_dir(str(tmp_path / "warehouse"), "metrics")).epoch_metrics()
+    logged = CheckpointStorage(job_dir(str(tmp_path / "warehouse"), "metrics")).epoch_log.epoch_metrics()
     assert [(m["epoch"], m["records_in"], m["metrics"]) for m in logged] == \
         [(e.epoch, e.records_in, e.metrics) for e in result.epochs]
     assert {m["run_id"] for m in logged} == {result.run_id}
@@ -94,7 +94,7 @@ def test_metrics_start_at_zero_in_a_restored_run(spark, tmp_path):
     second = run(tmp_path)
     assert second.restored_from is not None
     assert second.epochs[-1].metrics["Count numbers.numbers.seen"]["count"] == N - done
-    logged = CheckpointStorage(job_dir(str(tmp_path / "warehouse"), "metrics")).epoch_metrics(first.run_id)
+    logged = CheckpointStorage(job_dir(str(tmp_path / "warehouse"), "metrics")).epoch_log.epoch_metrics(first.run_id)
     assert logged[-1]["metrics"]["Count numbers.numbers.seen"]["count"] == done
 
 

@@ -329,8 +329,9 @@ def test_kills_at_the_points_that_write_to_s3_restore_exactly_once(spark, s3, tm
     assert table_rows(f"{base}/windows") == expected_windows(events), outcomes
     assert table_rows(f"{base}/running") == expected_running(events), outcomes
     # What the retention killed midway discarded, a later run deleted from the bucket.
-    from runtime.checkpoint.storage import DISCARDED, CheckpointStorage
-    history = CheckpointStorage(f"{base}/warehouse/checkpointed-counts").history()
+    from runtime.checkpoint.checkpoint_record import DISCARDED
+    from runtime.checkpoint.storage import CheckpointStorage
+    history = CheckpointStorage(f"{base}/warehouse/checkpointed-counts").checkpoints.history()
     discarded = {r.checkpoint_id for r in history if r.status == DISCARDED}
     state = keys(s3, "kills/warehouse/checkpointed-counts/state/")
     assert discarded and state, [(r.checkpoint_id, r.status) for r in history]

@@ -22,6 +22,7 @@ from runtime.connectors.socket import SocketEnumerator, SocketReader, SocketSour
 from runtime.datastream import StreamExecutionEnvironment
 from runtime.datastream.connectors import SocketTextSource
 from runtime.task.task_context import TaskContext
+from runtime.task.task_info import TaskInfo
 
 
 class LineServer:
@@ -148,7 +149,7 @@ def test_the_write_ahead_log_holds_the_lines_and_a_replayed_plan_reads_them_agai
     assert all(isinstance(r["arrival_ms"], int) for r in wal_rows)
     # Replay every epoch from its write-ahead plan: the same lines, in the same order.
     replayed, ranges = [], []
-    reader = SocketReader(SocketTextSource("127.0.0.1", server.port), TaskContext("Socket", 0, 1, 1, 0, 0, {}))
+    reader = SocketReader(SocketTextSource("127.0.0.1", server.port), TaskContext(TaskInfo("Socket", 0, 1, 1, 0), 0, {}))
     log = sorted((r for r in read_delta_rows(str(tmp_path / "warehouse" / "wal-job" / "epoch_log"))
                   if r["kind"] == "epoch"), key=lambda r: r["epoch"])
     for row in log:
@@ -219,7 +220,7 @@ def test_a_refused_first_connection_is_retried_when_retries_are_allowed(tmp_path
 def _run_enumerator(source, tmp_path) -> list[str]:
     """Plan epochs until the input ends, reading each plan as a task would."""
     enumerator = SocketEnumerator(source, EnumeratorContext(parallelism=1, work_dir=str(tmp_path), operator_id="s"))
-    reader = SocketReader(source, TaskContext("Socket", 0, 1, 1, 0, 0, {}))
+    reader = SocketReader(source, TaskContext(TaskInfo("Socket", 0, 1, 1, 0), 0, {}))
     lines = []
     try:
         for epoch in range(100):
@@ -242,7 +243,7 @@ def test_a_restored_offset_beyond_the_log_is_where_new_lines_start(tmp_path):
     source = SocketTextSource("127.0.0.1", server.port, "\n", 0)
     enumerator = SocketEnumerator(source, EnumeratorContext(parallelism=1, work_dir=str(tmp_path), operator_id="s"))
     enumerator.restore({"socket": {"offset": 7}})
-    reader = SocketReader(source, TaskContext("Socket", 0, 1, 1, 0, 0, {}))
+    reader = SocketReader(source, TaskContext(TaskInfo("Socket", 0, 1, 1, 0), 0, {}))
     lines = []
     try:
         for epoch in range(100):

@@ -553,7 +553,7 @@ def test_a_jobs_last_checkpoint_holds_no_state_of_finished_sessions_timers_or_ma
     got = sorted(sessions.union(timers).union(matches).execute_and_collect("state cleanup"), key=str)
     assert got == [("a", 1000), ("a", 1000), ("b", 100_000), ("b", 100_000)]
     storage = CheckpointStorage(str(tmp_path / "warehouse" / "state-cleanup"))
-    assert len(storage.history()) >= 3
+    assert len(storage.checkpoints.history()) >= 3
     for uid in ("sessions", "timers", "cep"):
         assert read_state(storage, uid) == [], uid
 

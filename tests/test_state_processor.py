@@ -13,7 +13,8 @@ from checkpoint_harness import (
     LINES_PER_EPOCH, expected_running, expected_windows, first_lines, table_rows, write_input)
 from runtime.checkpoint.incremental import INCREMENTAL
 from runtime.checkpoint.savepoint import take_savepoint
-from runtime.checkpoint.storage import CheckpointException, CheckpointStorage
+from runtime.checkpoint.checkpoint_record import CheckpointException
+from runtime.checkpoint.storage import CheckpointStorage
 from runtime.cli import main as sluice
 from runtime.client import run_job
 from runtime.common import Types
@@ -256,7 +257,7 @@ def test_a_read_while_the_job_runs_never_blocks_or_changes_it(spark, tmp_path):
     reads, counts = 0, []
     while job.is_alive():
         try:
-            if not storage.completed():
+            if not storage.checkpoints.completed():
                 job.join(0.2)
                 continue
             reader = SavepointReader.read(job_dir(tmp_path))

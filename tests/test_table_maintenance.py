@@ -220,10 +220,10 @@ def test_a_job_held_by_a_run_keeps_its_own_tables_untouched(tmp_path):
         commit_sink_files(kept, [stage(kept, checkpoint)], app_id=APP, version=checkpoint)
     job = compile_job(str(script), [kept, plain])
     storage = CheckpointStorage(str(tmp_path / "warehouse" / "maintained"))
-    storage.claim("the-running-run", lease_timeout_s=600)      # this very process: alive
+    storage.lease.claim("the-running-run", lease_timeout_s=600)      # this very process: alive
     for _ in range(3):
-        storage.compact_epoch_log()         # more files: something to compact if it were stopped
-        storage.log_start("the-running-run", 1)
+        storage.epoch_log.compact()         # more files: something to compact if it were stopped
+        storage.epoch_log.log_start("the-running-run", 1)
     before = _files(tmp_path / "warehouse")
     report = maintain_job(job, str(tmp_path / "warehouse"))
     assert report.own_tables.startswith("skipped: run the-running-run (pid ")
@@ -231,7 +231,7 @@ def test_a_job_held_by_a_run_keeps_its_own_tables_untouched(tmp_path):
     assert [t.role for t in report.tables] == ["sink", "sink"]      # the sinks are maintained still
     assert _files(tmp_path / "warehouse") == before
     assert len(DeltaTable(kept).file_uris()) == 1
-    storage.release("the-running-run", "FINISHED")
+    storage.lease.release("the-running-run", "FINISHED")
 
 
 def _files(root):
@@ -244,7 +244,7 @@ def test_a_stopped_jobs_own_tables_are_compacted_and_every_retained_checkpoint_r
     run_job(JOB, job_args(tmp_path), warehouse=warehouse, master="local[2]", quiet=True,
             max_records_per_split=LINES_PER_EPOCH, max_epochs=3)
     storage = CheckpointStorage(os.path.join(warehouse, "checkpointed-counts"))
-    retained = [r.checkpoint_id for r in storage.completed()]
+    retained = [r.checkpoint_id for r in storage.checkpoints.completed()]
     assert retained == [1, 2, 3]
     before = {t: len(DeltaTable(os.path.join(storage.job_dir, t)).file_uris())
               for t in ("checkpoints", "epoch_log", "executions")}
@@ -257,8 +257,8 @@ def test_a_stopped_jobs_own_tables_are_compacted_and_every_retained_checkpoint_r
     assert by_table["epoch_log"].files_after == 2      # compacted, then the maintenance's own end
     assert all(by_table[t].files_deleted == before[t] for t in ("checkpoints", "executions"))
     assert all(t.done == NO_POLICY for t in report.tables if t.role == "sink")
-    assert storage.running_holder(600) is None
-    assert [r.checkpoint_id for r in storage.completed()] == retained
+    assert storage.lease.running_holder(600) is None
+    assert [r.checkpoint_id for r in storage.checkpoints.completed()] == retained
     # A restore from each retained checkpoint, in a copy of the warehouse, with sinks of its own:
     # they get exactly the running counts after that checkpoint.
     for checkpoint in retained:

@@ -8,7 +8,7 @@ import json
 import xml.etree.ElementTree as ET
 from dataclasses import asdict
 
-from runtime.checkpoint.storage import CheckpointRecord
+from runtime.checkpoint.checkpoint_record import CheckpointRecord
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.execution.history import FINISHED, RUNNING, ExecutionRecord
 from runtime.jobmaster.metrics_history import (MAX_POINTS, MAX_SPLIT_SERIES, SPLIT_EPOCHS, SPLIT_ROWS,

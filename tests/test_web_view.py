@@ -791,7 +791,7 @@ def test_a_running_execution_shows_the_epochs_it_has_run(site, browser, token):
     run.start()
     try:
         # An epoch's metrics row is committed with a later epoch's plan: the epochs before the waiting one.
-        wait_until(lambda: CheckpointStorage(directory).epoch_metrics(), 240, "the waiting run's first epochs logged")
+        wait_until(lambda: CheckpointStorage(directory).epoch_log.epoch_metrics(), 240, "the waiting run's first epochs logged")
         [execution] = ExecutionHistory(directory).executions()
         assert (execution.state, execution.epochs, execution.records_in) == ("RUNNING", 0, 0)   # what it records
         browser.get(f"{site.url}/sluice/jobs/{name}")
@@ -800,7 +800,7 @@ def test_a_running_execution_shows_the_epochs_it_has_run(site, browser, token):
         assert row.get_attribute("data-state") == "RUNNING"
         records_in = _charts(browser)["records-in"]
         source = next(s for s in records_in if s.startswith("Source"))
-        logged = CheckpointStorage(directory).epoch_metrics()
+        logged = CheckpointStorage(directory).epoch_log.epoch_metrics()
         assert int(row.get_attribute("data-epochs")) == len(records_in[source]) == len(logged) > 0
         assert int(row.get_attribute("data-records-in")) == sum(y for _, y in records_in[source]) == \
             sum(r["records_in"] for r in logged) == len(logged) * 2 * LINES_PER_EPOCH

@@ -31,7 +31,8 @@ from runtime.state.snapshot_format import SOURCE_STATE, SPLIT, state_table_name
 from runtime.state.snapshot_writer import snapshot_to_table, write_state_file
 from runtime.checkpoint.incremental import file_entry, referenced_partitions
 from runtime.checkpoint.sink_committers import create_committers
-from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, DISCARDED, FAILED, CheckpointRecord, CheckpointStorage
+from runtime.checkpoint.checkpoint_record import CHECKPOINT, COMPLETED, DISCARDED, FAILED, CheckpointRecord
+from runtime.checkpoint.storage import CheckpointStorage
 from runtime.common.faults import fault_point
 from runtime.common.phase_timer import (CHECKPOINT_QUEUE, CHECKPOINT_RECORD, HAND_OFF, NO_TIMER, SOURCE_POSITIONS,
                                         STATE_COMMITS, PhaseTimer)
@@ -55,7 +56,9 @@ def commit_sink(committer, committables: list, version: int, timer: PhaseTimer =
 
 class CheckpointCoordinator:
     def __init__(self, storage: CheckpointStorage, job_graph: JobGraph, config: dict, run_id: str):
-        self.storage = storage
+        """Of ``storage`` it takes the completed-checkpoint store and the state tables."""
+        self.checkpoints = storage.checkpoints
+        self.state = storage.state
         self.job_graph = job_graph
         self.run_id = run_id
         self.interval_ms = config.get("interval_ms", -1)
@@ -176,7 +179,7 @@ class CheckpointCoordinator:
         with timer.phase(STATE_COMMITS):
             for op_id, files in by_operator.items():
                 table = state_table_name(nodes[op_id][1])
-                versions[f"state/{table}"] = self.storage.commit_state(table, checkpoint_id, files)
+                versions[f"state/{table}"] = self.state.commit(table, checkpoint_id, files)
         fault_point("after-state-commit", epoch)
         for committer, committables in sinks:
             versions.update(commit_sink(committer, committables, checkpoint_id, timer))
@@ -189,7 +192,7 @@ class CheckpointCoordinator:
         listed.update(chains or {})
         for op_id, (v, n) in nodes.items():
             table = state_table_name(n)
-            root = self.storage.state_table_path(table)
+            root = self.state.table_path(table)
             operators.append({
                 "operator_id": op_id, "uid": n.uid, "table": table, "name": n.operator_name,
                 "vertex": v.name, "parallelism": v.parallelism,
@@ -212,7 +215,7 @@ class CheckpointCoordinator:
             watermarks=watermarks, operators=operators, table_versions=versions,
             started_at=started, completed_at=now)
         with timer.phase(CHECKPOINT_RECORD):
-            self.storage.record([record], before_commit=lambda: fault_point("during-checkpoint-record", epoch))
+            self.checkpoints.record([record], before_commit=lambda: fault_point("during-checkpoint-record", epoch))
         self._retain_later(epoch)
         return record
 
@@ -254,7 +257,7 @@ class CheckpointCoordinator:
 
     def fail(self, checkpoint_id: int, epoch: int, started: float, reason: str) -> None:
         """Record a failed checkpoint; it is never restored from."""
-        self.storage.record([CheckpointRecord(checkpoint_id, epoch, CHECKPOINT, FAILED, self.run_id,
+        self.checkpoints.record([CheckpointRecord(checkpoint_id, epoch, CHECKPOINT, FAILED, self.run_id,
                                               duration_ms=int((time.time() - started) * 1000), failure=reason,
                                               started_at=started, completed_at=time.time())])
 
@@ -266,7 +269,7 @@ class CheckpointCoordinator:
             positions = sorted(snapshot.items())
             table = snapshot_to_table({"operator_state": {SOURCE_STATE: (SPLIT, positions)}}, -1, head.operator_name)
             if table is not None:
-                directory = self.storage.checkpoint_dir(checkpoint_id).format(table=state_table_name(head))
+                directory = self.state.checkpoint_dir(checkpoint_id).format(table=state_table_name(head))
                 files.append(write_state_file(table, directory, head.operator_id, -1))
         return files
 
@@ -276,24 +279,24 @@ class CheckpointCoordinator:
         Marked DISCARDED first, then deleted: a kill in between leaves partitions of DISCARDED
         checkpoints, which the run's first retention deletes too (discarding is idempotent).
         INVALID checkpoints are not completed: never retained, never deleted."""
-        completed = self.storage.completed()
+        completed = self.checkpoints.completed()
         doomed = completed[:-self.max_retained] if len(completed) > self.max_retained else []
         if doomed:
-            self.storage.record([dataclasses.replace(r, status=DISCARDED) for r in doomed])
+            self.checkpoints.record([dataclasses.replace(r, status=DISCARDED) for r in doomed])
             fault_point("during-retention", epoch)
         if not self.swept:      # once per run: what an earlier run was killed before deleting
-            doomed = [r for r in self.storage.history() if r.status == DISCARDED and r.kind == CHECKPOINT]
+            doomed = [r for r in self.checkpoints.history() if r.status == DISCARDED and r.kind == CHECKPOINT]
             self.swept = True
         # An increment's chain reads the partitions of earlier checkpoints: those stay until no
         # retained checkpoint reads them.
-        needed = referenced_partitions(self.storage.completed())
+        needed = referenced_partitions(self.checkpoints.completed())
         doomed = [*doomed, *self.kept.values()]
         self.kept = {r.checkpoint_id: r for r in doomed if r.checkpoint_id in needed}
         doomed = [r for r in doomed if r.checkpoint_id not in needed]
         ids = [r.checkpoint_id for r in doomed]
         for table in {op["table"] for r in doomed for op in r.operators}:
-            self.storage.discard_state(table, ids)
+            self.state.discard(table, ids)
         # Everything discarded is deleted: the checkpoints table may forget what it no longer needs.
-        self.storage.compact_checkpoints(needed | set(self.kept), epoch)
-        self.storage.clean_state_logs(sorted({state_table_name(n) for v in self.job_graph.vertices
+        self.checkpoints.compact(needed | set(self.kept), epoch)
+        self.state.clean_logs(sorted({state_table_name(n) for v in self.job_graph.vertices
                                               for n in v.operators}), epoch)

@@ -26,8 +26,10 @@ from pyarrow.fs import FileType
 
 from runtime.state.snapshot_format import SOURCE_STATE
 from runtime.state.snapshot_reader import read_state_file, table_to_snapshot
-from runtime.checkpoint.storage import (
-    CHECKPOINT, COMPLETED, DISCARDED, INVALID, SAVEPOINT, CheckpointException, CheckpointRecord, CheckpointStorage)
+from runtime.checkpoint.checkpoint_record import (
+    CHECKPOINT, COMPLETED, DISCARDED, INVALID, SAVEPOINT, CheckpointException, CheckpointRecord)
+from runtime.checkpoint.completed_checkpoint_store import CompletedCheckpointStore
+from runtime.checkpoint.storage import CheckpointStorage
 from runtime.datastream.operators import BroadcastProcessSpec
 from runtime.graph.job_graph import JobGraph
 from runtime.state.key_groups import KEY_HASHING, compute_key_group_range_for_operator_index, key_type_of
@@ -127,9 +129,9 @@ def choose(storage: CheckpointStorage, restore_from: Union[str, int], warn=None)
         return point
     if restore_from != "latest":
         wanted = int(restore_from)
-        known = {r.checkpoint_id: r for r in storage.history() if r.kind != SAVEPOINT}
+        known = {r.checkpoint_id: r for r in storage.checkpoints.history() if r.kind != SAVEPOINT}
         if wanted not in known:
-            ids = ", ".join(str(r.checkpoint_id) for r in storage.completed()) or "none"
+            ids = ", ".join(str(r.checkpoint_id) for r in storage.checkpoints.completed()) or "none"
             raise CheckpointException(f"{storage.job_dir}: there is no checkpoint {wanted} (completed: {ids})")
         if known[wanted].status != COMPLETED:
             raise CheckpointException(
@@ -151,8 +153,8 @@ def choose(storage: CheckpointStorage, restore_from: Union[str, int], warn=None)
         invalidate(storage, record, found, warn)
     # Damaged retained checkpoints (found now or by an earlier run; retention discarded the older
     # ones) and no usable one: a fresh start would write again what they had committed.
-    first = storage.lineage_start() or 0
-    history = [r for r in storage.history() if r.kind == CHECKPOINT and r.checkpoint_id >= first]
+    first = storage.epoch_log.lineage_start() or 0
+    history = [r for r in storage.checkpoints.history() if r.kind == CHECKPOINT and r.checkpoint_id >= first]
     oldest = max((r.checkpoint_id for r in history if r.status == DISCARDED), default=-1)
     damaged = [f"checkpoint {r.checkpoint_id}: {r.failure}" for r in history
                if r.status == INVALID and r.checkpoint_id > oldest]
@@ -168,22 +170,22 @@ def print_warning(message: str) -> None:
 def invalidate(storage: CheckpointStorage, record: CheckpointRecord, found: list[str], warn=None) -> None:
     """Mark a damaged checkpoint INVALID: kept for inspection, never restored, never retained.
     ``warn`` is told which checkpoint ``latest`` falls back to, if there is one."""
-    storage.record([dataclasses.replace(record, status=INVALID, failure="; ".join(found))])
+    storage.checkpoints.record([dataclasses.replace(record, status=INVALID, failure="; ".join(found))])
     earlier = [r.checkpoint_id for r in storage.latest_lineage() if r.checkpoint_id < record.checkpoint_id]
     if warn and earlier:
         warn(f"checkpoint {record.checkpoint_id}: {'; '.join(found)}; marked INVALID, "
              f"falling back to checkpoint {earlier[-1]}")
 
 
-def damaged_checkpoints(storage: CheckpointStorage, damaged_files: dict) -> list[tuple]:
+def damaged_checkpoints(checkpoints: CompletedCheckpointStore, job_dir: str, damaged_files: dict) -> list[tuple]:
     """(record, what is wrong) of each completed checkpoint holding one of ``damaged_files``
     (path -> message), as a restore or a running job found them."""
     if not damaged_files:
         return []
     wrong = {absolute(p): what for p, what in damaged_files.items()}
     out = []
-    for record in storage.completed():
-        paths = [absolute(f["path"]) for f in RestorePoint(record, storage.job_dir).files()]
+    for record in checkpoints.completed():
+        paths = [absolute(f["path"]) for f in RestorePoint(record, job_dir).files()]
         found = [wrong[p] for p in paths if p in wrong]
         if found:
             out.append((record, found))

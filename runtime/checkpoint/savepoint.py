@@ -17,7 +17,8 @@ import pyarrow.compute as pc
 from runtime.checkpoint.restore import METADATA, RestorePoint, choose, load_savepoint
 from runtime.state.snapshot_format import OPERATOR_PREFIX, TIMER_PREFIX, decode_keys, decode_values, state_types
 from runtime.state.snapshot_reader import read_state_file
-from runtime.checkpoint.storage import SAVEPOINT, CheckpointException, CheckpointStorage
+from runtime.checkpoint.checkpoint_record import SAVEPOINT, CheckpointException
+from runtime.checkpoint.storage import CheckpointStorage
 from runtime.storage.filesystems import absolute, check_writable, copy_file, exists, join, size, write_bytes
 
 
@@ -35,10 +36,10 @@ def take_savepoint(storage: CheckpointStorage, target: Optional[str] = None,
     if exists(join(target, METADATA)):
         raise CheckpointException(f"{target} already holds a savepoint: choose another --target")
     for op in (op for op in record.operators if op["files"]):
-        copy_operator_state(storage.state_table_path(op["table"]), op, target, record.checkpoint_id)
+        copy_operator_state(storage.state.table_path(op["table"]), op, target, record.checkpoint_id)
     saved = dataclasses.replace(record, kind=SAVEPOINT, external_path=target)
     write_savepoint_metadata(target, saved)
-    storage.record([saved])
+    storage.checkpoints.record([saved])
     return target
 
 

@@ -15,12 +15,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from runtime.checkpoint.coordinator import CheckpointCoordinator, commit_sink
+from runtime.checkpoint.coordinator import commit_sink
 from runtime.common.phase_timer import NO_TIMER, PhaseTimer
+from runtime.execution.job_context import JobContext
 from runtime.execution.job_execution_result import EpochSummary, JobExecutionException
-from runtime.execution.source_coordinator import SourceCoordinator
-from runtime.execution.state_assignment import TaskStates
-from runtime.graph.job_graph import JobGraph
 from runtime.task.watermarks import checkpointed
 
 log = logging.getLogger("runtime.execution.executor")     # the run's messages: read by that name
@@ -35,12 +33,11 @@ class _InFlightCheckpoint:
 
 
 class CheckpointCompletion:
-    def __init__(self, job_graph: JobGraph, coordinator: CheckpointCoordinator, sources: SourceCoordinator,
-                 states: TaskStates, report: Callable[[EpochSummary], None]):
-        self.job_graph = job_graph
-        self.coordinator = coordinator
-        self.sources = sources
-        self.states = states
+    def __init__(self, context: JobContext, report: Callable[[EpochSummary], None]):
+        self.job_graph = context.job_graph
+        self.coordinator = context.coordinator
+        self.sources = context.sources
+        self.states = context.states
         self.report = report
         self.in_flight: Optional[_InFlightCheckpoint] = None
 

@@ -11,16 +11,11 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from runtime.checkpoint.coordinator import CheckpointCoordinator
-from runtime.checkpoint.storage import CheckpointStorage
 from runtime.connectors import reader_class, writer_class
+from runtime.execution.job_context import JobContext
 from runtime.execution.job_execution_result import JobExecutionException
-from runtime.execution.options import ExecutionOptions
 from runtime.execution.recovery import StartingPoint
-from runtime.execution.source_coordinator import SourceCoordinator
-from runtime.execution.state_assignment import TaskStates
 from runtime.graph.execution_graph import ExecutionGraph
-from runtime.graph.job_graph import JobGraph
 from runtime.metrics.aggregation import RunMetrics
 from runtime.storage.filesystems import join
 from runtime.task.deployment import TaskDeploymentDescriptor
@@ -39,18 +34,17 @@ class EpochPlan:
 
 
 class EpochPlanner:
-    def __init__(self, job_graph: JobGraph, options: ExecutionOptions, storage: CheckpointStorage,
-                 coordinator: CheckpointCoordinator, sources: SourceCoordinator, states: TaskStates,
-                 run_id: str, run_dir: str, batch: bool):
-        self.job_graph = job_graph
-        self.options = options
-        self.storage = storage
-        self.coordinator = coordinator
-        self.sources = sources
-        self.states = states
-        self.run_id = run_id
-        self.run_dir = run_dir
-        self.batch = batch
+    def __init__(self, context: JobContext):
+        self.job_graph = context.job_graph
+        self.options = context.options
+        self.epoch_log = context.storage.epoch_log     # where each plan is written ahead
+        self.state = context.storage.state             # where a checkpoint's snapshots go
+        self.coordinator = context.coordinator
+        self.sources = context.sources
+        self.states = context.states
+        self.run_id = context.run_id
+        self.run_dir = context.run_dir
+        self.batch = context.batch
         self.stopping = False       # a stop with savepoint: the next planned epoch is the last
 
     def last_epoch(self, epoch: int, start: StartingPoint) -> bool:
@@ -86,7 +80,7 @@ class EpochPlanner:
             final = end_of_input or self.last_epoch(epoch, start)
             checkpoint_id = self.coordinator.take_id() if self.coordinator.should_trigger(epoch, final) else None
         # The write-ahead record of the epoch: what it reads, at which processing time.
-        logged = self.storage.log_epoch_async(self.run_id, epoch, checkpoint_id, processing_time,
+        logged = self.epoch_log.log_epoch_async(self.run_id, epoch, checkpoint_id, processing_time,
                                               watermark, end_of_input, self.sources.logged_plan(source_plans))
         snapshot_dir = self._snapshot_dir(epoch, checkpoint_id, end_of_input)
         incremental = self.states.chains.incremental()
@@ -114,11 +108,11 @@ class EpochPlanner:
     def _snapshot_dir(self, epoch: int, checkpoint_id: Optional[int], end_of_input: bool) -> Optional[str]:
         """Where the epoch's tasks write their snapshots (``{table}`` is each state table's name)."""
         if checkpoint_id is not None:
-            return self.storage.checkpoint_dir(checkpoint_id)
+            return self.state.checkpoint_dir(checkpoint_id)
         if self.coordinator.enabled and not end_of_input:
             # Into the next checkpoint's partition: an increment of this epoch is part of the
             # chain that checkpoint lists, and is committed with it where it lies.
-            return self.storage.checkpoint_dir(self.coordinator.next_id)
+            return self.state.checkpoint_dir(self.coordinator.next_id)
         if not end_of_input:
             return join(self.run_dir, "state", f"epoch-{epoch:06d}", "{table}")
         return None     # the last epoch of a bounded job: its state is not needed

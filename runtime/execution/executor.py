@@ -8,7 +8,9 @@ epoch log; the epoch's Spark job runs the tasks (``epoch_job``); the checkpoint 
 the sinks' committables; the state assignment (``state_assignment``) moves the state chains on;
 the epoch's checkpoint completes in the background while the next epoch runs
 (``checkpoint_completion``). Where a run starts and falls back to is ``recovery``; its rows in
-the execution history, ``history``.
+the execution history, ``history``; whether a failed run restarts, ``failure_handler``. The parts
+share one frozen ``job_context``; of the checkpoint storage each takes the parts it uses (the
+epoch log, the job lease, the completed-checkpoint store, the state tables).
 """
 from __future__ import annotations
 
@@ -23,16 +25,17 @@ from typing import Optional
 
 from runtime.checkpoint.coordinator import CheckpointCoordinator
 from runtime.checkpoint.incremental import IncrementalPolicy, StateChains
-from runtime.checkpoint.storage import CheckpointStorage, JobAlreadyRunningException
+from runtime.checkpoint.storage import CheckpointStorage
 from runtime.common.logs import utc_time
-from runtime.common.restart_strategy import RestartStrategies
 from runtime.common.watermark_strategy import MIN_WATERMARK
 from runtime.execution import dependencies
 from runtime.execution.checkpoint_completion import CheckpointCompletion
 from runtime.execution.epoch_job import EpochJob, shares_slots
 from runtime.execution.epoch_planner import EpochPlanner
 from runtime.execution.epoch_stats import EpochStatsTracker
+from runtime.execution.failure_handler import handle_failure, restart_configuration
 from runtime.execution.history import RUNNING, ExecutionRecord, RunRecorder
+from runtime.execution.job_context import JobContext
 from runtime.execution.job_execution_result import EpochSummary, JobExecutionException, JobExecutionResult
 from runtime.execution.options import ExecutionOptions
 from runtime.execution.preflight import preflight
@@ -49,7 +52,6 @@ from runtime.graph.stream_graph import StreamGraph
 from runtime.metrics.aggregation import RunMetrics
 from runtime.metrics.epoch_timings import ACKNOWLEDGEMENTS, HAND_OFF, PLANNING, PREVIOUS_CHECKPOINT, SPARK_JOB
 from runtime.metrics.vertex_metrics import epoch_vertex_metrics
-from runtime.scheduler.restart import effective_configuration
 from runtime.scheduler.slots import compute_slot_plan, slots_required_per_group
 from runtime.state.snapshot_reader import CorruptStateException
 from runtime.storage.filesystems import check_writable, join, rmtree
@@ -96,13 +98,13 @@ class JobRunner:
         # A first attempt's misuse fails here, before Spark starts; a restart attempt's preflight
         # (a broker still down) is a failed attempt, recorded and decided on in run(), as Flink
         # restarts a job whose tasks failed to deploy.
+        self.context = JobContext(job_graph, options, self.run_id, self.run_dir, self.batch, self.storage,
+                                  self.coordinator, self.sources, self.states)
         self.restart_attempt = restart_attempt
         self.restore_point = None if restart_attempt else self._preflight()
-        self.recovery = Recovery(job_graph, options, self.storage, self.coordinator, self.sources, self.states,
-                                 self.batch, self._say)
-        self.planner = EpochPlanner(job_graph, options, self.storage, self.coordinator, self.sources, self.states,
-                                    self.run_id, self.run_dir, self.batch)
-        self.checkpoints = CheckpointCompletion(job_graph, self.coordinator, self.sources, self.states, self._report)
+        self.recovery = Recovery(self.context, self._say)
+        self.planner = EpochPlanner(self.context)
+        self.checkpoints = CheckpointCompletion(self.context, self._report)
         asked = time.time()
         starts_session = spark is None and not session_active()
         self.spark = spark or get_spark_session(options.master, f"sluice: {stream_graph.job_name}",
@@ -128,7 +130,7 @@ class JobRunner:
 
     def _preflight(self):
         try:
-            return preflight(self.job_graph, self.sources, self.storage, self.options, self.batch)
+            return preflight(self.context)
         except BaseException:
             self.sources.close()
             raise
@@ -151,7 +153,7 @@ class JobRunner:
         first (a run that completed none names the one it restored)."""
         self.checkpoints.settle(failing=True)
         try:
-            completed = self.storage.completed()
+            completed = self.storage.checkpoints.completed()
             latest = completed[-1].checkpoint_id if completed else "none"
         except Exception as e:      # the checkpoints' table out of reach: the cancel goes on
             latest = f"unknown: {type(e).__name__}: {e}"
@@ -191,7 +193,7 @@ class JobRunner:
                 self._failed(self._recorder(started), result, e)
                 raise
         self.coordinator.open_sinks(result)
-        self.storage.claim(self.run_id, self.options.lease_timeout_s)
+        self.storage.lease.claim(self.run_id, self.options.lease_timeout_s)
         status = "FAILED"
         broadcast = None
         recorder = self._recorder(started)
@@ -236,7 +238,7 @@ class JobRunner:
                     raise
             self.sources.close()
             clear_request(self.job_dir, self.options.dag_run_id)    # done, or too late for this run
-            self.storage.release(self.run_id, status)
+            self.storage.lease.release(self.run_id, status)
             rmtree(self.run_dir)
             result.restored_from = self.restored_from       # after a fallback, the checkpoint it took
             result.execution_graph = self.execution_graph
@@ -363,7 +365,7 @@ class JobRunner:
         """The stop's savepoint: a copy of the last epoch's checkpoint (Flink's stop --savepointPath:
         a new folder under the asked directory)."""
         from runtime.checkpoint.savepoint import take_savepoint
-        latest = self.storage.completed()
+        latest = self.storage.checkpoints.completed()
         if not self.coordinator.enabled or not latest:
             log.warning("[%s] stopped without a savepoint: the job takes no checkpoints (enable_checkpointing)",
                         self.job_graph.job_name)
@@ -378,24 +380,19 @@ class JobRunner:
     def _report(self, summary: EpochSummary) -> None:
         """An epoch's metrics row (committed with the next commit of the epoch log) and progress line."""
         summary.timings = self.stats.finish(summary.epoch, summary.checkpoint_id)
-        self.storage.log_metrics(self.run_id, summary.epoch, summary.checkpoint_id, asdict(summary))
+        self.storage.epoch_log.log_metrics(self.run_id, summary.epoch, summary.checkpoint_id, asdict(summary))
         if not self.options.quiet:
             log.info("%s", summary.progress_line(self.job_graph.job_name))
 
     def _failed(self, recorder: RunRecorder, result: JobExecutionResult, error: Exception) -> None:
         """Record the failure with the restart strategy's decision on it and say both at once: the
         control plane acts on the record."""
-        settings = self.stream_graph.settings
         names = tuple(self.execution_graph.vertex(v, s).task_name_with_subtask_index
                       for v, s in getattr(error, "failed_tasks", ()))
         text = str(error) if isinstance(error, JobExecutionException) else f"{type(error).__name__}: {error}"
-        # Another run holds the job (it took it over, or was there first): this run stands down, as a
-        # JobMaster that lost its leadership does, instead of restarting against it.
-        strategy = (RestartStrategies.no_restart() if isinstance(error, JobAlreadyRunningException) else
-                    effective_configuration(settings.restart_strategy, dict(settings.configuration),
-                                            self.coordinator.enabled))
-        self.decision = decision = recorder.failed(text, names, result, self.restored_from, strategy,
-                                                   self.earlier_attempts)
+        decision = handle_failure(error, restart_configuration(self.stream_graph.settings, self.coordinator.enabled),
+                                  recorder.history, recorder.execution, time.time(), self.earlier_attempts)
+        self.decision = recorder.failed(text, names, result, self.restored_from, decision)
         # A control plane or the driver (restarts.run_attempts) acts on this decision: say it now. The
         # failure that ends a run outside Airflow is its caller's to report (sluice run's line), after why.
         if self.options.dag_run_id or decision.restart:

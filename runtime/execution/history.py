@@ -19,8 +19,7 @@ from typing import Optional
 
 import pyarrow as pa
 
-from runtime.checkpoint.storage import SAVEPOINT
-from runtime.scheduler.restart import decide
+from runtime.checkpoint.checkpoint_record import SAVEPOINT
 from runtime.storage.delta_files import DeltaTables, append, arrow_table, read_table
 from runtime.storage.filesystems import join
 from runtime.storage.maintenance import (COMPACT_AFTER_FILES, LOG_RETENTION_S, clean_log, compact_and_vacuum,
@@ -161,22 +160,9 @@ class RunRecorder:
             records_in=result.records_in_total, last_checkpoint=result.last_checkpoint,
             restored_from=restored_from, savepoint=result.savepoint, **more))
 
-    def failed(self, error_text: str, failed_tasks: tuple, result, restored_from: Optional[int],
-               restart_configuration: dict, earlier_run_ids: tuple = ()):
-        """Record the failure with the restart strategy's decision on it, which is returned. The
-        earlier attempts it counts: its Airflow run's, else those of ``earlier_run_ids`` (its driver's)."""
-        decision = failure_decision(self.history, self.execution, restart_configuration, time.time(), earlier_run_ids)
+    def failed(self, error_text: str, failed_tasks: tuple, result, restored_from: Optional[int], decision):
+        """Record the failure with the restart strategy's ``decision`` on it (``failure_handler``),
+        which is returned."""
         self.ended(FAILED, result, restored_from, failure=error_text[:4000], failed_tasks=failed_tasks,
                    restart=decision.describe(), backoff_ms=decision.backoff_ms, restarting=decision.restart)
         return decision
-
-
-def failure_decision(history: ExecutionHistory, execution: ExecutionRecord, restart_configuration, now: float,
-                     earlier_run_ids: tuple = ()):
-    """The restart strategy's decision on ``execution`` failing at ``now``: its run's earlier failed
-    attempts (its Airflow run's, else those of ``earlier_run_ids``) and this one, replayed into the
-    strategy. A driver's own failures and a JobManager's record of a driver that died both ask here."""
-    earlier = history.attempts(execution.dag_run_id, earlier_run_ids)
-    times = [int((r.ended_at or r.recorded_at or now) * 1000) for r in earlier
-             if r.state == FAILED and r.run_id != execution.run_id]
-    return decide(restart_configuration, times + [int(now * 1000)])

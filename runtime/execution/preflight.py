@@ -11,11 +11,11 @@ from typing import Optional
 
 from runtime.checkpoint.restore import NoUsableCheckpointException, RestorePoint, check_compatibility, choose
 from runtime.checkpoint.sink_committers import check_sink_locations, committed_sinks
-from runtime.checkpoint.storage import (CheckpointException, CheckpointStorage, JobAlreadyRunningException,
-                                        already_running)
+from runtime.checkpoint.checkpoint_record import CheckpointException
+from runtime.checkpoint.job_lease import JobAlreadyRunningException, already_running
+from runtime.checkpoint.storage import CheckpointStorage
 from runtime.datastream.stream_execution_environment import PROGRAM_KEY
-from runtime.execution.options import ExecutionOptions
-from runtime.execution.source_coordinator import SourceCoordinator
+from runtime.execution.job_context import JobContext
 from runtime.graph.job_graph import JobGraph
 from runtime.storage.filesystems import basename, join
 from runtime.storage.job_folders import JobFolderException, check_claim, claim, own_folder
@@ -25,26 +25,25 @@ log = logging.getLogger("runtime.execution.executor")     # the run's messages: 
 START_OVER = "none"     # restore_from value of a deliberate fresh start
 
 
-def preflight(job_graph: JobGraph, sources: SourceCoordinator, storage: CheckpointStorage,
-              options: ExecutionOptions, batch: bool) -> Optional[RestorePoint]:
+def preflight(context: JobContext) -> Optional[RestorePoint]:
     """Misuse fails here, before Spark starts or anything is written: a job folder shared (with
     another script, a source or a sink), the job's inputs, where its sinks write, another run
     holding the job, and the restore point (which must fit the job). Only a run that passes them all
     claims the job's folder for its script: a refused run leaves nothing behind."""
-    point = _checks(job_graph, sources, storage, options, batch)
-    claim_job_folder(job_graph, storage.job_dir)
+    point = _checks(context)
+    claim_job_folder(context.job_graph, context.storage.job_dir)
     return point
 
 
-def _checks(job_graph: JobGraph, sources: SourceCoordinator, storage: CheckpointStorage,
-            options: ExecutionOptions, batch: bool) -> Optional[RestorePoint]:
+def _checks(context: JobContext) -> Optional[RestorePoint]:
+    job_graph, sources, storage, options = context.job_graph, context.sources, context.storage, context.options
     check_job_folder(job_graph, options.warehouse, storage.job_dir)
     sources.check()
     check_sink_locations(job_graph)
-    holder = storage.running_holder(options.lease_timeout_s)
+    holder = storage.lease.running_holder(options.lease_timeout_s)
     if holder is not None:
         raise JobAlreadyRunningException(already_running(storage.job_dir, holder))
-    if batch:
+    if context.batch:
         if options.restore_from not in (None, "latest", START_OVER):
             raise CheckpointException(
                 f"Job '{job_graph.job_name}' runs in BATCH mode, which takes no checkpoints and "

@@ -5,9 +5,10 @@ attempt restores the latest completed checkpoint in the same session, so a resta
 delay and the restore, not a cold Spark start.
 
 Each attempt is a JobRunner of its own with a row of its own in the execution history (attempt
-number, failure, the strategy's decision, the Spark application); the strategy decides from
-those rows (``RunRecorder.failed``), so a control plane that restarts a whole driver (an Airflow
-retry after the driver's JVM died under spark-submit) continues the same count. A restart
+number, failure, the strategy's decision, the Spark application); the decision and the next
+attempt's options are the failure handler's (``failure_handler``), from those rows, so a control
+plane that restarts a whole driver (an Airflow retry after the driver's JVM died under
+spark-submit) continues the same count. A restart
 attempt whose preflight fails (its Kafka broker still down) is a failed attempt like any other, as
 Flink restarts a job whose tasks failed to deploy; only a driver's first attempt fails fast on it.
 
@@ -17,47 +18,16 @@ the attempt's failure stands with its decision and the control plane submits a n
 """
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from typing import Optional
 
-from runtime.execution.history import FAILED, ExecutionHistory, ExecutionRecord
+from runtime.execution.failure_handler import attempt_overrides
 from runtime.execution.options import ExecutionOptions
 from runtime.execution.spark import cancel_requested, discard_session, session_usable
-from runtime.graph.execution_graph import ExecutionGraph
-from runtime.scheduler.failover import FAILOVER_STRATEGY_KEY, REGION, tasks_to_restart
-from runtime.storage.layout import job_dir
 
 log = logging.getLogger(__name__)
-
-
-def subtask_attempts(graph: ExecutionGraph, failover_strategy: str, attempts: list[ExecutionRecord]) -> dict:
-    """Each subtask's attempt number after the earlier failures of this run: a failure gives a
-    new attempt to the subtasks the failover strategy restarts ("vertex/subtask" -> n)."""
-    by_name = {ev.task_name_with_subtask_index: (ev.job_vertex_id, ev.subtask_index)
-               for ev in graph.all_execution_vertices}
-    counts: dict = {}
-    for record in attempts:
-        if record.state == FAILED:
-            failed = [by_name[n] for n in record.failed_tasks if n in by_name]
-            for vid, s in tasks_to_restart(graph, failover_strategy, failed):
-                counts[f"{vid}/{s}"] = counts.get(f"{vid}/{s}", 0) + 1
-    return counts
-
-
-def attempt_overrides(graph: ExecutionGraph, configuration: dict, warehouse: str, job_name: str,
-                      dag_run_id: str, restore_from: Optional[str], run_ids: tuple = ()) -> dict:
-    """The options of the run's next attempt: its number (after those in the history: the Airflow
-    run's, else those of ``run_ids``), what it restores (the run's ask the first time; after a
-    failure the latest completed checkpoint, Flink's failover) and its subtasks' attempt numbers."""
-    earlier = ExecutionHistory(job_dir(warehouse, job_name)).attempts(dag_run_id, run_ids)
-    failover = configuration.get(FAILOVER_STRATEGY_KEY, REGION)
-    restarted = any(r.state == FAILED for r in earlier)
-    return {"restore_from": "latest" if restarted else restore_from,
-            "attempt": max((r.attempt for r in earlier), default=0) + 1,
-            "subtask_attempts": json.dumps(subtask_attempts(graph, failover, earlier))}
 
 
 def run_attempts(job_runner, stream_graph, options: ExecutionOptions, stop: Optional[threading.Event] = None):

@@ -16,8 +16,10 @@ import uuid
 from importlib.metadata import PackageNotFoundError, version
 from typing import Optional
 
-from runtime.checkpoint.storage import (CHECKPOINT, COMPLETED, DISCARDED, FAILED as CHECKPOINT_FAILED, SAVEPOINT,
-                                       CheckpointStorage)
+from runtime.checkpoint.checkpoint_record import (CHECKPOINT, COMPLETED, DISCARDED, FAILED as CHECKPOINT_FAILED,
+                                                 SAVEPOINT)
+from runtime.checkpoint.completed_checkpoint_store import CompletedCheckpointStore
+from runtime.checkpoint.epoch_log import EpochLog
 from runtime.client import JobScriptError, compile_job
 from runtime.execution.history import ExecutionHistory
 from runtime.execution.preflight import check_job_folder, claim_job_folder
@@ -226,7 +228,7 @@ class Dispatcher:
         record = self.record(jobid)
         attempts = self._attempts(record)
         runs = {a.run_id for a in attempts}
-        taken = [c for c in CheckpointStorage(job_dir(self.warehouse, record.job_name)).history() if c.run_id in runs]
+        taken = [c for c in CompletedCheckpointStore(job_dir(self.warehouse, record.job_name)).history() if c.run_id in runs]
 
         def stats(c):      # a subsumed checkpoint completed once: Flink lists it COMPLETED, discarded
             return {"id": c.checkpoint_id, "status": COMPLETED if c.status in (COMPLETED, DISCARDED) else c.status,
@@ -254,7 +256,7 @@ class Dispatcher:
         record = self.record(jobid)
         attempts = self._attempts(record)
         runs = {a.run_id for a in attempts}
-        epochs = [e for e in CheckpointStorage(job_dir(self.warehouse, record.job_name)).epoch_metrics(every_run=True)
+        epochs = [e for e in EpochLog(job_dir(self.warehouse, record.job_name)).epoch_metrics(every_run=True)
                   if e["run_id"] in runs]
         checkpoints = self.checkpoints(jobid)
         last = checkpoints["latest"]["completed"]

@@ -24,7 +24,8 @@ from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 from runtime.execution.history import FAILED as ATTEMPT_FAILED, RUNNING as ATTEMPT_RUNNING
-from runtime.execution.history import CANCELED as ATTEMPT_CANCELED, ExecutionHistory, ExecutionRecord, failure_decision
+from runtime.execution.failure_handler import failure_decision
+from runtime.execution.history import CANCELED as ATTEMPT_CANCELED, ExecutionHistory, ExecutionRecord
 from runtime.execution.options import ExecutionOptions
 from runtime.jobmanager.driver import (ASSIGNMENT, DRIVER, RESULT, driver_alive, drivers_dir, launch_driver,
                                       pid_is_driver, read_json, write_json)

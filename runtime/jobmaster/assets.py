@@ -50,7 +50,7 @@ def table_uri(table: str) -> str:
 def committed_tables(checkpoints: Iterable, run_ids: set, job_dir: str) -> tuple:
     """The TableCommits of the runs ``run_ids`` (an Airflow run's attempts): each sink table whose
     version in their completed checkpoints is above every version other runs' checkpoints recorded."""
-    from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, DISCARDED
+    from runtime.checkpoint.checkpoint_record import CHECKPOINT, COMPLETED, DISCARDED
     before: dict = {}
     during: dict = {}
     for record in sorted(checkpoints, key=lambda r: r.checkpoint_id):
@@ -67,12 +67,12 @@ def committed_tables(checkpoints: Iterable, run_ids: set, job_dir: str) -> tuple
 
 def run_commits(job_dir: str, dag_run_id: str) -> tuple:
     """What the Airflow run ``dag_run_id`` of the job in ``job_dir`` committed (committed_tables)."""
-    from runtime.checkpoint.storage import CheckpointStorage
+    from runtime.checkpoint.completed_checkpoint_store import CompletedCheckpointStore
     from runtime.execution.history import ExecutionHistory
     run_ids = {r.run_id for r in ExecutionHistory(job_dir).attempts(dag_run_id)}
     if not run_ids:
         return ()
-    return committed_tables(CheckpointStorage(job_dir).history(), run_ids, job_dir)
+    return committed_tables(CompletedCheckpointStore(job_dir).history(), run_ids, job_dir)
 
 
 def source_tables(job) -> tuple:

@@ -27,7 +27,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from runtime.checkpoint.sink_committers import sink_nodes
-from runtime.checkpoint.storage import CheckpointStorage, JobAlreadyRunningException
+from runtime.checkpoint.job_lease import JobAlreadyRunningException
+from runtime.checkpoint.storage import CheckpointStorage
 from runtime.execution.history import ExecutionHistory
 from runtime.execution.options import ExecutionOptions
 from runtime.storage.delta_log import is_log_file
@@ -221,39 +222,39 @@ def _crowded_partitions(dt, most: int) -> list:
 def _maintain_own_tables(directory: str, report: MaintenanceReport, lease_timeout_s: float) -> str:
     from deltalake import DeltaTable
     storage = CheckpointStorage(directory, compact_after=1)
-    if not DeltaTable.is_deltatable(storage.epoch_log_path):
+    if not DeltaTable.is_deltatable(storage.epoch_log.path):
         return "none yet (the job has not run)"
-    holder = storage.running_holder(lease_timeout_s)
+    holder = storage.lease.running_holder(lease_timeout_s)
     if holder is not None:
         return (f"skipped: run {holder['run_id']} (pid {holder['pid']} on {holder['host']}) holds the job and "
                 f"maintains them itself each epoch")
     run_id = f"maintenance-{uuid.uuid4().hex[:12]}"
     try:
-        storage.claim(run_id, lease_timeout_s)
+        storage.lease.claim(run_id, lease_timeout_s)
     except JobAlreadyRunningException as e:
         return f"skipped: a run claimed the job first ({e})"
-    history = ExecutionHistory(directory, storage.log_retention_s)
+    history = ExecutionHistory(directory, storage.checkpoints.log_retention_s)
     state_root = join(directory, "state")
     state_tables = [t for t in listdir(state_root) if not t.startswith((".", "_"))]
-    paths = [storage.checkpoints_path, storage.epoch_log_path, history.path,
-             *(storage.state_table_path(t) for t in state_tables)]
+    paths = [storage.checkpoints.path, storage.epoch_log.path, history.path,
+             *(storage.state.table_path(t) for t in state_tables)]
     before = {p: _snapshot(p) for p in paths}
     try:
         in_use = set()
         for table in state_tables:
-            dt = _table(storage.state_table_path(table))
+            dt = _table(storage.state.table_path(table))
             if dt is not None:
                 in_use.update(int(p["checkpoint_id"]) for p in dt.partitions() if p.get("checkpoint_id") is not None)
-        storage.compact_checkpoints(in_use)
-        storage.compact_epoch_log()     # each cleans its Delta log too
+        storage.checkpoints.compact(in_use)
+        storage.epoch_log.compact()     # each cleans its Delta log too
         history.compact(1)
-        storage.clean_state_logs(state_tables)
+        storage.state.clean_logs(state_tables)
         for table in state_tables:
-            dt = _table(storage.state_table_path(table))
+            dt = _table(storage.state.table_path(table))
             if dt is not None:
                 vacuum(dt)
     finally:
-        storage.release(run_id, "FINISHED")
+        storage.lease.release(run_id, "FINISHED")
     for path in paths:
         report.tables.append(_own_report(path, before[path], _snapshot(path)))
     return f"maintained (the job was stopped; claimed by {run_id} meanwhile)"

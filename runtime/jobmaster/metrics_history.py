@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, DISCARDED, FAILED, CheckpointRecord
+from runtime.checkpoint.checkpoint_record import CHECKPOINT, COMPLETED, DISCARDED, FAILED, CheckpointRecord
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.metrics.epoch_timings import stack_rank, stacked
 

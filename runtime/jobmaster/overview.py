@@ -17,7 +17,9 @@ from functools import cached_property, lru_cache
 from typing import Optional
 
 from runtime.checkpoint.restore import METADATA
-from runtime.checkpoint.storage import CHECKPOINT, COMPLETED, FAILED, SAVEPOINT, CheckpointRecord, CheckpointStorage
+from runtime.checkpoint.checkpoint_record import CHECKPOINT, COMPLETED, FAILED, SAVEPOINT, CheckpointRecord
+from runtime.checkpoint.completed_checkpoint_store import CompletedCheckpointStore
+from runtime.checkpoint.epoch_log import EpochLog
 from runtime.client import CompiledJob, compile_job
 from runtime.execution.history import RUNNING, ExecutionHistory, ExecutionRecord
 from runtime.jobmaster import metrics_history
@@ -46,12 +48,12 @@ class JobOverview:
     # Read once per JobOverview: an overview lives for one request.
     @cached_property
     def checkpoints(self) -> list[CheckpointRecord]:
-        return CheckpointStorage(self.job_dir).history() if self.job_dir else []
+        return CompletedCheckpointStore(self.job_dir).history() if self.job_dir else []
 
     @cached_property
     def lineage_start(self) -> int:
         """The first checkpoint id of the job's latest fresh start (restore_from=none)."""
-        return (CheckpointStorage(self.job_dir).lineage_start() or 0) if self.job_dir else 0
+        return (EpochLog(self.job_dir).lineage_start() or 0) if self.job_dir else 0
 
     @cached_property
     def executions(self) -> list[ExecutionRecord]:
@@ -64,7 +66,7 @@ class JobOverview:
     @cached_property
     def epoch_history(self) -> list[dict]:
         """Every run's epochs the epoch log keeps, oldest first: built-in and user metrics."""
-        return CheckpointStorage(self.job_dir).epoch_metrics(every_run=True) if self.job_dir else []
+        return EpochLog(self.job_dir).epoch_metrics(every_run=True) if self.job_dir else []
 
     @property
     def epochs(self) -> list[dict]:

@@ -20,7 +20,7 @@ from runtime.client import CompiledJob, compile_job
 from runtime.checkpoint.coordinator import checkpointing_enabled
 from runtime.checkpoint.sink_committers import committed_sinks
 from runtime.execution.executor import execute_stream_graph
-from runtime.execution.restarts import attempt_overrides
+from runtime.execution.failure_handler import attempt_overrides, restart_configuration
 from runtime.execution.history import FAILED, ExecutionHistory, ExecutionRecord
 from runtime.execution.options import ExecutionOptions
 from runtime.execution.preflight import check_job_folder, claim_job_folder
@@ -29,7 +29,6 @@ from runtime.jobmaster.dag_profiles import DagProfile, read_profile, store_profi
 from runtime.jobmaster.deployment import CONTROL_PLANE_CONFIGURATION, ON_INPUTS, JobSpec, resolve_args, script_sha256
 from runtime.jobmaster.plans import latest_plan, load_plan, promote_plan, store_plan, store_slot_plan
 from runtime.scheduler.failover import FAILOVER_STRATEGY_KEY, REGION, pipelined_regions
-from runtime.scheduler.restart import effective_configuration
 from runtime.scheduler.slots import TaskManager, compute_slot_plan
 from runtime.storage.filesystems import is_uri, join
 from runtime.storage.layout import job_dir
@@ -171,8 +170,7 @@ def parallelism_report(summary: dict) -> list[str]:
 def restart_configuration_of(job: CompiledJob):
     """The restart strategy the job runs under (its own, its configuration's, or the default)."""
     settings = job.stream_graph.settings
-    return effective_configuration(settings.restart_strategy, dict(settings.configuration),
-                                   checkpointing_enabled(dict(settings.checkpoint_config)))
+    return restart_configuration(settings, checkpointing_enabled(dict(settings.checkpoint_config)))
 
 
 def restart_strategy_of(job: CompiledJob) -> str:
@@ -333,7 +331,8 @@ def resolve_restore_point(job: CompiledJob, request: RunRequest, warehouse: str)
     parallelism), so a wrong checkpoint id or savepoint fails before anything is deployed, as
     a Flink submission does, instead of becoming a restart."""
     from runtime.checkpoint.restore import NoUsableCheckpointException, check_compatibility, choose
-    from runtime.checkpoint.storage import SAVEPOINT, CheckpointStorage
+    from runtime.checkpoint.checkpoint_record import SAVEPOINT
+    from runtime.checkpoint.storage import CheckpointStorage
     directory = job_dir(warehouse, job.job_graph.job_name)
     point = None
     if request.restore_from != "none":
@@ -376,7 +375,7 @@ def restart_backoff_remaining(warehouse: str, job_name: str, dag_run_id: str) ->
 
 
 def run_options(job: CompiledJob, request: RunRequest, warehouse: str, master: str, dag_run_id: str) -> dict:
-    """ExecutionOptions overrides of the run's next attempt (``restarts.attempt_overrides``): the
+    """ExecutionOptions overrides of the run's next attempt (``failure_handler.attempt_overrides``): the
     first restores what the run asked for, a restart the latest completed checkpoint. The driver
     restarts its own attempts; this is where a driver starts (the first attempt, or a new driver
     after one whose JVM died)."""
@@ -449,9 +448,9 @@ def driver_restart_decision(warehouse: str, job_name: str, dag_run_id: str, firs
 
 def finish_step(warehouse: str, run: dict) -> dict:
     """What the run left: its last checkpoint (and where the checkpoints are), its sinks' tables."""
-    from runtime.checkpoint.storage import CheckpointStorage
+    from runtime.checkpoint.completed_checkpoint_store import CompletedCheckpointStore
     directory = run["job_dir"]
-    completed = CheckpointStorage(directory).completed()
+    completed = CompletedCheckpointStore(directory).completed()
     latest = completed[-1] if completed else None
     return {"job": run["job_name"], "state": run["state"], "run_id": run["run_id"], "epochs": run["epochs"],
             "records_in": run["records_in"], "restored_from": run["restored_from"],

@@ -70,9 +70,11 @@ def stop_refusal(warehouse: str, job_name: str, dag_run_id: Optional[str]) -> Op
 
 def _held(warehouse: str, job_name: str) -> bool:
     """Whether a live run holds the job (the epoch log's claim, its process alive or its lease fresh)."""
-    from runtime.checkpoint.storage import CheckpointStorage
+    from runtime.checkpoint.epoch_log import EpochLog
+    from runtime.checkpoint.job_lease import JobLease
     from runtime.execution.options import ExecutionOptions
-    return CheckpointStorage(job_dir(warehouse, job_name)).running_holder(ExecutionOptions().lease_timeout_s) is not None
+    directory = job_dir(warehouse, job_name)
+    return JobLease(EpochLog(directory), directory).running_holder(ExecutionOptions().lease_timeout_s) is not None
 
 
 def running_attempt(warehouse: str, job_name: str, dag_run_id: Optional[str] = None) -> Optional[ExecutionRecord]:

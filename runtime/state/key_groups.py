@@ -49,6 +49,8 @@ __all__ = [
     "compute_operator_index_for_key_group",
     "java_hash_codes",
     "key_hash_code",
+    "key_hash_codes",
+    "key_groups_of_hashes",
     "key_type_of",
     "murmur_hash_array",
 ]
@@ -484,6 +486,11 @@ def _binary_array(data: list) -> pa.Array:
 def _key_by_hashes(values, key_type) -> tuple[np.ndarray, int]:
     """:func:`key_by_hash` of each value, and how many are null. Pickled keys are pickled one
     by one, their bytes hashed vectorised; Row.of(x) adds 31 + 31 to x's hash for a scalar x."""
+    if str(key_type) == "String" and isinstance(values, (pa.Array, pa.ChunkedArray)) and (
+            pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+        # A string column hashes from its Arrow buffers, without a Python str per key.
+        hashes, nulls = _hash_values(values)
+        return (hashes.view(np.uint32) + np.uint32(62)).view(np.int32), nulls
     if not isinstance(values, list):
         values = values.to_pylist() if isinstance(values, (pa.Array, pa.ChunkedArray)) else list(values)
     nulls = sum(map(is_, values, repeat(None)))
@@ -511,12 +518,22 @@ def java_hash_codes(values) -> np.ndarray:
     return _hash_values(values)[0]
 
 
-def assign_key_groups(values, max_parallelism: int, key_type=None) -> np.ndarray:
-    """Element-wise :func:`assign_to_key_group` as an ``int32`` array."""
-    _check_max_parallelism(max_parallelism)
+def key_hash_codes(values, key_type=None) -> np.ndarray:
+    """Element-wise :func:`key_hash_code` as an ``int32`` array (null keys refused)."""
     hashes, null_count = _key_hashes(values, key_type)
     if null_count:
         raise ValueError(f"{_NULL_KEY_MESSAGE} ({null_count} of {len(hashes)} keys are null)")
+    return hashes
+
+
+def assign_key_groups(values, max_parallelism: int, key_type=None) -> np.ndarray:
+    """Element-wise :func:`assign_to_key_group` as an ``int32`` array."""
+    _check_max_parallelism(max_parallelism)
+    return key_groups_of_hashes(key_hash_codes(values, key_type), max_parallelism)
+
+
+def key_groups_of_hashes(hashes: np.ndarray, max_parallelism: int) -> np.ndarray:
+    """Element-wise :func:`compute_key_group_for_key_hash` of :func:`key_hash_codes`' hashes."""
     key_groups = murmur_hash_array(hashes)
     if max_parallelism & (max_parallelism - 1) == 0:
         key_groups &= max_parallelism - 1  # same as % for non-negative values, and cheaper

@@ -32,6 +32,7 @@ import pickle
 import re
 from typing import Optional
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -219,7 +220,7 @@ def deleted_rows(part: pa.Table) -> Optional[list]:
 
 
 def state_rows(n: int, subtask: int, state_name: str, columns: dict) -> pa.Table:
-    base = {"subtask": pa.array([subtask] * n, pa.int32()), "state_name": pa.array([state_name] * n, pa.string())}
+    base = {"subtask": pa.array(np.full(n, subtask, np.int32)), "state_name": repeated(state_name, n)}
     base.update(columns)
     arrays, fields = [], []
     for f in BASE_SCHEMA:
@@ -229,6 +230,15 @@ def state_rows(n: int, subtask: int, state_name: str, columns: dict) -> pa.Table
         arrays.append(array)
         fields.append(pa.field(name, array.type))
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def repeated(text: str, n: int) -> pa.Array:
+    """``text`` ``n`` times as a string array, made from two buffers (pa.array of a list of n
+    strings took 0.15 s a million)."""
+    data = text.encode("utf-8")
+    offsets = np.arange(n + 1, dtype=np.int64) * len(data)
+    kind, offsets = (pa.string(), offsets.astype(np.int32)) if n * len(data) < 2 ** 31 else (pa.large_string(), offsets)
+    return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
 
 
 def key_columns(key_groups, namespaces, keys) -> dict:

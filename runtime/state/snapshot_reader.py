@@ -113,6 +113,20 @@ def _corrupt_as(path: str):
         raise CorruptStateException(path, f"is corrupt: {e}") from e
 
 
+def read_state_metadata(path: str) -> pq.FileMetaData:
+    """A state file's footer: its schema and its row groups' statistics."""
+    with _corrupt_as(path):
+        fs, inside = filesystem(path)
+        return pq.read_metadata(inside, filesystem=fs)
+
+
+def verify_state_file(path: str, checksum: str) -> None:
+    """Raise CorruptStateException unless the file's bytes are those its checkpoint recorded (for
+    a reader that hands the file to another engine, Spark)."""
+    with _corrupt_as(path):
+        _verified(path, checksum)
+
+
 def _verified(path: str, checksum: str) -> pa.Buffer:
     fs, inside = filesystem(path)
     with fs.open_input_stream(inside) as source:    # read, not mapped: a file cut short is no SIGBUS

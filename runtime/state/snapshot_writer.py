@@ -179,6 +179,47 @@ def write_snapshot(snapshot: dict, directory: str, operator_id: str, subtask: in
                         directory, operator_id, subtask, increment)
 
 
+def write_value_state(name: str, type_info, key_groups, keys: pa.Array, values: pa.Array, directory: str,
+                      operator_id: str, subtask: int, operator: str) -> Optional[StateFile]:
+    """One value state's entries given as columns (each key once, in the void namespace, no null
+    value) written as a state file: the rows ``write_snapshot`` writes for the same entries, made
+    from the columns, without a Python object per entry (a bootstrap's,
+    ``runtime.state_processor.bootstrap``). ``values`` are cast to the type ``type_info``
+    declares; a column that does not fit is refused, naming the state and both types."""
+    n = len(keys)
+    if not n:
+        return None
+    typed_as = encode_typed([], type_info, name, operator).type
+    try:
+        values = values if values.type == typed_as else values.cast(typed_as)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise StateSerializationException(
+            f"{operator}: state '{name}' is declared as {type_info} ({typed_as}), and its column of type "
+            f"{values.type} does not convert to it: {e}. Give a column of the state's type, or declare "
+            f"the state with the column's type.") from e
+    schema = pa.schema(list(BASE_SCHEMA) + [pa.field(value_column(name), typed_as)],
+                       metadata=types_metadata({name: type_info}))
+    text = pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type)
+    groups = pa.array(key_groups, pa.int32())
+
+    def parts() -> Iterator[pa.Table]:
+        for start in range(0, n, SNAPSHOT_CHUNK):
+            kgs, chunk = groups.slice(start, SNAPSHOT_CHUNK), keys.slice(start, SNAPSHOT_CHUNK)
+            m = len(chunk)
+            columns = {"key_group": kgs, "namespace": pa.nulls(m, pa.string()), "key": chunk,
+                       "key_bytes": pa.nulls(m, pa.binary())} if text else \
+                key_columns(kgs.to_pylist(), [None] * m, chunk.to_pylist())      # other keys pickled
+            columns[value_column(name)] = values.slice(start, SNAPSHOT_CHUNK)
+            yield _conformed(state_rows(m, subtask, name, columns), schema)
+    # Keys and values are mostly distinct: a dictionary for them would be built and thrown away;
+    # delta encodings instead (keys sharing prefixes, numbers near each other) halved the write.
+    encodings = {"key": "DELTA_BYTE_ARRAY"} if text else {}
+    if pa.types.is_integer(typed_as):
+        encodings[value_column(name)] = "DELTA_BINARY_PACKED"
+    return _write_parts(parts(), schema, directory, operator_id, subtask, False,
+                        dictionary=["subtask", "key_group", "state_name"], encodings=encodings)
+
+
 def _conformed(part: pa.Table, schema: pa.Schema) -> pa.Table:
     """``part`` with ``schema``'s columns: its own (cast when typed otherwise), the others null."""
     unknown = set(part.column_names) - set(schema.names)
@@ -191,7 +232,7 @@ def _conformed(part: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def _write_parts(parts: Iterable[pa.Table], schema: pa.Schema, directory: str, operator_id: str, subtask: int,
-                 increment: bool) -> StateFile:
+                 increment: bool, dictionary=True, encodings: Optional[dict] = None) -> StateFile:
     label = f"{subtask:05d}" if subtask >= 0 else "enumerator"     # -1: written by the driver
     path = join(directory, f"part-{label}-{uuid.uuid4().hex}.parquet")
     stats = FileStats()
@@ -200,7 +241,8 @@ def _write_parts(parts: Iterable[pa.Table], schema: pa.Schema, directory: str, o
     # half-written file under the final name (file_writer).
     with file_writer(path) as out:
         sink = _Digesting(out)
-        with pq.ParquetWriter(sink, schema, compression="zstd") as writer:
+        with pq.ParquetWriter(sink, schema, compression="zstd", use_dictionary=dictionary,
+                              column_encoding=encodings or None) as writer:
             for part in parts:
                 writer.write_table(part)
                 stats.add(part.drop_columns([c for c in part.column_names if c.startswith("value")]))

@@ -7,6 +7,10 @@ groups and writes the backend's snapshot as a state file (``runtime.state.snapsh
 the format a checkpoint writes, so a restore reads it unchanged. A DataFrame is bootstrapped in
 Spark (``mapInArrow``: the records are routed to their subtask, then each subtask's records run
 in one Python worker); an Arrow table in this process.
+
+A ``ValueStateBootstrapFunction`` (a ValueState set from a column of the record, keyed by a
+column) is bootstrapped columnarly: a batch's keys hash into key groups at once and its columns
+are written as the state file's rows, without a record or a function call per key.
 """
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 import copy
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -23,11 +29,15 @@ from runtime.common.typeinfo import TypeInformation
 from runtime.common.types import Row
 from runtime.datastream.functions import Function
 from runtime.state.heap import HeapKeyedStateBackend
-from runtime.state.key_groups import KeyGroupRange, assign_key_groups, compute_key_group_range_for_operator_index
-from runtime.state.snapshot_writer import write_snapshot
+from runtime.datastream.state import ValueStateDescriptor
+from runtime.state.key_groups import (
+    KeyGroupRange, assign_key_groups, compute_key_group_range_for_operator_index, key_groups_of_hashes, key_hash_codes)
+from runtime.state.snapshot_format import declared
+from runtime.state.snapshot_writer import StateFile, write_snapshot, write_value_state
 
 SUBTASK = "__sluice_subtask"
 BATCH = 10_000
+ROUTE_SLICE = 500_000       # rows a columnar bootstrap routes in one thread, at least
 
 
 class KeyedStateBootstrapFunction(Function):
@@ -38,6 +48,28 @@ class KeyedStateBootstrapFunction(Function):
 
     def process_element(self, value, ctx: "BootstrapContext") -> None:
         raise NotImplementedError
+
+
+class ValueStateBootstrapFunction(KeyedStateBootstrapFunction):
+    """Sets a ValueState of each key to a column of its record: ``ValueStateBootstrapFunction(
+    ValueStateDescriptor("count", Types.LONG()), "n")`` is the function ``open`` getting the state
+    and ``process_element`` calling ``state.update(value.n)`` (a null clears it; a key given twice
+    keeps its last record's value), bootstrapped a batch of columns at a time when the data is
+    keyed by a column (``key_by("word", ...)``) and the descriptor declares its type without TTL,
+    else a record at a time."""
+
+    def __init__(self, descriptor: ValueStateDescriptor, column: str):
+        if not isinstance(descriptor, ValueStateDescriptor):
+            raise TypeError(f"ValueStateBootstrapFunction takes a ValueStateDescriptor, got {type(descriptor).__name__}")
+        if not isinstance(column, str):
+            raise TypeError(f"ValueStateBootstrapFunction's column is a field name (str), got {column!r}")
+        self.descriptor, self.column = descriptor, column
+
+    def open(self, ctx) -> None:
+        self.state = ctx.get_state(self.descriptor)
+
+    def process_element(self, value, ctx) -> None:
+        self.state.update(value[self.column])
 
 
 class _TimerService:
@@ -90,6 +122,14 @@ class StateBootstrapTransformation:
     function: KeyedStateBootstrapFunction
     record_type: Optional[TypeInformation] = None
     parallelism: Optional[int] = None   # the subtasks writing files (default: the savepoint's max parallelism, at most 4)
+    key_field: Optional[str] = None     # key_by a field name: the key column
+
+    @property
+    def columnar(self) -> bool:
+        """Whether the state is written from the data's columns (``ValueStateBootstrapFunction``)."""
+        f = self.function
+        return isinstance(f, ValueStateBootstrapFunction) and self.key_field is not None \
+            and declared(f.descriptor.type_info) and f.descriptor.ttl_config is None
 
     def set_parallelism(self, parallelism: int) -> "StateBootstrapTransformation":
         return replace(self, parallelism=parallelism)
@@ -99,6 +139,9 @@ class StateBootstrapTransformation:
         checkpoint records them (path absolute)."""
         parallelism = min(self.parallelism or 4, max_parallelism)
         if isinstance(self.data, pa.Table):
+            if self.columnar:
+                return _bootstrap_columns(self.data, self, directory, operator_id, operator, max_parallelism,
+                                          parallelism)
             return _bootstrap_batches(self.data.to_batches(BATCH), self, directory, operator_id, operator,
                                       max_parallelism, parallelism)
         return self._write_in_spark(directory, operator_id, operator, max_parallelism, parallelism)
@@ -155,7 +198,10 @@ def _routed(batch: pa.RecordBatch, t: StateBootstrapTransformation, max_parallel
 
 
 def _by_subtask(batch: pa.RecordBatch, t: StateBootstrapTransformation, max_parallelism: int, parallelism: int):
-    _, _, subtasks = _routed(batch, t, max_parallelism, parallelism)
+    if t.columnar:
+        subtasks = _subtasks(_key_groups_of(batch, t, max_parallelism)[2], max_parallelism, parallelism)
+    else:
+        _, _, subtasks = _routed(batch, t, max_parallelism, parallelism)
     for s in np.unique(subtasks).tolist():
         yield s, batch.filter(pa.array(subtasks == s))
 
@@ -164,6 +210,12 @@ def _bootstrap_batches(batches: Iterable[pa.RecordBatch], t: StateBootstrapTrans
                        operator_id: str, operator: str, max_parallelism: int, parallelism: int) -> list[dict]:
     """Run the function on the records of ``batches`` in one heap backend per subtask (each with
     its own copy of the function, opened on it), and write each subtask's snapshot as its state file."""
+    if t.columnar:
+        batches = list(batches)
+        if not batches:
+            return []
+        return _bootstrap_columns(pa.Table.from_batches(batches), t, directory, operator_id, operator,
+                                  max_parallelism, parallelism)
     contexts: dict[int, tuple] = {}
     for batch in batches:
         records, keys, subtasks = _routed(batch, t, max_parallelism, parallelism)
@@ -193,10 +245,102 @@ def _bootstrap_batches(batches: Iterable[pa.RecordBatch], t: StateBootstrapTrans
                     "types": {name: s.descriptor.type_info for name, s in backend.states.items()}}
         f = write_snapshot(snapshot, directory, operator_id, subtask, operator)
         if f is not None:
-            files.append({"path": f.path, "size": f.size, "rows": f.rows, "checksum": f.checksum,
-                          "subtask": subtask, "key_group_min": f.key_group_min, "key_group_max": f.key_group_max,
-                          "source_state": False, "increment": False, "schema": f.schema})
+            files.append(_entry(f))
     return files
+
+
+def _entry(f: StateFile) -> dict:
+    """A state file as a checkpoint records it."""
+    return {"path": f.path, "size": f.size, "rows": f.rows, "checksum": f.checksum, "subtask": f.subtask,
+            "key_group_min": f.key_group_min, "key_group_max": f.key_group_max, "source_state": False,
+            "increment": False, "schema": f.schema}
+
+
+def _column(table, name: str, what: str):
+    if name not in table.schema.names:
+        raise KeyError(f"the bootstrap data has no column {name!r} ({what}); its columns: "
+                       f"{', '.join(table.schema.names)}")
+    return table.column(name)
+
+
+def _key_groups_of(table, t: StateBootstrapTransformation, max_parallelism: int):
+    """The key column, each key's hash (``key_by``'s, as the job hashes it) and key group."""
+    keys = _column(table, t.key_field, "the key_by field")
+    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    hashes = key_hash_codes(keys, t.key_type)
+    return keys, hashes, key_groups_of_hashes(hashes, max_parallelism)
+
+
+def _subtasks(groups: np.ndarray, max_parallelism: int, parallelism: int) -> np.ndarray:
+    """Flink's operator index of each key group."""
+    return groups.astype(np.int64) * parallelism // max_parallelism
+
+
+def _bootstrap_columns(table: pa.Table, t: StateBootstrapTransformation, directory: str, operator_id: str,
+                       operator: str, max_parallelism: int, parallelism: int) -> list[dict]:
+    """A ``ValueStateBootstrapFunction``'s state written from the table's columns: each subtask's
+    rows (the last of each key, null values left out as ``update(None)`` clears) as its state
+    file. Slices of the table are routed, and the subtasks' files written, side by side (the
+    hashing, Arrow and Parquet run outside the GIL)."""
+    f: ValueStateBootstrapFunction = t.function
+    _column(table, f.column, "the ValueStateBootstrapFunction's column")
+    workers = max(1, min(os.cpu_count() or 1, 4))
+    slices = max(1, min(workers, table.num_rows // ROUTE_SLICE))
+    step = -(-table.num_rows // slices) or 1
+
+    def route(start: int) -> dict:
+        # subtask -> (keys, hashes, key groups, values) of the slice's rows
+        piece = table.slice(start, step)
+        keys, hashes, groups = _key_groups_of(piece, t, max_parallelism)
+        values = piece.column(f.column).combine_chunks()
+        subtasks = _subtasks(groups, max_parallelism, parallelism)
+        present = np.unique(subtasks).tolist()
+        if len(present) == 1:
+            return {present[0]: (keys, hashes, groups, values)}
+        out = {}
+        for s in present:
+            rows = subtasks == s
+            mask = pa.array(rows)
+            out[s] = (keys.filter(mask), hashes[rows], groups[rows], values.filter(mask))
+        return out
+
+    def write(subtask: int) -> Optional[StateFile]:
+        parts = [r[subtask] for r in routed if subtask in r]
+        k = pa.chunked_array([p[0] for p in parts])
+        h, g = np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
+        v = pa.chunked_array([p[3] for p in parts])
+        keep = _last_of_each_key(h, k)
+        if v.null_count:
+            valid = v.is_valid().to_numpy()
+            keep = valid if keep is None else keep & valid
+        if keep is not None:
+            mask = pa.array(keep)
+            k, g, v = k.filter(mask), g[keep], v.filter(mask)
+        return write_value_state(f.descriptor.name, f.descriptor.type_info, g, k, v, directory, operator_id,
+                                 subtask, operator)
+
+    with ThreadPoolExecutor(workers) as pool:
+        routed = list(pool.map(route, range(0, table.num_rows, step)))
+        written = list(pool.map(write, sorted({s for r in routed for s in r})))
+    return [_entry(w) for w in written if w is not None]
+
+
+def _last_of_each_key(hashes: np.ndarray, keys: pa.Array) -> Optional[np.ndarray]:
+    """Which rows are the last of their key, or None when every key is there once. Equal keys
+    have equal hashes: only the keys of the few rows sharing a hash are compared."""
+    ordered = np.sort(hashes)
+    shared = ordered[1:][ordered[1:] == ordered[:-1]]
+    if not len(shared):
+        return None
+    candidates = np.flatnonzero(np.isin(hashes, shared))[::-1]
+    keep = np.ones(len(hashes), dtype=bool)
+    seen: set = set()
+    for i, key in zip(candidates.tolist(), keys.take(pa.array(candidates)).to_pylist()):
+        if key in seen:
+            keep[i] = False
+        else:
+            seen.add(key)
+    return None if keep.all() else keep
 
 
 @dataclass(frozen=True)
@@ -207,11 +351,13 @@ class KeyedBootstrap:
     key_selector: Callable
     key_type: Optional[TypeInformation]
     record_type: Optional[TypeInformation]
+    key_field: Optional[str] = None
 
     def transform(self, function: KeyedStateBootstrapFunction) -> StateBootstrapTransformation:
         if not isinstance(function, KeyedStateBootstrapFunction):
             raise TypeError(f"transform takes a KeyedStateBootstrapFunction, got {type(function).__name__}")
-        return StateBootstrapTransformation(self.data, self.key_selector, self.key_type, function, self.record_type)
+        return StateBootstrapTransformation(self.data, self.key_selector, self.key_type, function, self.record_type,
+                                            key_field=self.key_field)
 
 
 @dataclass(frozen=True)
@@ -223,7 +369,8 @@ class OneInputBootstrap:
         """``key_selector``: a function of the record, or a field name; ``key_type`` as the job's
         ``key_by`` declares it (keys hash into key groups by it, as the job's records do)."""
         selector = (lambda r, f=key_selector: r[f]) if isinstance(key_selector, (str, int)) else key_selector
-        return KeyedBootstrap(self.data, selector, key_type, self.record_type)
+        return KeyedBootstrap(self.data, selector, key_type, self.record_type,
+                              key_selector if isinstance(key_selector, str) else None)
 
 
 class OperatorTransformation:

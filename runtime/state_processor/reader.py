@@ -17,10 +17,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from runtime.checkpoint.restore import RestorePoint, choose, load_savepoint
-from runtime.checkpoint.storage import CheckpointException, CheckpointStorage
+from runtime.checkpoint.checkpoint_record import CheckpointException
+from runtime.checkpoint.storage import CheckpointStorage
 from runtime.common.arrow import infer_array
 from runtime.state.snapshot_format import BASE_SCHEMA, OPERATOR_PREFIX, TIMER_PREFIX, decode_values, state_types, value_column
 from runtime.state.snapshot_reader import read_state_file
+from runtime.state_processor.dataframe import read_keyed_state_files
 
 TIMERS = ("event", "processing")
 _WINDOW = r"^TimeWindow\((?P<window_start>-?\d+), (?P<window_end>-?\d+)\)$"
@@ -118,7 +120,12 @@ class SavepointReader:
     # -- Spark
 
     def read_keyed_state(self, spark, uid: str, name: str):
-        return to_dataframe(spark, self.keyed_state(uid, name))
+        """``keyed_state`` as a DataFrame: read by Spark from the state files when their rows are
+        the DataFrame as they stand (``runtime.state_processor.dataframe``), else of the Arrow view."""
+        op = self.operator(uid)
+        files = [f for f in self.point.files() if f["operator_id"] == op["operator_id"]]
+        df = read_keyed_state_files(spark, files, name)
+        return df if df is not None else to_dataframe(spark, self.keyed_state(uid, name))
 
     def read_timers(self, spark, uid: str):
         return to_dataframe(spark, self.timers(uid))
@@ -135,9 +142,9 @@ class SavepointReader:
         views = []
         for name in self.state_names(uid):
             view = _view_name(name)
-            table = self.operator_state(uid, name) if self._is_operator_state(uid, name) else \
-                self.keyed_state(uid, name)
-            to_dataframe(spark, table).createOrReplaceTempView(view)
+            df = to_dataframe(spark, self.operator_state(uid, name)) if self._is_operator_state(uid, name) else \
+                self.read_keyed_state(spark, uid, name)
+            df.createOrReplaceTempView(view)
             views.append(view)
         timers = self.timers(uid)
         if timers.num_rows:

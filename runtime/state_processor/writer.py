@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from runtime.checkpoint.restore import METADATA, RestorePoint, load_savepoint
 from runtime.checkpoint.savepoint import commit_state_table, copy_operator_state, write_savepoint_metadata
-from runtime.checkpoint.storage import COMPLETED, SAVEPOINT, CheckpointException, CheckpointRecord
+from runtime.checkpoint.checkpoint_record import COMPLETED, SAVEPOINT, CheckpointException, CheckpointRecord
 from runtime.state.key_groups import KEY_HASHING, assign_key_groups
 from runtime.state.snapshot_format import decode_keys, state_table_name
 from runtime.state.snapshot_reader import read_state_file

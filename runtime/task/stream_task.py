@@ -26,6 +26,7 @@ from runtime.task.operator_chain import OperatorChain
 from runtime.task.operators import UserCodeException
 from runtime.task.source_reader import SourceInput
 from runtime.task.task_context import TaskContext
+from runtime.task.task_info import TaskInfo
 from runtime.task.task_state_manager import TaskStateManager, local_state_dir
 from runtime.task.watermarks import GateWatermarks, TaskWatermarks
 
@@ -42,9 +43,9 @@ class StreamTask:
         kgr = None
         if v.is_keyed:
             kgr = compute_key_group_range_for_operator_index(v.max_parallelism, v.parallelism, tdd.subtask_index)
-        self.ctx = TaskContext(v.name, tdd.subtask_index, v.parallelism, v.max_parallelism,
-                               tdd.attempt_number, tdd.processing_time, job_parameters, kgr, tdd.epoch,
-                               tdd.sink_writers,
+        info = TaskInfo(v.name, tdd.subtask_index, v.parallelism, v.max_parallelism, tdd.attempt_number)
+        self.ctx = TaskContext(info, tdd.processing_time, job_parameters, key_group_range=kgr, epoch=tdd.epoch,
+                               sink_writers=tdd.sink_writers,
                                state_backend=state_backend_type(dict(job_graph.settings.configuration)),
                                heap_compact_after=heap_compact_after(dict(job_graph.settings.configuration)),
                                state_dir=local_state_dir(job_graph.job_id, tdd),

@@ -1,5 +1,5 @@
-"""What an operator knows of the subtask running it (Flink's Environment and TaskInfo): its
-names and indexes, the epoch, the keyed state backend chosen, the sink writers. Its own module
+"""What an operator knows of the subtask running it (Flink's Environment): which subtask it is
+(its TaskInfo), the epoch, the keyed state backend chosen, the sink writers. Its own module
 because the task, its operators and the connectors' readers each take one."""
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Optional
 
 from runtime.metrics.registry import TaskMetrics
 from runtime.state.backend import DEFAULT_STATE_BACKEND
+from runtime.task.task_info import TaskInfo
 
 # Records in a batch down an operator chain (sluice.task.batch-size): enough to spread a batch's
 # fixed costs (a call per operator, an Arrow group-by), few enough that its records are still in
@@ -15,15 +16,16 @@ DEFAULT_BATCH_SIZE = 4096
 
 
 class TaskContext:
-    """What an operator knows of the subtask running it."""
+    """What an operator knows of the subtask running it: which subtask it is (``info``, fixed)
+    and this epoch's run of it (its processing time, the metrics and state it goes on with)."""
 
-    def __init__(self, task_name: str, subtask_index: int, parallelism: int, max_parallelism: int,
-                 attempt_number: int, processing_time: int, job_parameters: dict,
+    def __init__(self, info: TaskInfo, processing_time: int, job_parameters: dict, *,
                  key_group_range=None, epoch: int = 0, sink_writers: Optional[dict] = None,
                  state_backend: str = DEFAULT_STATE_BACKEND, state_dir: Optional[str] = None,
                  heap_compact_after: Optional[int] = None,
                  barrier: bool = False, end_of_input: bool = False, metric_counts: Optional[dict] = None,
                  batch_size: int = DEFAULT_BATCH_SIZE):
+        self.info = info
         self.epoch = epoch
         self.batch_size = batch_size    # records in a batch down the chain (sluice.task.batch-size)
         # User metrics of the subtask, its counters and meters continuing from the run's totals.
@@ -39,17 +41,16 @@ class TaskContext:
         self.state_dir = state_dir
         self.heap_compact_after = heap_compact_after   # a heap's map packs past this many entries
         self.sink_writers = sink_writers or {}      # sink node id -> writer class (from the driver)
-        self.task_name = task_name
-        self.subtask_index = subtask_index
-        self.parallelism = parallelism
-        self.max_parallelism = max_parallelism
-        self.attempt_number = attempt_number
         self.processing_time = processing_time
         self.job_parameters = job_parameters
         self.key_group_range = key_group_range
         # BATCH mode (execution.runtime-mode): final results only, watermarks at the end only.
         self.batch = False
 
-    @property
-    def subtask_label(self) -> str:
-        return f"({self.subtask_index + 1}/{self.parallelism})"
+    # Which subtask: read from ``info``, never set on the context.
+    task_name = property(lambda self: self.info.task_name)
+    subtask_index = property(lambda self: self.info.subtask_index)
+    parallelism = property(lambda self: self.info.parallelism)
+    max_parallelism = property(lambda self: self.info.max_parallelism)
+    attempt_number = property(lambda self: self.info.attempt_number)
+    subtask_label = property(lambda self: self.info.subtask_label)

@@ -1,0 +1,122 @@
+"""The job's state tables, ``<job>/state/<table>/``: one Delta table per stateful operator,
+partitioned by checkpoint_id, where tasks write a checkpoint's snapshot files and the coordinator
+commits and discards them.
+
+Its own lock: the coordinator commits and discards on its background thread, and a Delta table
+handle is not shared between threads.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import pyarrow as pa
+
+from runtime.checkpoint.checkpoint_record import CheckpointException
+from runtime.storage.delta_files import DeltaTables
+from runtime.storage.filesystems import join, relative, rmtree
+from runtime.storage.maintenance import LOG_RETENTION_S, clean_log, own_table_properties
+
+
+class StateTables:
+    def __init__(self, job_dir: str, log_retention_s: float = LOG_RETENTION_S):
+        self.root = join(job_dir, "state")
+        self.log_retention_s = log_retention_s
+        self._tables = DeltaTables(own_table_properties(log_retention_s))
+        self._lock = threading.RLock()
+
+    def table_path(self, table: str) -> str:
+        return join(self.root, table)
+
+    def checkpoint_dir(self, checkpoint_id: int) -> str:
+        """Where tasks write a checkpoint's state files: ``{table}`` is filled per operator."""
+        return join(self.root, "{table}", f"checkpoint_id={checkpoint_id}")
+
+    def commit(self, table: str, checkpoint_id: int, files: list) -> int:
+        """Commit a checkpoint's state files of one operator; returns the table version.
+
+        Files of an earlier attempt at the same checkpoint id (a crash before its record) are
+        removed first, so the partition holds exactly this checkpoint's files.
+        """
+        from deltalake import DeltaTable
+        from deltalake.transaction import AddAction
+        path = self.table_path(table)
+        schema = _merged_schema([f.schema for f in files])
+        actions = [AddAction(relative(f.path, path), f.size, {"checkpoint_id": str(checkpoint_id)},
+                             int(time.time() * 1000), True, f.stats) for f in files]
+        with self._lock:
+            dt = self._tables.get(path)
+            if dt is None:
+                self._tables.create(path, schema, actions, partition_by=["checkpoint_id"])
+                return DeltaTable(path).version()
+            _evolve(dt, schema, f"state table {path}")
+            if any(p.get("checkpoint_id") == str(checkpoint_id) for p in dt.partitions()):
+                dt.delete(f"checkpoint_id = {int(checkpoint_id)}")
+            dt.create_write_transaction(actions, "append", _table_schema(dt), partition_by=["checkpoint_id"])
+            dt.update_incremental()     # the transaction does not move the handle to its version
+            return dt.version()
+
+    def discard(self, table: str, checkpoint_ids: list[int]) -> None:
+        """Remove checkpoints' partitions from a state table (one commit of remove actions, no
+        scan), then their folders."""
+        from deltalake.transaction import RemoveAction
+        path = self.table_path(table)
+        with self._lock:
+            dt = self._tables.get(path) if checkpoint_ids else None
+            if dt is None:
+                return
+            doomed = {str(int(i)) for i in checkpoint_ids}
+            now = int(time.time() * 1000)
+            removes = [RemoveAction(a["path"], True, now, a["size_bytes"],
+                                    {"checkpoint_id": str(a["partition.checkpoint_id"])})
+                       for a in pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+                       if str(a["partition.checkpoint_id"]) in doomed]
+            if removes:
+                dt.create_write_transaction(removes, "append", _table_schema(dt), partition_by=["checkpoint_id"])
+                dt.update_incremental()
+        for i in checkpoint_ids:
+            rmtree(join(path, f"checkpoint_id={i}"))
+
+    def clean_logs(self, tables: list[str], epoch: int = -1) -> None:
+        """Log entries of the state tables that their latest Delta checkpoints cover (maintenance)."""
+        for table in tables:
+            clean_log(self.table_path(table), epoch, self.log_retention_s)
+
+
+def _merged_schema(schemas: list) -> pa.Schema:
+    fields: dict = {}
+    for s in schemas:
+        for f in s:
+            if f.name in fields and not fields[f.name].type.equals(f.type):
+                raise CheckpointException(
+                    f"state column {f.name} has type {fields[f.name].type} in one snapshot file and {f.type} "
+                    f"in another: give the state a declared type (or a new name) that all subtasks agree on")
+            fields.setdefault(f.name, f.with_nullable(True))
+    return pa.schema(list(fields.values()) + [pa.field("checkpoint_id", pa.int64())])
+
+
+def _table_schema(dt) -> pa.Schema:
+    return pa.schema(dt.schema().to_arrow())
+
+
+def _evolve(dt, schema: pa.Schema, what: str) -> None:
+    """Add the columns a new state brings; a state whose stored type changed is refused."""
+    from deltalake import Schema
+    current = _table_schema(dt)
+    missing = []
+    for f in schema:
+        if f.name not in current.names:
+            missing.append(f)
+        elif not _compatible(current.field(f.name).type, f.type):
+            raise CheckpointException(
+                f"{what}: column {f.name} is stored as {current.field(f.name).type}, now written as "
+                f"{f.type}. A state's type cannot change in place (Flink's StateMigrationException): "
+                f"keep the declared type, or give the state a new name.")
+    if missing:
+        dt.alter.add_columns(list(Schema.from_arrow(pa.schema(missing)).fields))
+
+
+def _compatible(stored: pa.DataType, written: pa.DataType) -> bool:
+    norm = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary(), pa.string_view(): pa.string(),
+            pa.binary_view(): pa.binary()}
+    return norm.get(stored, stored) == norm.get(written, written) or str(stored) == str(written)
