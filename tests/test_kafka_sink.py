@@ -48,6 +48,34 @@ def test_a_replayed_checkpoint_commits_nothing_and_a_lingering_transaction_is_ab
     again.close()
 
 
+def test_at_least_once_writers_take_on_the_producer_an_earlier_epoch_flushed(kafka_broker):
+    """A worker's AT_LEAST_ONCE writers keep their producer between epochs (kafka_producer_pool):
+    a new idempotent producer waits for its producer id (~0.5 s) before its first record leaves.
+    Every record arrives; a kept producer that reported a failing error meanwhile is not taken
+    on, the next epoch makes a new one."""
+    from confluent_kafka import KafkaError
+    from runtime.connectors.kafka_producer_pool import PRODUCERS
+    from runtime.connectors.kafka_sink import KafkaSinkWriter
+    from runtime.task.sink_writer import WriterInitContext
+    bootstrap = kafka_broker.bootstrap
+    topic = kafka_env.create_topic(bootstrap, "alo-kept", 2)
+    sink = kafka_sink(bootstrap, topic, DeliveryGuarantee.AT_LEAST_ONCE)
+    before = (PRODUCERS.opened, PRODUCERS.reused)
+    producers, written = [], []
+    for epoch in range(4):
+        if epoch == 3:      # every broker reported down while the producer waited in the pool
+            writer.errors(KafkaError(KafkaError._ALL_BROKERS_DOWN))     # its error callback
+        writer = KafkaSinkWriter(sink, WriterInitContext("Sink: kafka", 0, 1, epoch, 0))
+        values = [f"e{epoch}-{i}" for i in range(100)]
+        writer.write(values)
+        producers.append(writer.producer)
+        assert writer.finish() is None
+        written += values
+    assert producers[0] is producers[1] is producers[2] and producers[3] is not producers[0]
+    assert (PRODUCERS.opened, PRODUCERS.reused) == (before[0] + 2, before[1] + 2)
+    assert sorted(kafka_env.read_committed(bootstrap, topic)) == sorted(written)
+
+
 def test_a_bounded_call_returns_raises_or_is_given_up_at_its_deadline():
     assert bounded(lambda: 42, 5) == 42
     with pytest.raises(ZeroDivisionError):

@@ -36,6 +36,7 @@ from runtime.common.phase_timer import KAFKA_TRANSACTION
 from runtime.connectors.base import Committer
 from runtime.connectors.kafka_clients import (ClientErrors, KafkaConnectorError, StuckCall, bounded,
                                               client_config, log, renewed, with_errors)
+from runtime.connectors.kafka_producer_pool import PRODUCERS, pool_key
 from runtime.datastream.connectors.base import DeliveryGuarantee
 from runtime.task.sink_writer import SinkWriter
 
@@ -83,7 +84,10 @@ class KafkaSinkWriter(SinkWriter):
             config = _producer_config(self.sink, self.errors)
             if self.sink.delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE:
                 config.setdefault("enable.idempotence", True)
-            self.producer = Producer(config)
+            # The worker's producer of this configuration, kept from an earlier epoch: a new
+            # idempotent one waits ~0.5 s for its producer id before its first record leaves.
+            self.pool_key = pool_key(config)
+            self.producer, self.errors = PRODUCERS.acquire(self.pool_key, lambda: (Producer(config), self.errors))
         return self.producer
 
     def _delivered(self, error, message) -> None:
@@ -121,7 +125,9 @@ class KafkaSinkWriter(SinkWriter):
             if self.sink.delivery_guarantee is DeliveryGuarantee.AT_LEAST_ONCE:
                 raise KafkaConnectorError(f"Kafka sink: {problem}")
             log.warning("Kafka sink (DeliveryGuarantee.NONE): %s", problem)
-        self.failed = []
+        else:       # everything delivered: the next epoch's writer in this worker takes it on
+            PRODUCERS.release(self.pool_key, self.producer, self.errors)
+        self.producer, self.failed = None, []
         return None
 
 
