@@ -1,6 +1,7 @@
 """The Kafka source's consumers kept in the Python worker between epochs, as Structured
 Streaming's Kafka source keeps its ``KafkaDataConsumer``s: one per client configuration and
-topic-partition, least recently used closed past a bound, all closed at the process's exit.
+topic-partition, least recently used closed past a bound, all closed at the process's exit
+(``client_pool``).
 
 A new consumer starts fetching from nothing; a kept one has fetched on (within librdkafka's
 bounded prefetch) while the rest of the epoch, the checkpoint and the next planning ran, so the
@@ -13,10 +14,9 @@ committed): one left in a worker that no longer gets its partition's tasks holds
 """
 from __future__ import annotations
 
-import atexit
-import os
-from collections import OrderedDict
-from typing import Callable, Optional
+from typing import Callable
+
+from runtime.connectors.client_pool import KeyedClientPool
 
 # Consumers a worker keeps (its partitions across the jobs of its session); the oldest closes.
 CAPACITY = 16
@@ -45,13 +45,9 @@ class PooledConsumer:
             pass
 
 
-class ConsumerPool:
-    def __init__(self, capacity: int = CAPACITY):
-        self.capacity = capacity
-        self._kept: OrderedDict = OrderedDict()
-        self._pid = os.getpid()
-        # Reads by how they got their consumer: kept where the range starts, or new.
-        self.reused = self.opened = 0
+class ConsumerPool(KeyedClientPool[PooledConsumer]):
+    def dispose(self, pooled: PooledConsumer) -> None:
+        pooled.close()
 
     def acquire(self, key: tuple, topic: str, partition: int, start: int,
                 make: Callable[[], tuple]) -> PooledConsumer:
@@ -59,43 +55,30 @@ class ConsumerPool:
         the kept one if it stands there, else a new one ``make()`` returns as (consumer, its
         ClientErrors). Taken out of the pool until ``release``."""
         from confluent_kafka import TopicPartition
-        if self._pid != os.getpid():        # a forked child: the parent's consumers are not its own
-            self._kept, self._pid = OrderedDict(), os.getpid()
-        kept: Optional[PooledConsumer] = self._kept.pop(key, None)
-        if kept is not None:
+
+        def stands_at_start(kept: PooledConsumer) -> bool:
             # What it queued while it waited comes now (a broker down meanwhile: its errors count
             # below, not in the read's first consume); a record it hands out waits with the others.
             message = kept.consumer.poll(0)
             if message is not None:
                 kept.pending.append(message)
-        if kept is not None and (kept.position != start or kept.errors.failing()):
-            # A replayed range, or one another worker read up to (this one's consumer fell behind),
-            # or every broker was down while it waited: a new consumer is as quick as a seek
-            # (measured: ~0.1 s for 125,000 records either way; a seek back waited 0.5 s).
-            kept.close()
-            kept = None
-        if kept is None:
+            # Not a replayed range, nor one another worker read up to (this one's consumer fell
+            # behind), nor every broker down while it waited: else a new consumer is as quick as a
+            # seek (measured: ~0.1 s for 125,000 records either way; a seek back waited 0.5 s).
+            return kept.position == start and not kept.errors.failing()
+
+        def new() -> PooledConsumer:
             consumer, errors = make()
             consumer.assign([TopicPartition(topic, partition, start)])
-            kept = PooledConsumer(consumer, errors, start)
-            self.opened += 1
-        else:
-            self.reused += 1
-        kept.errors.errors.clear()      # transient errors while it waited are not this read's
-        return kept
+            return PooledConsumer(consumer, errors, start)
+
+        pooled = self.take(key, new, stands_at_start)
+        pooled.errors.errors.clear()      # transient errors while it waited are not this read's
+        return pooled
 
     def release(self, key: tuple, pooled: PooledConsumer) -> None:
         """Keep ``pooled`` (its ``position`` and ``pending`` exact) for the next read of its partition."""
-        self._kept[key] = pooled
-        while len(self._kept) > self.capacity:
-            self._kept.popitem(last=False)[1].close()
-
-    def close(self) -> None:
-        kept, self._kept = self._kept, OrderedDict()
-        if self._pid == os.getpid():
-            for pooled in kept.values():
-                pooled.close()
+        self.keep(key, pooled)
 
 
-CONSUMERS = ConsumerPool()
-atexit.register(CONSUMERS.close)
+CONSUMERS = ConsumerPool(CAPACITY)

@@ -6,14 +6,14 @@ A new producer pays its start before the first record leaves: an idempotent one 
 asks the broker for a producer id, about 0.5 s on loopback, against 2-3 ms to flush an epoch of a
 few hundred records through a kept one (measured on librdkafka 2.16). A producer goes back to the
 pool only after a flush that left nothing undelivered and no failed record: one that lost records
-or reported errors is dropped, and the next epoch makes a new one.
+or reported errors is dropped, and the next epoch makes a new one. The pool's mechanics (per
+process, least recently used dropped past a bound) are ``client_pool``'s.
 """
 from __future__ import annotations
 
-import atexit
-import os
-from collections import OrderedDict
 from typing import Callable
+
+from runtime.connectors.client_pool import KeyedClientPool
 
 # Producers a worker keeps (its sinks' configurations across the jobs of its session).
 CAPACITY = 8
@@ -27,35 +27,20 @@ def pool_key(config: dict) -> tuple:
                         for k, v in config.items() if k not in _NOT_CONFIGURATION))
 
 
-class ProducerPool:
-    def __init__(self, capacity: int = CAPACITY):
-        self.capacity = capacity
-        self._kept: OrderedDict = OrderedDict()
-        self._pid = os.getpid()
-        self.reused = self.opened = 0      # acquisitions by how they got their producer
+class ProducerPool(KeyedClientPool[tuple]):
+    """(producer, its ClientErrors) by configuration. An evicted producer is only dropped: what
+    it holds was flushed before it came back (``release``)."""
 
     def acquire(self, key: tuple, make: Callable[[], tuple]) -> tuple:
-        """(producer, its ClientErrors) for ``key``: the kept one, else ``make()``'s. Taken out of
-        the pool until ``release``."""
-        if self._pid != os.getpid():        # a forked child: the parent's producers are not its own
-            self._kept, self._pid = OrderedDict(), os.getpid()
-        kept = self._kept.pop(key, None)
-        if kept is not None and not kept[1].failing():
-            self.reused += 1
-            kept[1].clear()                 # transient errors while it waited are not this epoch's
-            return kept
-        self.opened += 1
-        return make()
+        """(producer, its ClientErrors) for ``key``: the kept one unless it reported a failing
+        error while it waited, else ``make()``'s. Taken out of the pool until ``release``."""
+        producer, errors = self.take(key, make, usable=lambda kept: not kept[1].failing())
+        errors.clear()                  # transient errors while it waited are not this epoch's
+        return producer, errors
 
     def release(self, key: tuple, producer, errors) -> None:
-        """Keep ``producer`` (flushed: nothing in flight) for the next epoch's writer."""
-        self._kept[key] = (producer, errors)
-        while len(self._kept) > self.capacity:
-            self._kept.popitem(last=False)
-
-    def close(self) -> None:
-        self._kept = OrderedDict()
+        """Keep ``producer`` (flushed: nothing in flight, no record failed) for the next epoch's writer."""
+        self.keep(key, (producer, errors))
 
 
-PRODUCERS = ProducerPool()
-atexit.register(PRODUCERS.close)
+PRODUCERS = ProducerPool(CAPACITY)
