@@ -114,3 +114,53 @@ def test_a_topic_pattern_picks_up_a_new_topic_at_the_next_planning(kafka_broker)
     assert sorted(v for vs in got.values() for v in vs) == ["a2", "b0", "b1"]      # the new topic from its earliest
     assert {s.split_id for reads in plan.values() for s in reads} == {f"{first}-0", f"{second}-0", f"{second}-1"}
     enumerator.close()
+
+
+def test_an_epoch_starts_as_soon_as_records_come_the_interval_only_bounds_the_wait(spark, kafka_broker, tmp_path):
+    """sluice.epoch.trigger=input (the default), with a 10-minute sluice.epoch.interval: each
+    record produced once the epoch before has written its result starts the next epoch (one
+    record each); waiting out the interval instead would not end within the test's 300 s."""
+    from runtime.datastream.connectors import DeliveryGuarantee
+    from test_kafka_sink import kafka_sink
+    from waiting import wait_until
+    bootstrap = kafka_broker.bootstrap
+    topic_in, topic_out = kafka_env.create_topic(bootstrap, "on-input"), kafka_env.create_topic(bootstrap, "on-input-out")
+    kafka_env.produce(bootstrap, topic_in, ["r0"])
+    env = job_env(tmp_path, 1, epoch__interval=600_000, epoch__max_epochs=3)
+    (env.from_source(words(bootstrap, topic_in).build(), WatermarkStrategy.no_watermarks(), "records")
+     .sink_to(kafka_sink(bootstrap, topic_out, DeliveryGuarantee.AT_LEAST_ONCE, "on-input")))
+    client = env.execute_async("kafka-on-input")
+    try:
+        for i in (1, 2):
+            wait_until(lambda: len(kafka_env.read_committed(bootstrap, topic_out)) == i, 120, f"epoch {i - 1}'s result")
+            kafka_env.produce(bootstrap, topic_in, [f"r{i}"])
+        result = client.get_job_execution_result().result(timeout=300)
+    finally:
+        client.cancel()
+    assert [e.records_in for e in result.epochs] == [1, 1, 1]
+    assert kafka_env.read_committed(bootstrap, topic_out) == ["r0", "r1", "r2"]
+
+
+def test_an_epoch_without_input_waits_out_the_interval_and_the_interval_trigger_always_does(spark, kafka_broker,
+                                                                                            tmp_path):
+    """No records: the next epoch starts at the interval (an empty epoch moves processing time
+    on), not in a loop of empty epochs. sluice.epoch.trigger=interval (Structured Streaming's
+    ProcessingTime trigger): epochs wait out the interval with records waiting too."""
+    bootstrap = kafka_broker.bootstrap
+    empty, full = kafka_env.create_topic(bootstrap, "no-input"), kafka_env.create_topic(bootstrap, "interval")
+    kafka_env.produce(bootstrap, full, ["a", "b", "c"])
+    for topic, trigger in ((empty, "input"), (full, "interval")):
+        env = job_env(tmp_path / trigger, 1, epoch__interval=1500, epoch__max_epochs=3, epoch__trigger=trigger,
+                      epoch__max_records_per_split=1)
+        env.from_source(words(bootstrap, topic).build(), WatermarkStrategy.no_watermarks(), "records").print()
+        result = env.execute(f"kafka-{trigger}")
+        starts = [e.started_at for e in result.epochs]
+        assert [e.records_in for e in result.epochs] == ([0, 0, 0] if topic == empty else [1, 1, 1])
+        assert all(b - a >= 1.4 for a, b in zip(starts, starts[1:])), (trigger, starts)
+
+
+def test_a_misspelt_epoch_trigger_names_the_choices():
+    import pytest
+    from runtime.execution.options import ExecutionOptions
+    with pytest.raises(ValueError, match="sluice.epoch.trigger must be one of input, interval, got 'data'"):
+        ExecutionOptions.from_configuration({"sluice.epoch.trigger": "data"})

@@ -66,6 +66,13 @@ class SplitEnumerator:
         Streaming's AvailableNow trigger does not wait either)."""
         return self.source.boundedness != Boundedness.BOUNDED
 
+    def has_input(self) -> Optional[bool]:
+        """Whether records wait past the positions the last epoch reached: True starts the next
+        epoch now (``sluice.epoch.trigger=input``, Structured Streaming's default trigger), False
+        waits; None, a source that cannot tell, waits out ``sluice.epoch.interval``. Polled
+        every few milliseconds between epochs: a cheap question, never a read."""
+        return None
+
     def split_metrics(self) -> dict[str, dict]:
         """Each split's figures once the epoch is done, for the epoch log and the web view's
         source-lag chart (``runtime.metrics.vertex_metrics``): by convention ``offset`` (the

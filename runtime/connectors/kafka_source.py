@@ -311,6 +311,21 @@ class KafkaSourceEnumerator(SplitEnumerator):
             f"Nothing is skipped silently: to go on without them, set the property 'auto.offset.reset' to "
             f"'earliest' (KafkaOffsetResetStrategy.EARLIEST) or 'latest' (KafkaOffsetResetStrategy.LATEST)")
 
+    def has_input(self) -> Optional[bool]:
+        """Whether a known partition's latest offset (the last stable one, read_committed) is past
+        the position reached: one ListOffsets request. A new partition is found when an epoch is
+        planned; a broker that does not answer leaves the question to the interval (the epoch's
+        plan then names the failure)."""
+        waiting = [(s["topic"], s["partition"], s["offset"], s.get("stop")) for s in self.positions.values()
+                   if "topic" in s]
+        if not waiting:
+            return None
+        try:
+            latest = self._latest([(t, p) for t, p, _, _ in waiting])
+        except Exception:
+            return None
+        return any(latest[(t, p)] > offset and (stop is None or offset < stop) for t, p, offset, stop in waiting)
+
     def split_metrics(self) -> dict[str, dict]:
         """Each partition's position, its latest offset when the epoch was planned, and the lag."""
         return {sid: {"offset": self.positions[sid]["offset"], "latest": latest,

@@ -235,6 +235,11 @@ class SocketEnumerator(SplitEnumerator):
         # A restored offset past this WAL's end (a WAL of another run): new lines follow it.
         self.next_seq = max(self.next_seq, self.positions.get(SPLIT, {}).get("offset", 0))
 
+    def has_input(self) -> Optional[bool]:
+        """Lines came that the WAL or the last epoch has not taken."""
+        with self._lock:
+            return bool(self._pending) or self.next_seq > self.positions.get(SPLIT, {}).get("offset", 0)
+
     @property
     def finished(self):
         with self._lock:

@@ -277,10 +277,12 @@ class JobRunner:
             epoch += 1
             if end_of_input or self.planner.last_epoch(epoch - 1, self.start) or self.stop.is_set():
                 return
-            pause = self.options.epoch_interval_ms / 1000 - (time.time() - epoch_started)
-            if pause > 0 and not self.start.replay and self.sources.paced:
+            deadline = epoch_started + self.options.epoch_interval_ms / 1000
+            if time.time() < deadline and not self.start.replay and self.sources.paced:
                 with self.stats.boundary_wait():
-                    time.sleep(pause)
+                    self.sources.await_input(deadline, lambda: self.stop.is_set() or cancel_requested())
+                if self.stop.is_set():      # canceled while it waited: no epoch after the last
+                    return
 
     def _run_epoch(self, epoch: int, broadcast) -> tuple[EpochSummary, bool]:
         started = time.time()

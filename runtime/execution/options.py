@@ -17,6 +17,7 @@ from runtime.task.task_context import DEFAULT_BATCH_SIZE
 # Sluice's keys that configure the job rather than its run (read where the job graph is).
 JOB_KEYS = (FULL_EVERY, FULL_RATIO, HEAP_COMPACT_AFTER)
 
+EPOCH_TRIGGERS = ("input", "interval")
 DEFAULT_WAREHOUSE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                  "warehouse")
 
@@ -43,7 +44,10 @@ def _parse(key: str, kind, raw):
 class ExecutionOptions:
     master: str = "local[*]"
     warehouse: str = DEFAULT_WAREHOUSE
-    epoch_interval_ms: int = 1000           # how long an unbounded epoch collects input
+    epoch_interval_ms: int = 1000           # the longest an unbounded epoch waits for input
+    # "input": an unbounded source's epoch starts as soon as records are there (Structured
+    # Streaming's default trigger); "interval": each epoch waits out the interval (its ProcessingTime).
+    epoch_trigger: str = "input"
     max_epochs: Optional[int] = None        # stop an unbounded job after this many epochs
     max_records_per_split: Optional[int] = None   # cut bounded input into several epochs
     batch_size: int = DEFAULT_BATCH_SIZE    # records per batch down a task's operator chain
@@ -73,6 +77,7 @@ class ExecutionOptions:
         "sluice.spark.master": ("master", str, "SLUICE_SPARK_MASTER"),
         "sluice.warehouse": ("warehouse", str, "SLUICE_WAREHOUSE"),
         "sluice.epoch.interval": ("epoch_interval_ms", int, "SLUICE_EPOCH_INTERVAL_MS"),
+        "sluice.epoch.trigger": ("epoch_trigger", str, "SLUICE_EPOCH_TRIGGER"),
         "sluice.epoch.max-epochs": ("max_epochs", int, "SLUICE_MAX_EPOCHS"),
         "sluice.epoch.max-records-per-split": ("max_records_per_split", int, None),
         "sluice.task.batch-size": ("batch_size", int, None),
@@ -133,6 +138,10 @@ class ExecutionOptions:
         for name in ("epoch_interval_ms", "batch_size", "clock_step_ms", "attempt"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.epoch_trigger not in EPOCH_TRIGGERS:
+            raise ValueError(f"sluice.epoch.trigger must be one of {', '.join(EPOCH_TRIGGERS)}, got "
+                             f"{self.epoch_trigger!r} ('input': an epoch starts when records are there, "
+                             "'interval': each epoch waits out sluice.epoch.interval)")
         for name in ("max_epochs", "max_records_per_split"):
             value = getattr(self, name)
             if value is not None and value < 1:

@@ -7,7 +7,9 @@ and a restore hands back.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from typing import Callable
 
 from runtime.connectors import create_enumerator
 from runtime.connectors.base import EnumeratorContext
@@ -16,6 +18,8 @@ from runtime.graph.job_graph import JobGraph
 from runtime.state.snapshot_format import state_table_name
 from runtime.storage.filesystems import join
 from runtime.task.deployment import SplitRead
+
+POLL_S = 0.01   # how often a waiting run asks its sources for input (spark.sql.streaming.pollingDelay)
 
 
 @dataclass(frozen=True)
@@ -43,12 +47,25 @@ class SourceCoordinator:
                     epoch_interval_ms=options.epoch_interval_ms, work_dir=join(job_dir, "sources"),
                     job_name=job_graph.job_name, operator_id=v.head.operator_id))
         self.operator_ids = {vid: job_graph.vertex(vid).head.operator_id for vid in self.enumerators}
+        self.trigger = options.epoch_trigger
 
     @property
     def paced(self) -> bool:
         """Whether the next epoch waits out sluice.epoch.interval: only when a source's epoch is a
         span of time (asked each epoch: a bounded Kafka source waiting for its stopping offsets)."""
         return any(e.paced for e in self.enumerators.values())
+
+    def await_input(self, deadline: float, stopped: Callable[[], bool]) -> None:
+        """Wait between two epochs of paced sources: until ``deadline`` (the interval's end), a
+        cancel or stop (``stopped``), or, with ``sluice.epoch.trigger=input``, until a source has
+        records waiting (asked every POLL_S, Spark's streaming polling delay): an epoch starts as
+        soon as there is input and the one before is done."""
+        on_input = self.trigger == "input"
+        while not stopped():
+            left = deadline - time.time()
+            if left <= 0 or (on_input and any(e.has_input() for e in self.enumerators.values())):
+                return
+            time.sleep(min(POLL_S, left))
 
     def check(self) -> None:
         """Each source's input is there (the preflight's)."""

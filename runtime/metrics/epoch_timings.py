@@ -7,7 +7,7 @@ with checkpoints, Delta tables and Kafka transactions, show its output then), or
 that takes no checkpoint, its hand-off (the sinks that write at once, and the sinks of a job
 without checkpoints, have committed by then). The phases, in order::
 
-    boundary wait        sleeping until the epoch's boundary (sluice.epoch.interval)
+    boundary wait        waiting for input, at most until sluice.epoch.interval (sluice.epoch.trigger)
     planning             the sources' reads, the checkpoint id, the task descriptors
     Spark job            the epoch's tasks, from submitting the job to its result; per stage
                          (Spark's own submission and completion times), each stage's longest
