@@ -201,6 +201,22 @@ def test_a_store_error_is_read_by_its_code_not_by_digits_in_a_key_or_request_id(
             "the credentials were refused by http://127.0.0.1:55855: set AWS_ACCESS_KEY_ID")
 
 
+def test_file_uri_makes_a_local_path_an_absolute_file_uri_and_leaves_a_uri_as_it_is(tmp_path, monkeypatch):
+    """Spark's readers and Airflow's assets take URIs: a path, relative too, becomes file:///abs;
+    a location that is a URI already (file:// too) is never prefixed again."""
+    from runtime.jobmaster.assets import table_uri
+    from runtime.storage.filesystems import file_uri
+    monkeypatch.chdir(tmp_path)
+    assert file_uri(str(tmp_path / "t")) == f"file://{tmp_path}/t"
+    assert file_uri("state/part-0.parquet") == f"file://{tmp_path}/state/part-0.parquet"
+    for uri in (f"file://{tmp_path}/t", "s3://bucket/warehouse/t", "gs://b/t/"):
+        assert file_uri(uri) == uri
+    # An asset's URI: the same for a table named by path, relative path or file:// URI.
+    for table in ("t", str(tmp_path / "t"), f"file://{tmp_path}/t/"):
+        assert table_uri(table) == f"file://{tmp_path}/t"
+    assert table_uri("s3://bucket/t/") == "s3://bucket/t"
+
+
 @pytest.mark.parametrize("problem", ["no bucket", "wrong credentials", "unreachable endpoint", "no input bucket",
                                      "no output bucket"])
 def test_a_store_that_cannot_be_reached_fails_before_the_first_epoch(s3, tmp_path, problem):

@@ -15,12 +15,11 @@ replay that records it announces it, once.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from runtime.jobmaster.deployment import ON_INPUTS, resolve_args
-from runtime.storage.filesystems import absolute, is_uri
+from runtime.storage.filesystems import absolute, file_uri
 
 # The checkpoints and the history are imported where a run's commits are read (a task): a parse
 # of the DAG files needs only ON_INPUTS and input_tables.
@@ -43,8 +42,7 @@ class TableCommit:
 
 def table_uri(table: str) -> str:
     """A Delta table's location as an asset URI: ``file:///abs/path`` or the object-store URI."""
-    location = absolute(table)
-    return location if is_uri(location) else "file://" + os.path.abspath(location)
+    return file_uri(absolute(table))
 
 
 def committed_tables(checkpoints: Iterable, run_ids: set, job_dir: str) -> tuple:

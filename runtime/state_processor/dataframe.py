@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from runtime.state.snapshot_format import value_column
 from runtime.state.snapshot_reader import read_state_metadata, verify_state_file
+from runtime.storage.filesystems import file_uri
 
 # Below this many rows the Arrow view is taken. Written to Spark's noop sink on a loaded machine
 # (load 22-37 on 2 cores, 2026-11-28): 100,000 rows read by Spark from the files in 1.3-4.9 s, by
@@ -51,7 +52,7 @@ def read_keyed_state_files(spark, files: list[dict], name: str):
     with ThreadPoolExecutor(min(len(files), 4)) as pool:
         list(pool.map(lambda f: verify_state_file(f["path"], f["checksum"]) if f.get("checksum") else None, files))
     from pyspark.sql import functions as F
-    return spark.read.parquet(*(_uri(f["path"]) for f in files)).where(F.col("state_name") == name).select(
+    return spark.read.parquet(*(file_uri(f["path"]) for f in files)).where(F.col("state_name") == name).select(
         "key_group", "key", "namespace", F.col(column).alias("value"))
 
 
@@ -88,7 +89,3 @@ def _spark_reads_alike(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) and not pa.types.is_unsigned_integer(t) or pa.types.is_floating(t) \
         or pa.types.is_boolean(t) or pa.types.is_string(t) or pa.types.is_large_string(t) \
         or pa.types.is_binary(t) or pa.types.is_large_binary(t)
-
-
-def _uri(path: str) -> str:
-    return "file://" + path if path.startswith("/") else path

@@ -36,6 +36,12 @@ def is_uri(location: str) -> bool:
     return "://" in location and not location.startswith("file://")
 
 
+def file_uri(location: str) -> str:
+    """A location as a URI, for readers that take URIs only (Spark, Airflow's assets): a local
+    path, relative too, as ``file:///abs/path``; a URI (``file://`` too) as it is."""
+    return location if "://" in location else "file://" + os.path.abspath(location)
+
+
 def absolute(location: str) -> str:
     """A local path made absolute (``file://`` dropped); a URI as it is, without a trailing /."""
     if is_uri(location):
