@@ -740,16 +740,18 @@ def test_job_modules_compile_once_per_version(tmp_path):
     assert overview.job_summary(again)["doc"].startswith("Word counts")
 
 
-def test_narrow_columns_wrap_ids_only_after_a_separator(site, browser, token):
+def test_narrow_columns_wrap_ids_after_a_separator_and_failures_between_words(site, browser, token):
     """At 900 px the executions' run and DAG run ids wrap, after a separator (``_-:./+@``), never
-    inside a word."""
+    inside a word; a failure and its failed tasks wrap between words or after a separator: not
+    "Timestamps/Waterm|arks"."""
     browser.set_window_size(900, 1000)
     try:
         browser.get(f"{site.url}/sluice/jobs/{JOB_NAME}")
         _wait(browser, lambda d: d.find_elements(By.ID, "executions"), "the job page")
         # For each id cell: its text, and where a new line starts (by the characters' rectangles).
         cells = browser.execute_script("""
-            return [...document.querySelectorAll('#executions td.id, #savepoints td.wrap')].map(td => {
+            const ids = '#executions td.id, #savepoints td.wrap', failures = 'td.failure summary, td.failure div.muted';
+            return [...document.querySelectorAll(ids + ', ' + failures)].map(td => {
               const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT), range = document.createRange();
               let text = '', breaks = [], top = null;
               for (let node; (node = walker.nextNode());)
@@ -760,13 +762,15 @@ def test_narrow_columns_wrap_ids_only_after_a_separator(site, browser, token):
                   if (rect) top = rect.top;
                   text += node.data[i];
                 }
-              return [text, breaks];
+              return [text, breaks, td.matches(failures)];
             })""")
     finally:
         browser.set_window_size(1400, 1000)
-    assert any(breaks for _, breaks in cells), cells       # some do wrap at this width
-    for text, breaks in cells:
-        assert all(text[i - 1] in SEPARATORS for i in breaks), (text, [text[:i] for i in breaks])
+    assert any(breaks for _, breaks, failure in cells if not failure), cells       # some do wrap at this width
+    assert any(breaks for _, breaks, failure in cells if failure), cells
+    for text, breaks, failure in cells:
+        allowed = SEPARATORS + " " if failure else SEPARATORS
+        assert all(text[i - 1] in allowed for i in breaks), (text, [text[:i] for i in breaks])
 
 
 def test_a_running_execution_shows_the_epochs_it_has_run(site, browser, token):
