@@ -70,8 +70,10 @@ class CheckpointCoordinator:
         self.last_time = time.time()
         self.swept = False      # whether this run finished the discarding of earlier runs
         self.kept: dict = {}    # discarded checkpoints whose partitions retained chains still read
-        # One background thread completes checkpoints and discards subsumed ones, in order.
+        # One background thread completes checkpoints, in order; another discards what they
+        # subsumed, in order, so that a retention never holds up the next completion.
         self._background: Optional[ThreadPoolExecutor] = None
+        self._retention: Optional[ThreadPoolExecutor] = None
         self.committers: dict = {}          # sink node id -> its Committer, for the run
         self.pending: dict = {}             # sink node id -> committables waiting for a checkpoint
 
@@ -152,7 +154,7 @@ class CheckpointCoordinator:
         handed = time.time()
 
         def completion():
-            timer.add(CHECKPOINT_QUEUE, handed, time.time())     # behind a retention, or nothing
+            timer.add(CHECKPOINT_QUEUE, handed, time.time())     # behind the completion before, or nothing
             record = self.complete(checkpoint_id, epoch, started, state_files, positions, watermarks, sinks, chains,
                                    timer)
             return record, time.time()
@@ -226,10 +228,16 @@ class CheckpointCoordinator:
 
     def _retain_later(self, epoch: int) -> None:
         """Discard what the new checkpoint subsumed in the background, while the next epoch runs
-        (Flink's CheckpointsCleaner): retention is not part of a checkpoint, and its commits took
-        a third of a small epoch's checkpoint time. Queued behind the completion that calls it,
-        on the same thread, so retentions run one after the other."""
-        self._submit(self._retain_or_log, epoch)
+        (Flink's CheckpointsCleaner): retention is not part of a checkpoint. On a thread of its
+        own, so retentions run one after the other but the next checkpoint's completion does not
+        wait behind one (it did: 70-90 ms of a 250 ms epoch's checkpoint, bench/epoch_floor.py).
+        Running beside a completion is safe: each table's commits take its lock, the checkpoints
+        table's compaction commits only at the version it read, and what a completing checkpoint
+        lists of earlier checkpoints the completed ones list too (its chains extend theirs), so
+        no retention deletes it."""
+        if self._retention is None:
+            self._retention = ThreadPoolExecutor(1, thread_name_prefix="sluice-retention")
+        self._retention.submit(self._retain_or_log, epoch)
 
     def _retain_or_log(self, epoch: int) -> None:
         """A failed discarding is logged, not raised: the checkpoint is complete, and the next
@@ -244,16 +252,19 @@ class CheckpointCoordinator:
     def await_retention(self) -> None:
         """Wait for the background work queued so far: completions, then their discarding (a
         failed completion is its future's to raise)."""
-        # Twice: a completion running at the first barrier queues its retention behind it.
-        for _ in range(2 if self._background is not None else 0):
+        # Completions first: one running at the barrier queues its retention when it ends.
+        if self._background is not None:
             self._background.submit(lambda: None).result()
+        if self._retention is not None:
+            self._retention.submit(lambda: None).result()
 
     def close(self) -> None:
         """The run ends: its completions and retention finish first."""
         self.await_retention()
-        if self._background is not None:
-            self._background.shutdown()
-            self._background = None
+        for pool in (self._background, self._retention):
+            if pool is not None:
+                pool.shutdown()
+        self._background = self._retention = None
 
     def fail(self, checkpoint_id: int, epoch: int, started: float, reason: str) -> None:
         """Record a failed checkpoint; it is never restored from."""

@@ -16,7 +16,7 @@ without checkpoints, have committed by then). The phases, in order::
     acknowledgements     waiting for the plan's write-ahead record, reading the tasks' replies
     previous checkpoint  waiting for the epoch before's checkpoint to complete
     hand-off             commits of sinks that write at once, the state chains, the checkpoint handed over
-    checkpoint queue     the checkpoint waiting for the background thread (a retention before it)
+    checkpoint queue     the checkpoint waiting for the background thread (the completion before it)
     state commits        the sources' positions written and the state tables' Delta commits
     sink commits         each sink's commit (a Delta transaction) ...
     Kafka transaction    ... a Kafka EXACTLY_ONCE sink's transaction apart
