@@ -2,8 +2,14 @@
 partitioned by checkpoint_id, where tasks write a checkpoint's snapshot files and the coordinator
 commits and discards them.
 
-Its own lock: the coordinator commits and discards on its background thread, and a Delta table
+Its own lock: the coordinator commits and discards on its background threads, and a Delta table
 handle is not shared between threads.
+
+The run that holds the job's lease is its state tables' only writer: each table's handle is read
+from the log once, then moved on by this writer's own commits alone (``update_incremental`` after
+each), never listed again before a commit. A checkpoint's state commits and its retention's
+discards listed every table's log twice more each (4 log listings a checkpoint for a job with
+two stateful operators, bench/epoch_floor.py).
 """
 from __future__ import annotations
 
@@ -45,7 +51,7 @@ class StateTables:
         actions = [AddAction(relative(f.path, path), f.size, {"checkpoint_id": str(checkpoint_id)},
                              int(time.time() * 1000), True, f.stats) for f in files]
         with self._lock:
-            dt = self._tables.get(path)
+            dt = self._tables.get(path, refresh=False)
             if dt is None:
                 self._tables.create(path, schema, actions, partition_by=["checkpoint_id"])
                 return DeltaTable(path).version()
@@ -62,7 +68,7 @@ class StateTables:
         from deltalake.transaction import RemoveAction
         path = self.table_path(table)
         with self._lock:
-            dt = self._tables.get(path) if checkpoint_ids else None
+            dt = self._tables.get(path, refresh=False) if checkpoint_ids else None
             if dt is None:
                 return
             doomed = {str(int(i)) for i in checkpoint_ids}
@@ -114,6 +120,7 @@ def _evolve(dt, schema: pa.Schema, what: str) -> None:
                 f"keep the declared type, or give the state a new name.")
     if missing:
         dt.alter.add_columns(list(Schema.from_arrow(pa.schema(missing)).fields))
+        dt.update_incremental()     # the handle at the new schema's version, for the commit after
 
 
 def _compatible(stored: pa.DataType, written: pa.DataType) -> bool:

@@ -57,10 +57,13 @@ class DeltaTables:
         self.properties = dict(properties or {})
         self._open: dict = {}
 
-    def get(self, path: str):
-        """The table at ``path`` as it is now, None if there is none."""
+    def get(self, path: str, refresh: bool = True):
+        """The table at ``path`` as it is now, None if there is none. ``refresh=False``: a handle
+        already open as it was left, for its table's only writer, whose own commits moved it on."""
         from deltalake import DeltaTable
         dt = self._open.get(path)
+        if dt is not None and not refresh:
+            return dt
         if dt is not None:
             try:
                 dt.update_incremental()
