@@ -142,8 +142,10 @@ def test_a_column_that_does_not_fit_the_state_type_is_refused_naming_both(tmp_pa
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend, source", [("hashmap", "arrow"), ("rocksdb", "spark")])
-def test_a_job_restored_from_a_columnar_bootstrap_at_another_parallelism(spark, tmp_path, backend, source):
+@pytest.mark.parametrize("backend, source, incremental", [("hashmap", "arrow", False), ("rocksdb", "spark", False),
+                                                         ("hashmap", "spark", True), ("rocksdb", "arrow", True)])
+def test_a_job_restored_from_a_columnar_bootstrap_at_another_parallelism(spark, tmp_path, backend, source,
+                                                                         incremental):
     events = write_input(tmp_path / "in", seed=14)
     start = {f"w{i}": 100 * i for i in range(25)}
     extra = 200_000         # keys the input never sees, bootstrapped beside them
@@ -159,7 +161,7 @@ def test_a_job_restored_from_a_columnar_bootstrap_at_another_parallelism(spark, 
     assert sorted(f["subtask"] for f in files) == [0, 1, 2, 3], "a file per subtask, its keys routed to it"
     assert all(f["key_group_min"] >= 32 * f["subtask"] and f["key_group_max"] < 32 * (f["subtask"] + 1) for f in files)
     run(tmp_path, "--parallelism", "3", restore_from=path, max_records_per_split=None, backend=backend,
-        incremental=False)
+        incremental=incremental)
     assert table_rows(tmp_path / "running") == bootstrapped_running(events, start)
     counts = SavepointReader.read(job_dir(tmp_path)).keyed_state("every-state", "count")
     got = dict(zip(counts.column("key").to_pylist(), counts.column("value").to_pylist()))
@@ -176,3 +178,61 @@ def test_a_string_column_hashes_as_each_key_does_one_at_a_time():
             assign_to_key_group(w, 128, Types.STRING()) for w in words]
     with pytest.raises(ValueError, match="must not be null"):
         assign_key_groups(pa.array(["a", None]), 128, Types.STRING())
+
+
+def old_layout_value_state(directory, groups, keys: pa.Array, values: pa.Array):
+    """A value state's file as write_value_state wrote it before it left out its null columns
+    (every base column, the state name plain): the layout of checkpoints written until then."""
+    from runtime.state.snapshot_format import state_rows, types_metadata
+    from runtime.state.snapshot_writer import write_state_file
+    n = len(keys)
+    table = state_rows(n, 0, "count", {"key_group": pa.array(groups, pa.int32()), "namespace": pa.nulls(n, pa.string()),
+                                       "key": keys, "key_bytes": pa.nulls(n, pa.binary()), "value_count": values})
+    return write_state_file(table.replace_schema_metadata(types_metadata({"count": Types.LONG()})), str(directory),
+                            "op", 0)
+
+
+def test_a_bootstrapped_state_file_leaves_out_its_null_columns_and_reads_as_the_old_layout(spark, tmp_path,
+                                                                                          monkeypatch):
+    import pyarrow.parquet as pq
+    from runtime.state.key_groups import assign_key_groups
+    from runtime.state.snapshot_format import BASE_SCHEMA
+    from runtime.state.snapshot_reader import read_state_file, read_state_parts, table_to_snapshot
+    from runtime.state.snapshot_writer import write_value_state
+    from state_helpers import ALL, keyed_backend
+    keys = pa.array([f"k{i}" for i in range(250_000)] + ["ünïcødé"])
+    values = pa.array(range(len(keys)), pa.int64())
+    groups = assign_key_groups(keys, 128, Types.STRING())
+    new = write_value_state("count", Types.LONG(), groups, keys, values, str(tmp_path / "new"), "op", 0, "op")
+    old = old_layout_value_state(tmp_path / "old", groups, keys, values)
+    stored = pq.read_schema(new.path)
+    assert stored.names == ["subtask", "key_group", "state_name", "key", "value_count"]
+    assert pa.types.is_dictionary(stored.field("state_name").type)
+    assert pq.read_schema(old.path).names == BASE_SCHEMA.names + ["value_count"]
+    assert new.schema.names == pq.read_schema(old.path).names, "the state table's schema is the same"
+    # Read whole, or a row group at a time as a restore reads: the same rows in either layout.
+    assert read_state_file(new.path, checksum=new.checksum).equals(read_state_file(old.path, checksum=old.checksum))
+    for kind in ("hashmap", "rocksdb"):
+        restored = []
+        for f in (new, old):
+            backend = keyed_backend(kind, tmp_path / f"{kind}-{len(restored)}")
+            backend.key_type = Types.STRING()      # as the job's key_by declares it
+            state = backend.get_partitioned_state(ValueStateDescriptor("count", Types.LONG()))
+            backend.restore(table_to_snapshot(read_state_parts(f.path, ALL, f.checksum))["keyed"])
+            got = {}
+            for i in (0, 1, 4_999, 249_999, 250_000):
+                backend.set_current_key(keys[i].as_py())
+                got[i] = state.value()
+            restored.append(got)
+            backend.dispose()
+        assert restored[0] == restored[1] == {i: i for i in (0, 1, 4_999, 249_999, 250_000)}, kind
+    # Spark reads both layouts' files itself, and gets what the Arrow view gets.
+    monkeypatch.setattr(dataframe, "SPARK_READ_ROWS", 0)
+    frames = [dataframe.read_keyed_state_files(spark, [{"path": f.path, "checksum": f.checksum}], "count")
+              for f in (new, old)]
+    assert frames[0].dtypes == frames[1].dtypes == [("key_group", "int"), ("key", "string"), ("namespace", "string"),
+                                                    ("value", "bigint")]
+    expected = sorted(zip(groups.tolist(), keys.to_pylist(), values.to_pylist()))
+    for df in frames:
+        assert sorted((r["key_group"], r["key"], r["value"]) for r in df.collect()) == expected
+        assert df.where("namespace IS NOT NULL").count() == 0

@@ -249,7 +249,7 @@ def murmur_hash_array(codes) -> np.ndarray:
 
 # Strings are hashed in chunks of about this many code units: big enough to
 # amortise per-chunk overhead, small enough for the temporaries to stay in cache.
-_CHUNK_UNITS = 1 << 16
+_CHUNK_UNITS = 1 << 18
 _INV31 = pow(31, -1, 1 << 32)
 
 

@@ -14,6 +14,11 @@ A task writes one Parquet file per operator per snapshot; a row is one of
 
 An increment (incremental checkpoints) adds a ``deleted`` column: true for a removed entry or timer.
 
+A file may leave out base columns null throughout, and hold ``state_name`` dictionary-encoded
+(a bootstrapped value state's file does, ``write_value_state``: fewer columns to encode and to
+scan); a reader takes each file through ``with_base_columns``, which gives it the base columns
+every older file has, so files of both layouts read alike.
+
 Keys are stored as strings when they are strings (``key_bytes`` holds the pickled key
 otherwise, ``key`` a readable rendering); a namespace as text (``TimeWindow(start, end)``,
 ``GlobalWindow``, else ``pickle:`` and base64). A value goes to the column ``value_<state name>``
@@ -217,6 +222,23 @@ def deleted_rows(part: pa.Table) -> Optional[list]:
     if "deleted" not in part.column_names or not pc.any(part.column("deleted")).as_py():
         return None
     return part.column("deleted").fill_null(False).to_pylist()
+
+
+def with_base_columns(table: pa.Table) -> pa.Table:
+    """A state file's rows with every base column (those it left out, null) and its
+    dictionary-encoded columns decoded: the rows as every layout reads."""
+    missing = [f for f in BASE_SCHEMA if f.name not in table.column_names]
+    encoded = [i for i, f in enumerate(table.schema) if pa.types.is_dictionary(f.type)]
+    if not missing and not encoded:
+        return table
+    for i in encoded:
+        column = table.column(i)
+        table = table.set_column(i, table.schema.field(i).with_type(column.type.value_type),
+                                 column.cast(column.type.value_type))
+    for f in missing:
+        table = table.add_column(min(BASE_SCHEMA.get_field_index(f.name), table.num_columns), f,
+                                 pa.nulls(table.num_rows, f.type))
+    return table
 
 
 def state_rows(n: int, subtask: int, state_name: str, columns: dict) -> pa.Table:

@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 
 from runtime.state.backend import TOMBSTONE
 from runtime.state.snapshot_format import (
-    TIMER_PREFIX, checksum_of, decode_keys, decode_namespaces, decode_values, deleted_rows, pylist, state_types,
-    types_of, value_column)
+    BASE_SCHEMA, TIMER_PREFIX, checksum_of, decode_keys, decode_namespaces, decode_values, deleted_rows, pylist,
+    state_types, types_of, value_column, with_base_columns)
 from runtime.storage.filesystems import filesystem
 
 RESTORE_CHUNK = 100_000         # restored keyed rows decoded into Python objects at a time
@@ -41,7 +41,7 @@ def read_state_file(path: str, key_group_range=None, checksum: Optional[str] = N
     with _corrupt_as(path):
         fs, inside = filesystem(path)
         table = pq.read_table(_verified(path, checksum)) if checksum else pq.read_table(inside, filesystem=fs)
-    return _in_range(table, key_group_range)
+    return _in_range(with_base_columns(table), key_group_range)
 
 
 def read_state_parts(path: str, key_group_range=None, checksum: Optional[str] = None) -> Iterator:
@@ -51,13 +51,15 @@ def read_state_parts(path: str, key_group_range=None, checksum: Optional[str] = 
     null columns took about 150 MB), and a row group of one keyed state comes as a
     ``DeferredPart``, decoded when a backend loads it (``table_to_snapshot`` keeps it as it is):
     a restore holds the file's compressed bytes and one row group, not every row group at once.
-    Each part names its file (``FILE_METADATA``)."""
+    Each part names its file (``FILE_METADATA``); a base column the file left out comes as a
+    null-typed column too, a dictionary-encoded one decoded (``with_base_columns``)."""
     with _corrupt_as(path):
         fs, inside = filesystem(path)
         source = pa.BufferReader(_verified(path, checksum)) if checksum else fs.open_input_file(inside)
         parquet = pq.ParquetFile(source)
         metadata = {**(parquet.schema_arrow.metadata or {}), FILE_METADATA: path.encode()}
-        names = parquet.schema_arrow.names
+        stored = parquet.schema_arrow.names
+        names = BASE_SCHEMA.names + [n for n in stored if n not in BASE_SCHEMA.names]     # left out: null
         for i in range(parquet.num_row_groups):
             group = parquet.metadata.row_group(i)
             # Statistics are per leaf column (a struct value has several): by path.
@@ -66,8 +68,8 @@ def read_state_parts(path: str, key_group_range=None, checksum: Optional[str] = 
             if key_group_range is not None and kg is not None and kg.has_min_max and group.num_rows and (
                     kg.max < key_group_range.start_key_group or kg.min > key_group_range.end_key_group):
                 continue
-            null = {name for name in names if name in _NULLABLE_BASE and stats.get(name) is not None
-                    and stats[name].null_count == group.num_rows}
+            null = {name for name in names if name not in stored or name in _NULLABLE_BASE
+                    and stats.get(name) is not None and stats[name].null_count == group.num_rows}
 
             def load(i=i, null=null) -> pa.Table:
                 with _corrupt_as(path):
@@ -75,7 +77,7 @@ def read_state_parts(path: str, key_group_range=None, checksum: Optional[str] = 
                                      key_group_range)
                 columns = {n: part.column(n) if n not in null else pa.nulls(part.num_rows) for n in names
                            if not (n == "deleted" and n in null)}
-                return pa.table(columns).replace_schema_metadata(metadata)
+                return with_base_columns(pa.table(columns).replace_schema_metadata(metadata))
 
             state = stats.get("state_name")
             if state is not None and state.has_min_max and state.min == state.max and kg is not None \

@@ -294,7 +294,7 @@ def _bootstrap_columns(table: pa.Table, t: StateBootstrapTransformation, directo
         keys, hashes, groups = _key_groups_of(piece, t, max_parallelism)
         values = piece.column(f.column).combine_chunks()
         subtasks = _subtasks(groups, max_parallelism, parallelism)
-        present = np.unique(subtasks).tolist()
+        present = np.flatnonzero(np.bincount(subtasks, minlength=parallelism)).tolist()     # no sort, as np.unique
         if len(present) == 1:
             return {present[0]: (keys, hashes, groups, values)}
         out = {}

@@ -1,8 +1,8 @@
 """A keyed state as a DataFrame Spark reads itself from the state files (``spark.read.parquet``
-over the operator's files, the state's rows selected by a pushed-down filter on
-``state_name``), instead of rows decoded in the driver and shipped through
-``spark.createDataFrame``: the executors read and decode the columns, the driver only the
-files' footers.
+over the operator's files; the state's rows selected by a pushed-down filter on ``state_name``
+when the files hold other states too, the namespace, null throughout, not scanned), instead of
+rows decoded in the driver and shipped through ``spark.createDataFrame``: the executors read
+and decode the columns, the driver only the files' footers.
 
 It applies when the rows are the DataFrame as they stand, which the footers' statistics tell:
 the files are one full snapshot (no increment: each key and namespace once), and in the state's
@@ -37,7 +37,7 @@ def read_keyed_state_files(spark, files: list[dict], name: str):
     if not files or any(f.get("increment") for f in files):
         return None
     column = value_column(name)
-    schemas, rows = set(), 0
+    schemas, rows, every_row = set(), 0, True
     for f in files:
         metadata = read_state_metadata(f["path"])
         schema = metadata.schema.to_arrow_schema().remove_metadata()
@@ -46,14 +46,18 @@ def read_keyed_state_files(spark, files: list[dict], name: str):
         if counted is None or column not in schema.names or not _spark_reads_alike(schema.field(column).type):
             return None
         rows += counted
+        every_row = every_row and counted == metadata.num_rows
     if len(schemas) != 1 or rows < SPARK_READ_ROWS:
         return None
     # The checkpoint's checksums, as the Arrow view verifies them (hashing runs outside the GIL).
     with ThreadPoolExecutor(min(len(files), 4)) as pool:
         list(pool.map(lambda f: verify_state_file(f["path"], f["checksum"]) if f.get("checksum") else None, files))
     from pyspark.sql import functions as F
-    return spark.read.parquet(*(file_uri(f["path"]) for f in files)).where(F.col("state_name") == name).select(
-        "key_group", "key", "namespace", F.col(column).alias("value"))
+    df = spark.read.parquet(*(file_uri(f["path"]) for f in files))
+    if not every_row:       # else the files hold this state alone: no state_name column to scan
+        df = df.where(F.col("state_name") == name)
+    # The namespace is null throughout (the statistics said so): not scanned either.
+    return df.select("key_group", "key", F.lit(None).cast("string").alias("namespace"), F.col(column).alias("value"))
 
 
 def _rows_of(metadata: pq.FileMetaData, name: str) -> Optional[int]:
@@ -69,7 +73,8 @@ def _rows_of(metadata: pq.FileMetaData, name: str) -> Optional[int]:
             return None
         if not state.min <= name <= state.max:
             continue
-        if state.min != state.max or any(stats.get(c) is None or stats[c].null_count != group.num_rows
+        # A column the file left out (snapshot_format.with_base_columns) is null throughout.
+        if state.min != state.max or any(c in stats and (stats[c] is None or stats[c].null_count != group.num_rows)
                                          for c in _MUST_BE_NULL):
             return None
         rows += group.num_rows
