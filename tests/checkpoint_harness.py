@@ -10,10 +10,12 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 from deltalake import DeltaTable
 
 from jvm_options import share_spark_classes
+from runtime.common.faults import halts
 from waiting import log_tail, wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -189,36 +191,52 @@ def _fork_server() -> _ForkServer:
         return _server[0]
 
 
-def kill_at(tmp_path, point: str, epoch: int, restore: bool, *extra: str, job: str = JOB, args=None) -> str:
+def kill_at(tmp_path, point: str, epoch: int, restore: bool, *extra: str, job: str = JOB, args=None,
+            also: tuple = ()) -> str:
     """Run the job with ``sluice run`` until it reaches ``point`` in ``epoch``, then SIGKILL its
     process group ("killed"); "finished" if it ended first. ``restore``: --restore-from latest.
-    ``job`` and its ``args``: another job script than checkpointed_counts (``job_args``)."""
+    ``job`` and its ``args``: another job script than checkpointed_counts (``job_args``).
+    ``also``: more (point, epoch) halts the job must be held at too before the kill, each in the
+    process that reaches it (runtime.common.faults), e.g. ("mid-epoch", epoch + 1): epoch's
+    checkpoint halted in its completion while the next epoch's task is halted mid-epoch."""
+    return _run(tmp_path, ((point, epoch), *also), restore, extra, job, args)
+
+
+def run_to_end(tmp_path, restore: bool, *extra: str, job: str = JOB, args=None) -> None:
+    """The job's run to its end, in a driver process of its own as kill_at's runs (several at once)."""
+    assert _run(tmp_path, (), restore, extra, job, args) == "finished"
+
+
+def _run(tmp_path, halting: tuple, restore: bool, extra: tuple, job: str, args) -> str:
     share_spark_classes()
-    marker = tmp_path / f"halted-{point}-{epoch}"
-    env = {**os.environ, "SLUICE_HALT_AT": f"{point}:{epoch}", "SLUICE_HALT_MARKER": str(marker),
-           "PYTHONPATH": ROOT}
+    wanted = ",".join(f"{p}:{e}" for p, e in halting)
+    name = f"{halting[0][0]}-{halting[0][1]}" if halting else "end"
+    stem = str(tmp_path / f"halted-{name}")
+    markers = [Path(m) for m in halts(wanted, stem).values()]
+    env = {**os.environ, "PYTHONPATH": ROOT, **({"SLUICE_HALT_AT": wanted, "SLUICE_HALT_MARKER": stem} if halting else {})}
     cmd = ["run", job, "--warehouse", str(tmp_path / "warehouse"), "--master", "local[1]",
            "--max-records-per-split", str(LINES_PER_EPOCH)]
     if restore:
         cmd += ["--restore-from", "latest"]
     cmd += list(extra)
-    log = tmp_path / f"log-{point}-{epoch}.txt"
+    log = tmp_path / f"log-{name}.txt"
     proc = _fork_server().start(cmd + ["--", *(job_args(tmp_path) if args is None else args)], env, log)
     try:
-        wait_until(lambda: marker.exists() or proc.poll() is not None, 240, f"{point}:{epoch} or the run's end",
-                   interval=0.05, log=log)
+        wait_until(lambda: (markers and all(m.exists() for m in markers)) or proc.poll() is not None, 240,
+                   f"{wanted or 'nothing'} or the run's end", interval=0.05, log=log)
     finally:
-        halted = marker.exists()
+        reached = [m for m in markers if m.exists()]
         try:
             os.killpg(proc.pid, signal.SIGKILL)     # the driver, its JVM and their children
         except ProcessLookupError:
             pass                                    # it ended by itself: its log says how
-        if halted:
-            pid = int(marker.read_text().split(":")[2])
+        for m in reached:
             try:
-                os.kill(pid, signal.SIGKILL)        # a halted Spark worker has its own group
+                os.kill(int(m.read_text().split(":")[2]), signal.SIGKILL)   # a halted Spark worker has its own group
             except ProcessLookupError:
                 pass
         proc.wait()
-    assert halted or proc.returncode == 0, log.read_text()[-3000:]
+    halted = bool(markers) and len(reached) == len(markers)
+    assert halted or (proc.returncode == 0 and not reached), (
+        f"halted at {[m.read_text().strip() for m in reached]} of {wanted or 'nothing'}:\n" + log.read_text()[-3000:])
     return "killed" if halted else "finished"

@@ -183,7 +183,9 @@ class CheckpointCoordinator:
                 table = state_table_name(nodes[op_id][1])
                 versions[f"state/{table}"] = self.state.commit(table, checkpoint_id, files)
         fault_point("after-state-commit", epoch)
-        for committer, committables in sinks:
+        for i, (committer, committables) in enumerate(sinks):
+            if i:
+                fault_point("between-sink-commits", epoch)      # the sinks before committed, this one not
             versions.update(commit_sink(committer, committables, checkpoint_id, timer))
         fault_point("after-sink-commit", epoch)
         source_ids = {f.path for f in sources}

@@ -32,6 +32,7 @@ driver's producer writes them; AT_LEAST_ONCE writes from the tasks.
 """
 from __future__ import annotations
 
+from runtime.common.faults import fault_point
 from runtime.common.phase_timer import KAFKA_TRANSACTION
 from runtime.connectors.base import Committer
 from runtime.connectors.kafka_clients import (ClientErrors, KafkaConnectorError, StuckCall, bounded,
@@ -209,6 +210,7 @@ class KafkaCommitter(Committer):
             producer.flush(FLUSH_TIMEOUT_S)
             bounded(lambda: producer.send_offsets_to_transaction(
                 markers, group.consumer_group_metadata(), OFFSETS_TIMEOUT_S), OFFSETS_TIMEOUT_S + 5)
+            fault_point("in-kafka-transaction", version)     # records and marker sent, not committed
             producer.commit_transaction(FLUSH_TIMEOUT_S)
         except KafkaException as e:
             error = e.args[0] if e.args else None
