@@ -30,7 +30,7 @@ LONG_TESTS = {
     r"test_airflow_deferred_runs\.py::test_two_airflow_retries_.*": 30,
     r"test_checkpoint_faults\.py::test_killed_runs_restore_to_the_same_sinks_and_state": 120,
     r"test_kafka_faults\.py::test_kills_at_every_fault_point_.*": 110,
-    r"test_overlapping_epoch_faults\.py::test_kills_while_the_next_epoch_runs_.*": 110,
+    r"test_overlapping_epoch_faults\.py::test_kills_while_the_next_epoch_runs_.*": 120,
     r"test_object_store\.py::test_kills_at_the_points_that_write_to_s3_restore_exactly_once": 100,
     r"test_delta_spark_sink\.py::test_a_job_killed_at_each_sink_fault_point_.*": 85,
     r"test_object_store\.py::test_wordcount_with_its_input_sink_and_warehouse_in_s3": 75,
