@@ -11,7 +11,10 @@ ValueStateDescriptor("value", LONG), "value")`` (columnar), or with ``--per-key`
 (a DataFrame Spark reads from the state files) written to Spark's ``noop`` sink (every row and
 column materialised, nothing stored: Spark's own way to time a read), and the Arrow view
 (``keyed_state``) beside it. The Spark session starts outside the timings. Every result is
-checked, untimed (the keys and values read back are those bootstrapped).
+checked, untimed (the keys and values read back are those bootstrapped). Beside the wall time,
+each step's CPU seconds (this process's threads, and Spark's JVM for the read; not the Python
+workers of a ``--spark`` bootstrap, shown as n/a): on a shared machine the load moves the wall
+time, the CPU time much less.
 
     .venv/bin/python bench/state_processor.py [--keys 10000000] [--runs 5] [--spark] [--per-key]
 """
@@ -51,10 +54,24 @@ def rows(n: int) -> pa.Table:
     return pa.table({"key": pc.binary_join_element_wise("k", pc.cast(ids, pa.string()), ""), "value": ids})
 
 
-def timed(fn):
-    t = time.perf_counter()
+def timed(fn, cpu):
+    """(wall seconds, CPU seconds, result) of fn(); ``cpu()`` counts the CPU time of every process
+    doing the work (this one, and Spark's JVM for a read): on a shared machine the wall time
+    follows the load, the CPU time much less."""
+    t, c = time.perf_counter(), cpu()
     out = fn()
-    return time.perf_counter() - t, out
+    return time.perf_counter() - t, cpu() - c, out
+
+
+def jvm_cpu(spark):
+    """The CPU seconds Spark's JVM (local mode: the driver and its executors) has used so far."""
+    pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+
+    def cpu() -> float:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return cpu
 
 
 def materialised(df):
@@ -98,6 +115,8 @@ def main() -> int:
     function = SetValue() if args.per_key else ValueStateBootstrapFunction(
         ValueStateDescriptor("value", Types.LONG()), "value")
     times: dict[str, list] = {k: [] for k in ("delta", "bootstrap", "read", "arrow")}
+    cpus: dict[str, list] = {k: [] for k in times}
+    jvm = jvm_cpu(spark)
     ok = True
     for run in range(args.runs):
         delta = os.path.join(work, f"delta-{run}")
@@ -107,27 +126,36 @@ def main() -> int:
                      "counts", OperatorTransformation.bootstrap_with(data).key_by("key", key_type=Types.STRING())
                      .transform(function).set_parallelism(args.parallelism)).write(savepoint))]
         for name, step in steps if run % 2 == 0 else steps[::-1]:     # alternated
-            times[name].append(timed(step)[0])
-        s, df = timed(lambda: materialised(SavepointReader.read(savepoint).read_keyed_state(spark, "counts", "value")))
+            s, c, _ = timed(step, time.process_time)
+            times[name].append(s)
+            cpus[name].append(c)
+        s, c, df = timed(lambda: materialised(SavepointReader.read(savepoint).read_keyed_state(spark, "counts", "value")),
+                         lambda: time.process_time() + jvm())
         times["read"].append(s)
-        s, state = timed(lambda: SavepointReader.read(savepoint).keyed_state("counts", "value"))
+        cpus["read"].append(c)
+        s, c, state = timed(lambda: SavepointReader.read(savepoint).keyed_state("counts", "value"), time.process_time)
         times["arrow"].append(s)
+        cpus["arrow"].append(c)
         ok = ok and arrow_checked(state, args.keys) and (run < args.runs - 1 or checked(df, args.keys))
         del state, df
         shutil.rmtree(delta, ignore_errors=True)
         shutil.rmtree(savepoint, ignore_errors=True)
     median = {k: statistics.median(v) for k, v in times.items()}
+    cpu = {k: statistics.median(v) for k, v in cpus.items()}
     print(f"{args.keys:,} keys, bootstrap {'per key' if args.per_key else 'columnar'} "
           f"{'in Spark (DataFrame)' if args.spark else 'in process (Arrow table)'}, parallelism {args.parallelism}, "
           f"median of {args.runs} alternated runs")
-    print(f"{'what':<52}{'s':>9}{'keys/s':>13}{'/ delta-rs':>12}")
+    print(f"{'what':<52}{'s':>9}{'keys/s':>13}{'/ delta-rs':>12}{'CPU s':>9}{'/ delta-rs':>12}")
     for what, key in (("delta-rs write_deltalake of the rows", "delta"),
                       ("bootstrap (SavepointWriter)", "bootstrap"),
                       ("read: DataFrame (read_keyed_state, noop sink)", "read"),
                       ("read: Arrow (keyed_state)", "arrow")):
         s = median[key]
-        print(f"{what:<52}{s:>9.2f}{args.keys / s:>13,.0f}{s / median['delta']:>11.1f}x")
+        counted = not (args.spark and key == "bootstrap")
+        print(f"{what:<52}{s:>9.2f}{args.keys / s:>13,.0f}{s / median['delta']:>11.1f}x"
+              + (f"{cpu[key]:>9.2f}{cpu[key] / cpu['delta']:>11.1f}x" if counted else f"{'n/a':>9}{'n/a':>12}"))
     print("runs (s):", {k: [round(x, 2) for x in v] for k, v in times.items()})
+    print("runs (CPU s):", {k: [round(x, 2) for x in v] for k, v in cpus.items()})
     print("checks:", "ok" if ok else "FAILED")
     spark.stop()
     if not args.workdir:
