@@ -2,8 +2,8 @@
 partitioned by checkpoint_id, where tasks write a checkpoint's snapshot files and the coordinator
 commits and discards them.
 
-Its own lock: the coordinator commits and discards on its background threads, and a Delta table
-handle is not shared between threads.
+A lock per table: the coordinator commits and discards on its background threads, a Delta table
+handle is not shared between threads, and a checkpoint commits its tables at once.
 
 The run that holds the job's lease is its state tables' only writer: each table's handle is read
 from the log once, then moved on by this writer's own commits alone (``update_incremental`` after
@@ -29,7 +29,12 @@ class StateTables:
         self.root = join(job_dir, "state")
         self.log_retention_s = log_retention_s
         self._tables = DeltaTables(own_table_properties(log_retention_s))
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()      # guards _locks
+        self._locks: dict = {}              # table path -> its lock
+
+    def _lock_of(self, path: str) -> threading.RLock:
+        with self._lock:
+            return self._locks.setdefault(path, threading.RLock())
 
     def table_path(self, table: str) -> str:
         return join(self.root, table)
@@ -50,7 +55,7 @@ class StateTables:
         schema = _merged_schema([f.schema for f in files])
         actions = [AddAction(relative(f.path, path), f.size, {"checkpoint_id": str(checkpoint_id)},
                              int(time.time() * 1000), True, f.stats) for f in files]
-        with self._lock:
+        with self._lock_of(path):
             dt = self._tables.get(path, refresh=False)
             if dt is None:
                 self._tables.create(path, schema, actions, partition_by=["checkpoint_id"])
@@ -67,7 +72,7 @@ class StateTables:
         scan), then their folders."""
         from deltalake.transaction import RemoveAction
         path = self.table_path(table)
-        with self._lock:
+        with self._lock_of(path):
             dt = self._tables.get(path, refresh=False) if checkpoint_ids else None
             if dt is None:
                 return
