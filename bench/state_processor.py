@@ -129,8 +129,8 @@ def main() -> int:
             s, c, _ = timed(step, time.process_time)
             times[name].append(s)
             cpus[name].append(c)
-        s, c, df = timed(lambda: materialised(SavepointReader.read(savepoint).read_keyed_state(spark, "counts", "value")),
-                         lambda: time.process_time() + jvm())
+        s, c, df = timed(lambda: materialised(SavepointReader.read(savepoint).read_keyed_state(
+            spark, "counts", "value")), lambda: time.process_time() + jvm())
         times["read"].append(s)
         cpus["read"].append(c)
         s, c, state = timed(lambda: SavepointReader.read(savepoint).keyed_state("counts", "value"), time.process_time)
