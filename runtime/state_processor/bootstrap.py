@@ -267,9 +267,17 @@ def _column(table, name: str, what: str):
 def _key_groups_of(table, t: StateBootstrapTransformation, max_parallelism: int):
     """The key column, each key's hash (``key_by``'s, as the job hashes it) and key group."""
     keys = _column(table, t.key_field, "the key_by field")
-    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    keys = _one_array(keys)
     hashes = key_hash_codes(keys, t.key_type)
     return keys, hashes, key_groups_of_hashes(hashes, max_parallelism)
+
+
+def _one_array(column) -> pa.Array:
+    """A column as one array: its chunk when it has one (a slice of it, not a copy: combine_chunks
+    copied 5,000,000 keys and values in 0.05 s)."""
+    if not isinstance(column, pa.ChunkedArray):
+        return column
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def _subtasks(groups: np.ndarray, max_parallelism: int, parallelism: int) -> np.ndarray:
@@ -293,7 +301,7 @@ def _bootstrap_columns(table: pa.Table, t: StateBootstrapTransformation, directo
         # subtask -> (keys, hashes, key groups, values) of the slice's rows
         piece = table.slice(start, step)
         keys, hashes, groups = _key_groups_of(piece, t, max_parallelism)
-        values = piece.column(f.column).combine_chunks()
+        values = _one_array(piece.column(f.column))
         subtasks = _subtasks(groups, max_parallelism, parallelism)
         present = np.flatnonzero(np.bincount(subtasks, minlength=parallelism)).tolist()     # no sort, as np.unique
         if len(present) == 1:
