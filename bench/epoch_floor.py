@@ -7,10 +7,12 @@ phase, against Spark Structured Streaming's micro-batch on the same input and qu
 
 The job: Kafka (the broker the tests use, include/kafka_broker.py; 2 partitions) -> parse ->
 key_by -> a running count per key (1,000 keys) -> Kafka, on ``local[2]``. Sluice's sink is
-EXACTLY_ONCE with a checkpoint every epoch (``sluice.epoch.interval`` --epoch-ms); Structured
-Streaming runs the same query (groupBy(key).count() in update mode, its Kafka sink, at least once)
-with a processing-time trigger of 0 s, its in-memory state store. A producer in the parent paces
---rate records/s into the input topic while each engine runs, so an epoch of 250 ms holds ~300.
+EXACTLY_ONCE with a checkpoint every epoch (an epoch starts when records wait and the one before
+ran its tasks, --epoch-ms at most: sluice.epoch.interval); with --sink delta a DeltaSink instead.
+Structured Streaming runs the same query (groupBy(key).count() in update mode, its Kafka sink, at
+least once) with a processing-time trigger of 0 s, its in-memory state store. A producer in the
+parent paces --rate records/s into the input topic while each engine runs: an epoch of ~200 ms
+holds ~250 records.
 
 Reported per engine, over the epochs after --warm-up seconds of each run (the medians of each
 run, then the median over --runs runs; the engines alternate):
@@ -31,7 +33,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -39,7 +40,7 @@ import time
 
 import competitor
 from kafka import SPARK_KAFKA_JARS, create_topics, start_broker
-from latency import as_one, as_text, parse, running
+from latency import _choices, _commit, sluice_job
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -54,46 +55,11 @@ JOB = "epoch-floor"
 # =========================================================================================
 
 def role_sluice(spec):
+    """latency.py's count query, its sink EXACTLY_ONCE (a checkpoint every epoch) or a DeltaSink."""
     sys.path.insert(0, REPO)
     from runtime.checkpoint.epoch_log import EpochLog
-    from runtime.common import Configuration, Types, WatermarkStrategy
-    from runtime.common.serialization import SimpleStringSchema
-    from runtime.datastream import StreamExecutionEnvironment
-    from runtime.datastream.connectors import DeliveryGuarantee
-    from runtime.datastream.connectors.delta import DeltaSink
-    from runtime.datastream.connectors.kafka import (KafkaOffsetsInitializer, KafkaRecordSerializationSchema,
-                                                     KafkaSink, KafkaSource)
-    from runtime.execution.spark import get_spark_session
     from runtime.storage.layout import job_dir
-
-    master = f"local[{spec['parallelism']}]"
-    conf = Configuration()
-    conf.set_string("sluice.spark.master", master)
-    conf.set_string("sluice.warehouse", spec["warehouse"])
-    conf.set_string("sluice.epoch.interval", str(spec["epoch_ms"]))
-    get_spark_session(master, "sluice: bench epoch floor")
-    env = StreamExecutionEnvironment.get_execution_environment(conf)
-    env.set_parallelism(spec["parallelism"])
-    env.enable_checkpointing(spec["epoch_ms"])
-    env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
-    source = (KafkaSource.builder().set_bootstrap_servers(spec["bootstrap"]).set_topics(spec["topic"])
-              .set_group_id(spec["group"]).set_starting_offsets(KafkaOffsetsInitializer.earliest())
-              .set_value_only_deserializer(SimpleStringSchema()).build())
-    triple = Types.TUPLE([Types.STRING(), Types.LONG(), Types.LONG()])
-    counts = (env.from_source(source, WatermarkStrategy.for_monotonous_timestamps(), "records")
-              .map(parse, output_type=triple).map(as_one, output_type=triple)
-              .key_by(lambda r: r[0]).reduce(running))
-    if spec["sink"] == "delta":
-        row = Types.ROW_NAMED(["k", "n", "stamp"], [Types.STRING(), Types.LONG(), Types.LONG()])
-        from latency import as_row
-        counts.map(as_row, output_type=row).sink_to(DeltaSink.for_row_data(spec["table"]))
-    else:
-        sink = (KafkaSink.builder().set_bootstrap_servers(spec["bootstrap"])
-                .set_record_serializer(KafkaRecordSerializationSchema.builder().set_topic(spec["out_topic"])
-                                       .set_value_serialization_schema(SimpleStringSchema()).build())
-                .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
-                .set_transactional_id_prefix(spec["group"]).build())
-        counts.map(as_text, output_type=Types.STRING()).sink_to(sink)
+    env = sluice_job(dict(spec, query="count", engine="sluice-eo"), "sluice: bench epoch floor")
     client = env.execute_async(JOB)
     competitor.set_phase(spec["phase"], "job")
     time.sleep(spec["run_s"])
@@ -256,14 +222,15 @@ def summarize(runs, engine):
 def report(runs, args):
     s, k = summarize(runs, "sluice"), summarize(runs, "sss")
     lines = [f"\nKafka -> running count (1,000 keys) -> {'Kafka EXACTLY_ONCE' if args.sink == 'kafka' else 'Delta'}, "
-             f"{args.rate:,} records/s, local[{args.parallelism}], Sluice epochs of {args.epoch_ms} ms with a "
+             f"{args.rate:,} records/s, local[{args.parallelism}], Sluice epochs of at most {args.epoch_ms} ms with a "
              f"checkpoint each; medians over runs of the per-run medians ({args.seconds} s a run, "
              f"{args.warm_up:g} s warm-up)\n",
              "| engine | runs | epochs | records / epoch | epoch (loop) ms | to visible ms | per run (visible) |",
              "|---|---|---|---|---|---|---|"]
-    for label, x in (("Sluice", s), ("Structured Streaming, trigger 0 s", k)):
+    for engine, label, x in (("sluice", "Sluice", s), ("sss", "Structured Streaming, trigger 0 s", k)):
         if x is None:
-            lines.append(f"| {label} | FAILED | | | | | |")
+            if any(r["engine"] == engine for r in runs):
+                lines.append(f"| {label} | FAILED | | | | | |")
             continue
         lines.append(f"| {label} | {x['runs']} | {x['epochs']} | {x['records']:.0f} | {x['loop_ms']:.0f} | "
                      f"{x['visible_ms']:.0f} | {', '.join(f'{v:.0f}' for v in x['per_run_visible'] if v)} |")
@@ -299,10 +266,7 @@ def main(argv=None):
         return competitor.run_role(ROLES, args.role, args.spec)
     if args.quick:
         args.runs, args.seconds, args.warm_up = 1, 20, 8
-    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    wrong = [e for e in engines if e not in ENGINES]
-    if wrong or not engines:
-        raise SystemExit(f"--engines: {wrong or 'nothing'} is not one of {','.join(ENGINES)}")
+    engines = _choices(args.engines, ENGINES, "--engines")
     workdir = args.workdir or tempfile.mkdtemp(prefix="sluice-bench-epoch-floor-")
     os.makedirs(workdir, exist_ok=True)
     json_path = args.json or os.path.join(workdir, "epoch_floor.json")
@@ -325,14 +289,6 @@ def main(argv=None):
           f"raw figures in {json_path}")
     print(report(runs, args))
     return 0 if all(r.get("epochs") for r in runs) else 1
-
-
-def _commit():
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                              text=True).stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
 
 
 if __name__ == "__main__":

@@ -98,6 +98,20 @@ def as_row(r):
 # =========================================================================================
 
 def role_sluice(spec):
+    env = sluice_job(spec, "sluice: bench latency")
+    client = env.execute_async("bench latency")
+    competitor.set_phase(spec["phase"], "job")
+    _run_until_stopped(spec)
+    client.cancel()
+    result = client.get_job_execution_result().result()
+    durations = sorted(e.duration_ms for e in result.epochs)
+    return {"epochs": result.epoch_count, "records_in": result.records_in_total,
+            "epoch_ms_median": durations[len(durations) // 2] if durations else None}
+
+
+def sluice_job(spec, app_name):
+    """Sluice's job of ``spec`` (its query, sink and engine) on a new environment, not started
+    (bench/epoch_floor.py runs the count query too)."""
     sys.path.insert(0, REPO)
     from runtime.common import Configuration, Time, Types, WatermarkStrategy
     from runtime.common.serialization import SimpleStringSchema
@@ -113,7 +127,7 @@ def role_sluice(spec):
     conf.set_string("sluice.spark.master", master)
     conf.set_string("sluice.warehouse", spec["warehouse"])
     conf.set_string("sluice.epoch.interval", str(spec["epoch_ms"]))
-    get_spark_session(master, "sluice: bench latency")
+    get_spark_session(master, app_name)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(spec["parallelism"])
     # As a user runs them: checkpoints, so a failure restores. Results of an exactly-once sink are
@@ -147,14 +161,7 @@ def role_sluice(spec):
                                        .set_value_serialization_schema(SimpleStringSchema()).build())
                 .set_delivery_guarantee(guarantee).set_transactional_id_prefix(spec["group"]).build())
         results.map(as_text, output_type=Types.STRING()).sink_to(sink)
-    client = env.execute_async("bench latency")
-    competitor.set_phase(spec["phase"], "job")
-    _run_until_stopped(spec)
-    client.cancel()
-    result = client.get_job_execution_result().result()
-    durations = sorted(e.duration_ms for e in result.epochs)
-    return {"epochs": result.epoch_count, "records_in": result.records_in_total,
-            "epoch_ms_median": durations[len(durations) // 2] if durations else None}
+    return env
 
 
 def _run_until_stopped(spec):
