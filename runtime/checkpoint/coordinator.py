@@ -37,7 +37,8 @@ from runtime.common.faults import fault_point
 from runtime.common.phase_timer import (CHECKPOINT_QUEUE, CHECKPOINT_RECORD, HAND_OFF, NO_TIMER, SOURCE_POSITIONS,
                                         STATE_COMMITS, PhaseTimer)
 from runtime.graph.job_graph import JobGraph
-from runtime.state.key_groups import KEY_HASHING
+from runtime.state.key_groups import KEY_HASHING, key_type_of
+from runtime.state.key_regrouping import key_type_name
 from runtime.storage.filesystems import relative
 
 log = logging.getLogger("sluice.checkpoint")
@@ -204,10 +205,13 @@ class CheckpointCoordinator:
                 "max_parallelism": v.max_parallelism, "keyed": bool(n.is_keyed),
                 # How keys hash into the key groups of the files (runtime.state.key_groups).
                 "key_hashing": KEY_HASHING if n.is_keyed else None,
+                "key_type": key_type_name(key_type_of(n.state_key_selectors[0])) if n.is_keyed else None,
                 "files": [{"path": relative(f["path"], root), "size": f["size"], "rows": f["rows"],
                            "checksum": f["checksum"], "subtask": f["subtask"],
                            "key_group_min": f["key_group_min"], "key_group_max": f["key_group_max"],
-                           "source_state": f["path"] in source_ids, "increment": bool(f.get("increment"))}
+                           "source_state": f["path"] in source_ids, "increment": bool(f.get("increment")),
+                           # a restored file hashed with another key type than the job's
+                           **({"key_type": f["key_type"]} if f.get("key_type") else {})}
                           for f in listed.get(op_id, ())]})
         now = time.time()
         record = CheckpointRecord(

@@ -25,7 +25,8 @@ import pyarrow.parquet as pq
 from pyarrow.fs import FileType
 
 from runtime.state.snapshot_format import SOURCE_STATE
-from runtime.state.snapshot_reader import read_state_file, table_to_snapshot
+from runtime.state.key_regrouping import KeyRegrouping, KeyTypeMismatchException, key_type_name
+from runtime.state.snapshot_reader import DeferredPart, read_state_file, read_state_parts, table_to_snapshot
 from runtime.checkpoint.checkpoint_record import (
     CHECKPOINT, COMPLETED, DISCARDED, INVALID, SAVEPOINT, CheckpointException, CheckpointRecord)
 from runtime.checkpoint.completed_checkpoint_store import CompletedCheckpointStore
@@ -45,8 +46,10 @@ class RestorePoint:
     root: str                   # the folder holding state/<uid>/ (the job's, or a savepoint's)
 
     def files(self) -> list[dict]:
-        """Every state file of the checkpoint, with its operator id and absolute path."""
-        return [{**f, "operator_id": op["operator_id"], "path": join(self.root, "state", op["table"], f["path"])}
+        """Every state file of the checkpoint, with its operator id, absolute path and, for keyed
+        state, the key type its keys were hashed with when recorded (``key_type``)."""
+        return [{**f, "operator_id": op["operator_id"], "path": join(self.root, "state", op["table"], f["path"]),
+                 **({"key_type": f.get("key_type") or op["key_type"]} if op.get("key_type") else {})}
                 for op in self.record.operators for f in op.get("files", ())]
 
 
@@ -216,6 +219,7 @@ def check_compatibility(point: RestorePoint, job_graph: JobGraph, allow_non_rest
                 f"as PyFlink does (the pickled key, or the key as key_type), so that state would sit on "
                 f"subtasks its keys no longer reach. Key the stream by a field instead (key_by(0) or "
                 f"key_by('name'), hashed as before), or start the job without this checkpoint.")
+        _check_key_types(point, op, v, n)
         if op.get("keyed") and v.parallelism > op["max_parallelism"]:
             # Flink's StateAssignmentOperation.checkParallelismPreconditions, word for word.
             raise CheckpointException(
@@ -231,6 +235,37 @@ def check_compatibility(point: RestorePoint, job_graph: JobGraph, allow_non_rest
                 f"max parallelism back to {op['max_parallelism']} (set_max_parallelism).")
 
 
+def _check_key_types(point: RestorePoint, op: dict, v, n) -> None:
+    """Refuse now, before the first epoch, a keyed state whose keys were hashed with another key
+    type than the job's and do not hash as the job's (the first row group of its first such file
+    tried; the subtasks try every key as they restore)."""
+    for f in point.files():
+        regrouping = _regrouping(f, v, n) if f["operator_id"] == op["operator_id"] else None
+        if regrouping is None:
+            continue
+        try:
+            # Not verified against its checksum here (a whole read): the subtasks verify it.
+            part = next(iter(read_state_parts(f["path"], None, None, regrouping)), None)
+            if isinstance(part, DeferredPart):
+                part.load()
+        except KeyTypeMismatchException as e:
+            raise CheckpointException(f"Failed to rollback to {_what(point)}: {e}") from e
+        return      # one file tried: the refusal is early, the subtasks check every key
+
+
+def _regrouping(f: dict, v, n) -> Optional[KeyRegrouping]:
+    """How a subtask recomputes the key groups of file ``f`` of node ``n``: None when its keys
+    were hashed as the job hashes them (or the checkpoint did not record how)."""
+    written = f.get("key_type")
+    if written is None or not n.is_keyed:
+        return None
+    key_type = key_type_of(n.state_key_selectors[0])
+    if written == key_type_name(key_type):
+        return None
+    return KeyRegrouping(f"{n.operator_name} (uid {n.uid})" if n.uid else n.operator_name, written, key_type,
+                         v.max_parallelism)
+
+
 def assign_state(files: list[dict], parallelism: dict, job_graph: JobGraph) -> dict:
     """RestoredState per (vertex id, subtask): the files overlapping each subtask's key groups.
 
@@ -244,6 +279,10 @@ def assign_state(files: list[dict], parallelism: dict, job_graph: JobGraph) -> d
         by_operator.setdefault(f["operator_id"], []).append(f)
     broadcasting = {n.operator_id for v in job_graph.vertices for n in v.operators
                     if isinstance(n.operator, BroadcastProcessSpec)}
+    nodes = {n.operator_id: (v, n) for v in job_graph.vertices for n in v.operators}
+    # Keys hashed with another key type than the job's: in any key group, read by every subtask.
+    regrouping = {f["path"]: r for f in files if f["operator_id"] in nodes
+                  for r in [_regrouping(f, *nodes[f["operator_id"]])] if r is not None}
     out = {}
     for v in job_graph.vertices:
         ids = [n.operator_id for n in v.operators if n.operator_id in by_operator]
@@ -260,7 +299,7 @@ def assign_state(files: list[dict], parallelism: dict, job_graph: JobGraph) -> d
                 copies = uid in broadcasting and parallelism.get(uid) != v.parallelism
                 for f in by_operator[uid]:
                     lo, hi = f.get("key_group_min"), f.get("key_group_max")
-                    if (kgr is not None and lo is not None and not copies
+                    if (kgr is not None and lo is not None and not copies and f["path"] not in regrouping
                             and (hi < kgr.start_key_group or lo > kgr.end_key_group)):
                         continue
                     if kgr is None and parallelism.get(uid) == v.parallelism and f.get("subtask") not in (s, None):
@@ -269,7 +308,9 @@ def assign_state(files: list[dict], parallelism: dict, job_graph: JobGraph) -> d
                 chosen[uid] = tuple(paths)
             out[(v.id, s)] = RestoredState(chosen, {uid: parallelism.get(uid) for uid in ids},
                                            {p: checksums[p] for paths in chosen.values() for p in paths
-                                            if p in checksums})
+                                            if p in checksums},
+                                           {p: regrouping[p] for paths in chosen.values() for p in paths
+                                            if p in regrouping})
     return out
 
 

@@ -44,7 +44,7 @@ def read_state_file(path: str, key_group_range=None, checksum: Optional[str] = N
     return _in_range(with_base_columns(table), key_group_range)
 
 
-def read_state_parts(path: str, key_group_range=None, checksum: Optional[str] = None) -> Iterator:
+def read_state_parts(path: str, key_group_range=None, checksum: Optional[str] = None, regrouping=None) -> Iterator:
     """The rows of a state file a row group (a writer's chunk) at a time, for a restore that
     loads them as they come: row groups outside ``key_group_range`` are not decoded, a column
     null throughout a row group comes as a null-typed column (no buffers: a 5,000,000-row file's
@@ -52,7 +52,11 @@ def read_state_parts(path: str, key_group_range=None, checksum: Optional[str] = 
     ``DeferredPart``, decoded when a backend loads it (``table_to_snapshot`` keeps it as it is):
     a restore holds the file's compressed bytes and one row group, not every row group at once.
     Each part names its file (``FILE_METADATA``); a base column the file left out comes as a
-    null-typed column too, a dictionary-encoded one decoded (``with_base_columns``)."""
+    null-typed column too, a dictionary-encoded one decoded (``with_base_columns``).
+
+    ``regrouping`` (runtime.state.key_regrouping.KeyRegrouping): the file's keys were hashed
+    with another key type than the job's; every row group is read and its rows' key groups
+    recomputed before they are kept to ``key_group_range``."""
     with _corrupt_as(path):
         fs, inside = filesystem(path)
         source = pa.BufferReader(_verified(path, checksum)) if checksum else fs.open_input_file(inside)
@@ -65,19 +69,22 @@ def read_state_parts(path: str, key_group_range=None, checksum: Optional[str] = 
             # Statistics are per leaf column (a struct value has several): by path.
             stats = {group.column(j).path_in_schema: group.column(j).statistics for j in range(group.num_columns)}
             kg = stats.get("key_group")
-            if key_group_range is not None and kg is not None and kg.has_min_max and group.num_rows and (
-                    kg.max < key_group_range.start_key_group or kg.min > key_group_range.end_key_group):
+            # (Regrouped rows may land in any key group: every row group is read.)
+            if key_group_range is not None and kg is not None and kg.has_min_max and group.num_rows \
+                    and not regrouping and (kg.max < key_group_range.start_key_group
+                                            or kg.min > key_group_range.end_key_group):
                 continue
             null = {name for name in names if name not in stored or name in _NULLABLE_BASE
                     and stats.get(name) is not None and stats[name].null_count == group.num_rows}
 
             def load(i=i, null=null) -> pa.Table:
                 with _corrupt_as(path):
-                    part = _in_range(parquet.read_row_group(i, columns=[n for n in names if n not in null]),
-                                     key_group_range)
+                    part = parquet.read_row_group(i, columns=[n for n in names if n not in null])
+                    part = part if regrouping else _in_range(part, key_group_range)
                 columns = {n: part.column(n) if n not in null else pa.nulls(part.num_rows) for n in names
                            if not (n == "deleted" and n in null)}
-                return with_base_columns(pa.table(columns).replace_schema_metadata(metadata))
+                part = with_base_columns(pa.table(columns).replace_schema_metadata(metadata))
+                return _in_range(regrouping.regrouped(part), key_group_range) if regrouping else part
 
             state = stats.get("state_name")
             if state is not None and state.has_min_max and state.min == state.max and kg is not None \

@@ -20,6 +20,7 @@ from runtime.checkpoint.restore import METADATA, RestorePoint, load_savepoint
 from runtime.checkpoint.savepoint import commit_state_table, copy_operator_state, write_savepoint_metadata
 from runtime.checkpoint.checkpoint_record import COMPLETED, SAVEPOINT, CheckpointException, CheckpointRecord
 from runtime.state.key_groups import KEY_HASHING, assign_key_groups
+from runtime.state.key_regrouping import key_type_name
 from runtime.state.snapshot_format import decode_keys, state_table_name
 from runtime.state.snapshot_reader import read_state_file
 from runtime.state.snapshot_writer import write_state_file
@@ -111,6 +112,8 @@ class SavepointWriter:
                 source = join(self.base.root, "state", op["table"])
                 if op.get("keyed") and op["max_parallelism"] != self.max_parallelism:
                     op["files"] = self._rescaled(op, source, target, checkpoint_id)
+                    # Every key hashed anew, as key_types says (a field key when not given).
+                    op["key_type"] = key_type_name(self.key_types.get(op.get("uid") or op["table"]))
                 else:
                     copy_operator_state(source, op, target, checkpoint_id)
             if op.get("keyed"):
@@ -141,7 +144,8 @@ class SavepointWriter:
             commit_state_table(table_dir, schema, files, checkpoint_id)
         return {"operator_id": operator_id_of(uid), "uid": uid, "table": table, "name": uid, "vertex": uid,
                 "parallelism": min(transformation.parallelism or 4, self.max_parallelism),
-                "max_parallelism": self.max_parallelism, "keyed": True, "key_hashing": KEY_HASHING, "files": files}
+                "max_parallelism": self.max_parallelism, "keyed": True, "key_hashing": KEY_HASHING,
+                "key_type": key_type_name(transformation.key_type), "files": files}
 
     def _rescaled(self, op: dict, source: str, target: str, checkpoint_id: int) -> list[dict]:
         """The operator's files with each keyed row's key group recomputed for the new max
@@ -163,7 +167,8 @@ class SavepointWriter:
                                      pa.array(groups, pa.int32()))
             written = write_state_file(table, join(table_dir, f"checkpoint_id={checkpoint_id}"), op["operator_id"],
                                        f.get("subtask") or 0, bool(f.get("increment")))
-            out.append({**f, "path": relative(written.path, table_dir), "size": written.size,
+            out.append({**{k: v for k, v in f.items() if k != "key_type"},
+                        "path": relative(written.path, table_dir), "size": written.size,
                         "checksum": written.checksum, "key_group_min": written.key_group_min,
                         "key_group_max": written.key_group_max, "schema": written.schema})
         schema = _schema([f.pop("schema") for f in out])

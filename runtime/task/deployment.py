@@ -67,6 +67,8 @@ class RestoredState:
     files: dict = field(default_factory=dict)          # operator id -> tuple of paths
     parallelism: dict = field(default_factory=dict)    # operator id -> parallelism at the snapshot
     checksums: dict = field(default_factory=dict)      # path -> checksum recorded with the file
+    # path -> KeyRegrouping: a file whose keys were hashed with another key type than the job's
+    regrouping: dict = field(default_factory=dict)
 
 
 @dataclass

@@ -127,8 +127,8 @@ class TaskStateManager:
             # Keyed row groups are decoded as the backend loads them (in op.restore): a damaged
             # file may show there too.
             try:
-                snapshot = table_to_snapshot(part for p in paths
-                                             for part in read_state_parts(p, kgr, restored.checksums.get(p)))
+                snapshot = table_to_snapshot(part for p in paths for part in read_state_parts(
+                    p, kgr, restored.checksums.get(p), restored.regrouping.get(p)))
                 snapshot["restored_parallelism"] = restored.parallelism.get(op.node.operator_id)
                 same_parallelism = snapshot["restored_parallelism"] == self.ctx.parallelism
                 for name, entries in list(snapshot["operator_state"].items()):
