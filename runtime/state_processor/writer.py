@@ -14,14 +14,13 @@ import time
 from typing import Optional
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from runtime.checkpoint.restore import METADATA, RestorePoint, load_savepoint
 from runtime.checkpoint.savepoint import commit_state_table, copy_operator_state, write_savepoint_metadata
 from runtime.checkpoint.checkpoint_record import COMPLETED, SAVEPOINT, CheckpointException, CheckpointRecord
-from runtime.state.key_groups import KEY_HASHING, assign_key_groups
-from runtime.state.key_regrouping import key_type_name
-from runtime.state.snapshot_format import decode_keys, state_table_name
+from runtime.state.key_groups import KEY_HASHING
+from runtime.state.key_regrouping import KeyRegrouping, key_type_name
+from runtime.state.snapshot_format import state_table_name
 from runtime.state.snapshot_reader import read_state_file
 from runtime.state.snapshot_writer import write_state_file
 from runtime.state_processor.bootstrap import StateBootstrapTransformation
@@ -151,20 +150,12 @@ class SavepointWriter:
         """The operator's files with each keyed row's key group recomputed for the new max
         parallelism (an increment chain is copied file by file: rows keep their order)."""
         key_type = self.key_types.get(op.get("uid") or op["table"])
+        regrouping = KeyRegrouping(op.get("name") or op["table"], op.get("key_type") or key_type_name(key_type),
+                                   key_type, self.max_parallelism)
         table_dir = join(target, "state", op["table"])
         out = []
         for f in op["files"]:
-            table = read_state_file(join(source, f["path"]), checksum=f.get("checksum"))
-            keyed = pc.invert(pc.is_null(table.column("key_group"))).fill_null(False)
-            groups = table.column("key_group").to_pylist()
-            if pc.any(keyed).as_py():
-                keys = decode_keys(table)
-                index = [i for i, k in enumerate(keyed.to_pylist()) if k]
-                new = assign_key_groups([keys[i] for i in index], self.max_parallelism, key_type).tolist()
-                for i, g in zip(index, new):
-                    groups[i] = g
-            table = table.set_column(table.schema.get_field_index("key_group"), "key_group",
-                                     pa.array(groups, pa.int32()))
+            table = regrouping.regrouped(read_state_file(join(source, f["path"]), checksum=f.get("checksum")))
             written = write_state_file(table, join(table_dir, f"checkpoint_id={checkpoint_id}"), op["operator_id"],
                                        f.get("subtask") or 0, bool(f.get("increment")))
             out.append({**{k: v for k, v in f.items() if k != "key_type"},
