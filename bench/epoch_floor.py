@@ -184,7 +184,8 @@ def run_one(args, bootstrap, workdir, engine, run):
     if not metrics.get("ok"):
         print(f"== {name}: FAILED: {metrics.get('error')}\n{competitor.tail(metrics.get('log', ''), 25)}", flush=True)
         return {"engine": engine, "error": metrics.get("error")}
-    return dict(figures(engine, metrics, args.warm_up), engine=engine, load=metrics.get("load_before"))
+    return dict(figures(engine, metrics, args.warm_up), engine=engine, load=metrics.get("load_before"),
+                cpu_s=metrics.get("cpu_s"))
 
 
 def figures(engine, metrics, warm_up):
@@ -215,7 +216,7 @@ def summarize(runs, engine):
     names = dict.fromkeys(k for r in mine for k in r["parts"])
     return {"runs": len(mine), "epochs": sum(r["epochs"] for r in mine), "records": med([r["records"] for r in mine]),
             "loop_ms": med([r["loop_ms"] for r in mine]), "visible_ms": med([r["visible_ms"] for r in mine]),
-            "per_run_visible": [r["visible_ms"] for r in mine],
+            "per_run_visible": [r["visible_ms"] for r in mine], "cpu_s": med([r.get("cpu_s") for r in mine]),
             "parts": {k: med([r["parts"].get(k) for r in mine]) for k in names}}
 
 
@@ -238,6 +239,10 @@ def report(runs, args):
         lines.append(f"\nSluice / Structured Streaming: epoch (loop) **{s['loop_ms'] / k['visible_ms']:.2f}x**, "
                      f"to visible **{s['visible_ms'] / k['visible_ms']:.2f}x** (Spark's micro-batch: "
                      f"{k['visible_ms']:.0f} ms)")
+    cpu = [f"{label} {x['cpu_s']:.0f}" for label, x in (("Sluice", s), ("Structured Streaming", k))
+           if x and x["cpu_s"] is not None]
+    if cpu:
+        lines.append(f"\nCPU-seconds a run (each engine's processes, start to end; medians): {', '.join(cpu)}")
     for label, x in (("Sluice", s), ("Structured Streaming", k)):
         if x:
             lines.append(f"\n{label} per phase (ms, medians): " + ", ".join(
@@ -279,7 +284,7 @@ def main(argv=None):
             for engine in engines:
                 print(f"== run {run + 1}/{args.runs}: {engine} (load average {os.getloadavg()[0]:.2f})", flush=True)
                 runs.append(run_one(args, broker.bootstrap, workdir, engine, run))
-                print(f"   {json.dumps({k: runs[-1].get(k) for k in ('epochs', 'records', 'loop_ms', 'visible_ms')})}",
+                print(f"   {json.dumps({k: runs[-1].get(k) for k in ('epochs', 'records', 'loop_ms', 'visible_ms', 'cpu_s')})}",
                       flush=True)
                 with open(json_path, "w") as f:
                     json.dump({"args": vars(args), "commit": _commit(), "runs": runs}, f, indent=1, default=str)

@@ -65,6 +65,15 @@ def table_rows(path) -> collections.Counter:
     return collections.Counter((r["word"], r["count"]) for r in rows)
 
 
+def sink_checkpoints(table) -> set:
+    """The checkpoint ids a sink's commits carry in the Delta ``table`` (their app transactions)."""
+    log_dir = Path(table) / "_delta_log"
+    if not log_dir.exists():
+        return set()
+    return {json.loads(line)["txn"]["version"] for name in sorted(os.listdir(log_dir)) if name.endswith(".json")
+            for line in (log_dir / name).read_text().splitlines() if '"txn"' in line}
+
+
 def job_args(tmp_path, *extra) -> list[str]:
     return ["--input", str(tmp_path / "in"), "--windows", str(tmp_path / "windows"),
             "--running", str(tmp_path / "running"), *extra]

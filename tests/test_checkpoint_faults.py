@@ -13,9 +13,11 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from deltalake import DeltaTable
 
 from checkpoint_harness import (
-    JOB, LINES_PER_EPOCH, expected_running, expected_windows, job_args, kill_at, table_rows, write_input)
+    JOB, LINES_PER_EPOCH, expected_running, expected_windows, job_args, kill_at, sink_checkpoints, table_rows,
+    write_input)
 from runtime.checkpoint.savepoint import read_state
 from runtime.checkpoint.storage import CheckpointStorage
 from runtime.client import run_job
@@ -65,3 +67,23 @@ def test_killed_runs_restore_to_the_same_sinks_and_state(spark, tmp_path):
         assert state == dict(collections.Counter(w for w, _ in events))
         statuses = collections.Counter(r.status for r in store.checkpoints.history())
         assert statuses["COMPLETED"] == 3           # retained; older ones DISCARDED
+
+
+def test_a_kill_with_the_sinks_committed_and_the_state_commit_not_restores_exactly_once(spark, tmp_path):
+    """The state tables and the sinks commit at once: held with checkpoint 2's sinks committed
+    (after-sink-commit) while its state commits have not begun (after-state-files), the driver is
+    killed. The restore takes checkpoint 1 and replays epoch 1 as checkpoint 2: its state is
+    committed then, its sinks' commits are no-ops, every row once."""
+    events = write_input(tmp_path / "in", seed=54)
+    assert kill_at(tmp_path, "after-state-files", 1, False, also=[("after-sink-commit", 1)]) == "killed"
+    store = CheckpointStorage(str(tmp_path / "warehouse" / "checkpointed-counts"))
+    assert [r.checkpoint_id for r in store.checkpoints.completed()] == [1]
+    assert max(sink_checkpoints(tmp_path / "running")) == 2        # the sink holds checkpoint 2
+    state = tmp_path / "warehouse" / "checkpointed-counts" / "state"
+    tables = [str(state / t) for t in os.listdir(state) if DeltaTable.is_deltatable(str(state / t))]
+    assert tables and all("2" not in {p["checkpoint_id"] for p in DeltaTable(t).partitions()} for t in tables)
+    result = run_job(JOB, job_args(tmp_path), warehouse=str(tmp_path / "warehouse"), master="local[2]", quiet=True,
+                     max_records_per_split=LINES_PER_EPOCH, restore_from="latest")
+    assert result.restored_from == 1 and result.epochs[0].checkpoint_id == 2
+    assert table_rows(tmp_path / "windows") == expected_windows(events)
+    assert table_rows(tmp_path / "running") == expected_running(events)

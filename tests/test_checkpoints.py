@@ -11,7 +11,8 @@ import pytest
 from deltalake import DeltaTable
 
 from checkpoint_harness import (
-    JOB, LINES_PER_EPOCH, expected_running, expected_windows, first_lines, job_args, table_rows, write_input)
+    JOB, LINES_PER_EPOCH, expected_running, expected_windows, first_lines, job_args, sink_checkpoints, table_rows,
+    write_input)
 from runtime.checkpoint.incremental import INCREMENTAL
 from runtime.checkpoint.savepoint import read_state, take_savepoint
 from runtime.checkpoint.checkpoint_record import COMPLETED, DISCARDED, CheckpointException
@@ -183,6 +184,38 @@ def test_a_checkpoint_failing_in_the_background_fails_the_run_and_the_restart_is
     monkeypatch.undo()
     result = run(tmp_path, restore_from="latest")
     assert result.restored_from == 1 and result.epochs[0].epoch == 1
+    assert_exactly_once(tmp_path, events)
+
+
+def test_the_sinks_commit_while_the_state_does_and_a_state_commit_failing_after_them_restores_exactly_once(
+        spark, tmp_path, monkeypatch):
+    """A checkpoint's state tables and sinks commit at once: checkpoint 2's state commits wait
+    until the sinks hold checkpoint 2 (they would wait forever were the sinks behind them), then
+    fail. The checkpoint fails, its record is never written, and the restore from checkpoint 1
+    replays epoch 1 as checkpoint 2 again: the sinks' commits of it are no-ops, every row once."""
+    from runtime.execution.job_execution_result import JobExecutionException
+    events = write_input(tmp_path / "in", seed=54)
+    commit = StateTables.commit
+    seen = []
+
+    def after_the_sinks(self, table, checkpoint_id, files):
+        if checkpoint_id != 2:
+            return commit(self, table, checkpoint_id, files)
+        deadline = time.monotonic() + 30
+        while 2 not in sink_checkpoints(tmp_path / "running") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen.append(sink_checkpoints(tmp_path / "running"))
+        raise OSError("the state table's disk is full")
+    monkeypatch.setattr(StateTables, "commit", after_the_sinks)
+    with pytest.raises(JobExecutionException, match=r"Checkpoint 2 failed: OSError: the state table's disk is full"):
+        run(tmp_path, configuration={"restart-strategy.type": "none"})
+    assert seen and all(2 in s for s in seen), seen     # the sinks committed while the state commit ran
+    store = storage(tmp_path)
+    assert [r.checkpoint_id for r in store.checkpoints.completed()] == [1]
+    assert [r.checkpoint_id for r in store.checkpoints.history() if r.status == "FAILED"] == [2]
+    monkeypatch.undo()
+    result = run(tmp_path, restore_from="latest")
+    assert result.restored_from == 1 and result.epochs[0].epoch == 1 and result.epochs[0].checkpoint_id == 2
     assert_exactly_once(tmp_path, events)
 
 

@@ -10,6 +10,7 @@ import pytest
 
 import kafka_env
 from runtime.checkpoint.epoch_log import EpochLog
+from runtime.common.phase_timer import Phase
 from runtime.common import Types, WatermarkStrategy
 from runtime.common.serialization import SimpleStringSchema
 from runtime.datastream.connectors import DeliveryGuarantee
@@ -33,6 +34,31 @@ def test_stages_running_at_once_share_the_time_they_overlap():
     # 1000-1200 a alone, 1200-1400 a and b, 1400-1600 b alone, 1700-1800 c
     assert [s.share_ms for s in shared] == [300.0, 300.0, 100.0]
     assert sum(s.share_ms for s in shared) <= 1100      # never more than the job took
+
+
+def test_a_checkpoints_state_and_sink_commits_running_at_once_share_the_time_they_overlap():
+    """The state commits and the Kafka transaction run at once: each gets its time alone and half
+    of the time both ran, so the epoch's parts still add up to its time; the sink's own commit
+    is logged whole."""
+    from types import SimpleNamespace
+
+    from runtime.common.phase_timer import SOURCE_POSITIONS
+    from runtime.execution.epoch_stats import EpochStatsTracker
+    tracker = EpochStatsTracker(None, SimpleNamespace(vertices=[]), "r", {}, True)
+    timer = tracker.begin(0, 100.0)
+    timer.begun = 100.0
+    timer.add(PLANNING, 100.0, 100.1)
+    timer.add(SOURCE_POSITIONS, 100.1, 100.11)
+    timer.add(STATE_COMMITS, 100.11, 100.15)       # beside the sink's 100.1-100.14
+    timer.phases.append(Phase(KAFKA_TRANSACTION, 100.1, 100.14, "7"))
+    timer.add(CHECKPOINT_RECORD, 100.15, 100.17)
+    timings = tracker.finish(0, 1)
+    assert timings.phases == {PLANNING: 100.0, SOURCE_POSITIONS: 5.0, STATE_COMMITS: 25.0, KAFKA_TRANSACTION: 20.0,
+                              CHECKPOINT_RECORD: 20.0}
+    assert [(s.phase, s.ms) for s in timings.sinks] == [(KAFKA_TRANSACTION, 40.0)]
+    parts = dict(stacked(timings.to_json()))
+    assert parts[STATE_COMMITS] == 30.0 and parts[OTHER] == 0.0
+    assert sum(parts.values()) == pytest.approx(timings.total_ms, abs=0.5) and timings.total_ms == pytest.approx(170.0)
 
 
 def test_the_stack_adds_up_to_the_epochs_time_and_other_is_the_rest():

@@ -3,12 +3,13 @@
 An epoch boundary is an aligned barrier by construction. When the checkpoint interval says
 so (every epoch, every N epochs, or once ``interval`` ms passed), the epoch is planned as a
 checkpoint: its tasks write their snapshots into the state tables' folders and acknowledge
-the files. Then, in this order: commit the state tables, commit the sinks (each sink's
-committer with what its writers staged: a Delta app transaction per sink, version =
-checkpoint id, so a replay is a no-op), and commit the checkpoint record. Only the record
-makes the checkpoint exist; a crash anywhere before it leaves the previous checkpoint as the
-restore point, and the replayed epoch, planned from the epoch log with the same checkpoint
-id, commits exactly what the crashed one would have.
+the files. Then the state tables and the sinks commit at once (each sink's committer with
+what its writers staged: a Delta app transaction per sink, version = checkpoint id, so a
+replay is a no-op), and after both the checkpoint record. Only the record makes the
+checkpoint exist; a crash anywhere before it leaves the previous checkpoint as the restore
+point, and the replayed epoch, planned from the epoch log with the same checkpoint id,
+commits exactly what the crashed one would have (``complete`` says why the state and the
+sinks need no order between them).
 
 As in Flink, a checkpoint completes asynchronously: its commits run in the background while
 the next epoch runs (``complete_async``), and discarding what it subsumed after them. The next
@@ -24,7 +25,7 @@ import dataclasses
 import logging
 import pickle
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Optional
 
 from runtime.state.snapshot_format import SOURCE_STATE, SPLIT, state_table_name
@@ -77,6 +78,7 @@ class CheckpointCoordinator:
         self._background: Optional[ThreadPoolExecutor] = None
         self._retention: Optional[ThreadPoolExecutor] = None
         self._state_commits: Optional[ThreadPoolExecutor] = None     # a checkpoint's state tables, at once
+        self._sink_commits: Optional[ThreadPoolExecutor] = None      # a checkpoint's sinks, beside its state
         self.committers: dict = {}          # sink node id -> its Committer, for the run
         self.pending: dict = {}             # sink node id -> committables waiting for a checkpoint
 
@@ -166,30 +168,49 @@ class CheckpointCoordinator:
     def complete(self, checkpoint_id: int, epoch: int, started: float, state_files: list,
                  positions: dict, watermarks: dict, sinks: list,
                  chains: Optional[dict] = None, timer: PhaseTimer = NO_TIMER) -> CheckpointRecord:
-        """Commit state, then sinks, then the record; returns the completed record. ``sinks``:
+        """Commit state and sinks at once, then the record; returns the completed record. ``sinks``:
         (committer, committables staged since the last checkpoint) of each sink that commits
         with checkpoints; each commits its committables with the checkpoint id as version.
         ``state_files`` are the files to commit in this checkpoint's partitions; ``positions``
         each source vertex's split positions (its enumerator's snapshot); ``chains`` (an
         operator id -> its files, absolute paths, in order) what the record lists for each
-        operator: with incremental checkpoints, files of earlier checkpoints too."""
-        with timer.phase(SOURCE_POSITIONS):
-            sources = self._write_source_state(checkpoint_id, positions)
-        fault_point("after-state-files", epoch)
-        by_operator: dict[str, list] = {}
-        for f in list(state_files) + sources:
-            by_operator.setdefault(f.operator_id, []).append(f)
-        nodes = {n.operator_id: (v, n) for v in self.job_graph.vertices for n in v.operators}
-        versions = {}
-        with timer.phase(STATE_COMMITS):
-            versions.update(self._commit_state(checkpoint_id, [(state_table_name(nodes[op_id][1]), files)
-                                                               for op_id, files in by_operator.items()]))
-        fault_point("after-state-commit", epoch)
-        for i, (committer, committables) in enumerate(sinks):
-            if i:
-                fault_point("between-sink-commits", epoch)      # the sinks before committed, this one not
-            versions.update(commit_sink(committer, committables, checkpoint_id, timer))
-        fault_point("after-sink-commit", epoch)
+        operator: with incremental checkpoints, files of earlier checkpoints too.
+
+        The sinks commit on a thread of their own while this one commits the state: a reader sees
+        the results at the sinks' commits, which no longer wait for the state's. They still commit
+        one after the other and one checkpoint at a time (the next completion starts after this
+        one), and the record only after both succeeded; a failure of either fails the checkpoint
+        once both are done, so nothing of it is still committing when the run falls back.
+
+        Exactly once holds without an order between them, as it holds for a crash between the
+        sinks' commits and the record: until the record, no restore reads anything this
+        checkpoint committed; the restore takes the checkpoint before and replays the epochs
+        logged after it with their logged checkpoint ids, so a sink that committed this
+        checkpoint's id finds it and commits nothing again (a Delta table's app transaction, the
+        Kafka marker in its group; a file sink's replayed parts take the names the first attempt
+        made visible), and a state partition committed without its record is replaced by the
+        replay's (``StateTables.commit``). No sink's commit reads the state tables or the
+        sources' positions: each commits what its writers staged, under the checkpoint id."""
+        committing = self._commit_sinks_beside(sinks, checkpoint_id, epoch, timer)
+        try:
+            with timer.phase(SOURCE_POSITIONS):
+                sources = self._write_source_state(checkpoint_id, positions)
+            fault_point("after-state-files", epoch)
+            by_operator: dict[str, list] = {}
+            for f in list(state_files) + sources:
+                by_operator.setdefault(f.operator_id, []).append(f)
+            nodes = {n.operator_id: (v, n) for v in self.job_graph.vertices for n in v.operators}
+            with timer.phase(STATE_COMMITS):
+                versions = self._commit_state(checkpoint_id, [(state_table_name(nodes[op_id][1]), files)
+                                                              for op_id, files in by_operator.items()])
+            fault_point("after-state-commit", epoch)
+        except BaseException:
+            wait([committing])      # a failed state commit fails the checkpoint once its sinks are done
+            if committing.exception() is not None:
+                log.warning("%s: checkpoint %d's sink commits failed too: %s", self.job_graph.job_name,
+                            checkpoint_id, committing.exception())
+            raise
+        versions.update(committing.result())
         source_ids = {f.path for f in sources}
         # Every operator is listed, with or without state, as Flink's checkpoint metadata lists
         # each OperatorState: a restore then knows the parallelism it ran at.
@@ -227,6 +248,20 @@ class CheckpointCoordinator:
             self.checkpoints.record([record], before_commit=lambda: fault_point("during-checkpoint-record", epoch))
         self._retain_later(epoch)
         return record
+
+    def _commit_sinks_beside(self, sinks: list, checkpoint_id: int, epoch: int, timer: PhaseTimer) -> Future:
+        """The sinks' commits, in order, on the sinks' thread; the future of their tables' versions."""
+        def commit_all():
+            versions = {}
+            for i, (committer, committables) in enumerate(sinks):
+                if i:
+                    fault_point("between-sink-commits", epoch)      # the sinks before committed, this one not
+                versions.update(commit_sink(committer, committables, checkpoint_id, timer))
+            fault_point("after-sink-commit", epoch)
+            return versions
+        if self._sink_commits is None:
+            self._sink_commits = ThreadPoolExecutor(1, thread_name_prefix="sluice-sink-commit")
+        return self._sink_commits.submit(commit_all)
 
     def _commit_state(self, checkpoint_id: int, tables: list) -> dict:
         """Each (state table, its files) committed, the tables at once: they are independent Delta
@@ -283,10 +318,10 @@ class CheckpointCoordinator:
     def close(self) -> None:
         """The run ends: its completions and retention finish first."""
         self.await_retention()
-        for pool in (self._background, self._retention, self._state_commits):
+        for pool in (self._background, self._retention, self._state_commits, self._sink_commits):
             if pool is not None:
                 pool.shutdown()
-        self._background = self._retention = self._state_commits = None
+        self._background = self._retention = self._state_commits = self._sink_commits = None
 
     def fail(self, checkpoint_id: int, epoch: int, started: float, reason: str) -> None:
         """Record a failed checkpoint; it is never restored from."""

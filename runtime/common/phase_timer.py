@@ -2,8 +2,9 @@
 
 The driver times each epoch with one (``runtime.execution.epoch_stats``): the loop wraps its steps
 in ``with timer.phase(...)``, and the checkpoint's commits, which run on another thread once the
-epoch handed its checkpoint over, go on timing into the same timer (one thread at a time: the
-hand-over orders them). Its own module at the bottom of the layers because the checkpoint
+epoch handed its checkpoint over, go on timing into the same timer (the hand-over orders them
+after the loop's; a checkpoint's state and sink commits, on two threads at once, each append
+their phases). Its own module at the bottom of the layers because the checkpoint
 coordinator times its commits without knowing what the epoch makes of them.
 """
 from __future__ import annotations

@@ -18,7 +18,7 @@ from typing import Iterator, Optional
 
 from runtime.common.phase_timer import PhaseTimer
 from runtime.metrics.epoch_timings import (BOUNDARY_WAIT, KAFKA_TRANSACTION, SINK_COMMITS, SPARK_JOB, EpochTimings,
-                                           SinkCommit, StageTiming, latency_percentiles, stage_shares)
+                                           SinkCommit, StageTiming, latency_percentiles, shares, stage_shares)
 
 log = logging.getLogger(__name__)
 _KEPT = 8       # epochs whose timers wait for their report at most (one checkpoint in flight, replays)
@@ -115,9 +115,11 @@ class EpochStatsTracker:
         if checkpoint_id is not None or not self.checkpoints:
             latency = latency_percentiles(self._unseen, timer.ended * 1000)
             self._unseen = []
+        # Phases that ran at once (a checkpoint's state and sink commits) share the time they
+        # overlapped, as stages do: the parts add up to the epoch's time.
         phases: dict = {}
-        for p in timer.phases:
-            phases[p.name] = round(phases.get(p.name, 0.0) + p.ms, 1)
+        for p, ms in zip(timer.phases, shares([(p.started * 1000, p.ended * 1000) for p in timer.phases])):
+            phases[p.name] = round(phases.get(p.name, 0.0) + ms, 1)
         sinks = tuple(SinkCommit(self.node_names.get(p.detail, p.detail), p.name, round(p.ms, 1))
                       for p in timer.phases if p.name in (SINK_COMMITS, KAFKA_TRANSACTION))
         return EpochTimings(round((timer.ended - timer.begun) * 1000, 1), phases,

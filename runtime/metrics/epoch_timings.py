@@ -19,7 +19,8 @@ without checkpoints, have committed by then). The phases, in order::
     checkpoint queue     the checkpoint waiting for the background thread (the completion before it)
     state commits        the sources' positions written and the state tables' Delta commits
     sink commits         each sink's commit (a Delta transaction) ...
-    Kafka transaction    ... a Kafka EXACTLY_ONCE sink's transaction apart
+    Kafka transaction    ... a Kafka EXACTLY_ONCE sink's transaction apart; the sinks commit
+                         while the state does, and the phases share the time they overlap
     checkpoint record    the checkpoints table's commit: the checkpoint exists
     other                what none of these covers (the gaps between them)
 
@@ -142,19 +143,26 @@ def stack_rank(part: str) -> int:
         else order.index(OTHER)
 
 
-def stage_shares(stages: list[StageTiming], job_started: float, job_ended: float) -> list[StageTiming]:
-    """Each stage's share of the job's time (ms; ``job_*`` wall clock in s): each instant of the
-    job goes in equal parts to the stages running then, so the shares add up to the time some
-    stage ran, never more than the job took."""
-    lo, hi = job_started * 1000, job_ended * 1000
-    bounds = sorted({lo, hi, *(min(max(t, lo), hi) for s in stages for t in (s.submitted, s.completed))})
-    shares = [0.0] * len(stages)
+def shares(spans: list[tuple[float, float]]) -> list[float]:
+    """Each (start, end) span's share of the time: each instant goes in equal parts to the spans
+    running then, so the shares add up to the time some span ran (stages that run at once, a
+    checkpoint's state and sink commits)."""
+    bounds = sorted({t for span in spans for t in span})
+    out = [0.0] * len(spans)
     for a, b in zip(bounds, bounds[1:]):
-        running = [i for i, s in enumerate(stages) if s.submitted <= a and s.completed >= b]
+        running = [i for i, (start, end) in enumerate(spans) if start <= a and end >= b]
         for i in running:
-            shares[i] += (b - a) / len(running)
+            out[i] += (b - a) / len(running)
+    return out
+
+
+def stage_shares(stages: list[StageTiming], job_started: float, job_ended: float) -> list[StageTiming]:
+    """Each stage's share of the job's time (ms; ``job_*`` wall clock in s), never more than the
+    job took (``shares`` of the stages' times within the job's)."""
+    lo, hi = job_started * 1000, job_ended * 1000
+    within = [(min(max(s.submitted, lo), hi), min(max(s.completed, lo), hi)) for s in stages]
     return [StageTiming(s.stage_id, s.name, s.tasks, s.submitted, s.completed, s.snapshot_ms, round(share, 1))
-            for s, share in zip(stages, shares)]
+            for s, share in zip(stages, shares(within))]
 
 
 @dataclass
