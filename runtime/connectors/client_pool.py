@@ -16,6 +16,16 @@ from typing import Callable, Generic, Optional, TypeVar
 
 Client = TypeVar("Client")
 
+# Settings that are objects made per client (callbacks, loggers), not part of what the client is.
+_NOT_CONFIGURATION = ("error_cb", "logger", "stats_cb", "throttle_cb", "oauth_cb")
+
+
+def configuration_key(config: dict) -> tuple:
+    """The configuration a client is made with, as a key (its callbacks left out): two clients of
+    equal keys are interchangeable."""
+    return tuple(sorted((k, v if isinstance(v, (str, int, float, bool)) else repr(v))
+                        for k, v in config.items() if k not in _NOT_CONFIGURATION))
+
 
 class KeyedClientPool(Generic[Client]):
     def __init__(self, capacity: int):

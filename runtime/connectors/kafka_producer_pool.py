@@ -17,15 +17,6 @@ from runtime.connectors.client_pool import KeyedClientPool
 
 # Producers a worker keeps (its sinks' configurations across the jobs of its session).
 CAPACITY = 8
-# Settings that are objects made per writer (callbacks, loggers), not part of what the client is.
-_NOT_CONFIGURATION = ("error_cb", "logger", "stats_cb", "throttle_cb", "oauth_cb")
-
-
-def pool_key(config: dict) -> tuple:
-    """The configuration a producer is made with, as a key (its callbacks left out)."""
-    return tuple(sorted((k, v if isinstance(v, (str, int, float, bool)) else repr(v))
-                        for k, v in config.items() if k not in _NOT_CONFIGURATION))
-
 
 class ProducerPool(KeyedClientPool[tuple]):
     """(producer, its ClientErrors) by configuration. An evicted producer is only dropped: what

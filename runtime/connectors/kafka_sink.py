@@ -35,9 +35,10 @@ from __future__ import annotations
 from runtime.common.faults import fault_point
 from runtime.common.phase_timer import KAFKA_TRANSACTION
 from runtime.connectors.base import Committer
+from runtime.connectors.client_pool import configuration_key
 from runtime.connectors.kafka_clients import (ClientErrors, KafkaConnectorError, StuckCall, bounded,
                                               client_config, log, renewed, with_errors)
-from runtime.connectors.kafka_producer_pool import PRODUCERS, pool_key
+from runtime.connectors.kafka_producer_pool import PRODUCERS
 from runtime.datastream.connectors.base import DeliveryGuarantee
 from runtime.task.sink_writer import SinkWriter
 
@@ -87,7 +88,7 @@ class KafkaSinkWriter(SinkWriter):
                 config.setdefault("enable.idempotence", True)
             # The worker's producer of this configuration, kept from an earlier epoch: a new
             # idempotent one waits ~0.5 s for its producer id before its first record leaves.
-            self.pool_key = pool_key(config)
+            self.pool_key = configuration_key(config)
             self.producer, self.errors = PRODUCERS.acquire(self.pool_key, lambda: (Producer(config), self.errors))
         return self.producer
 

@@ -42,6 +42,7 @@ from runtime.common.arrow import arrow_schema
 from runtime.common.serialization import SimpleStringSchema
 from runtime.common.typeinfo import Types
 from runtime.connectors.base import SourceReader, SplitEnumerator
+from runtime.connectors.client_pool import configuration_key
 from runtime.connectors.kafka_clients import (DEFAULT_API_TIMEOUT_MS, DEFAULT_ISOLATION, ClientErrors,
                                               KafkaConnectorError, StuckCall, bounded, client_config, log,
                                               renewed, split_owner, with_errors)
@@ -401,9 +402,7 @@ class KafkaSourceReader(SourceReader):
         return config
 
     def _pool_key(self, topic: str, partition: int) -> tuple:
-        config = self._consumer_config(None)
-        return (tuple(sorted((k, str(v)) for k, v in config.items() if k not in ("error_cb", "logger"))),
-                topic, partition)
+        return configuration_key(self._consumer_config(None)), topic, partition
 
     def _new_consumer(self) -> tuple:
         from confluent_kafka import Consumer
