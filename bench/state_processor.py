@@ -106,8 +106,8 @@ def main() -> int:
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     from deltalake import write_deltalake
-    from runtime.execution.spark import get_spark_session
-    spark = get_spark_session("local[2]", "bench-state-processor")
+    from runtime.state_processor.session import state_processor_session
+    spark = state_processor_session("local[2]", "bench-state-processor")
     table = rows(args.keys)
     data = spark.createDataFrame(table).repartition(args.parallelism).cache() if args.spark else table
     if args.spark:

@@ -195,10 +195,10 @@ def _state(args: argparse.Namespace) -> int:
 def _state_sql(args: argparse.Namespace) -> int:
     """``--sql``: the query over the operator's states, each a temp view named after it
     (``timers`` for its timers), in a local Spark session (runtime.state_processor)."""
-    from runtime.execution.spark import get_spark_session
     from runtime.state_processor.reader import SavepointReader
+    from runtime.state_processor.session import state_processor_session
     reader = SavepointReader.of(_storage(args), args.savepoint or args.checkpoint)
-    spark = get_spark_session("local[2]", "sluice-state")
+    spark = state_processor_session("local[2]", "sluice-state")
     views = reader.register_views(spark, args.operator)
     try:
         result = spark.sql(args.sql)

@@ -106,11 +106,22 @@ def files_of(reader) -> list:
 
 
 @pytest.mark.parametrize("key_type, keys", [
-    (Types.STRING(), [f"key-{i % 700}" for i in range(1000)]),
+    # Distinct keys of one hash too ("Aa" and "BB" are one Java hash code, so are "AaBB" and "BBBB").
+    (Types.STRING(), [f"key-{i % 700}" for i in range(1000)] + ["Aa", "BB", "AaBB", "BBBB", "Aa", "BBAa"]),
     (Types.INT(), [i % 700 - 300 for i in range(1000)]),            # not text: keys stored pickled
 ])
-def test_a_columnar_value_state_bootstrap_writes_what_the_function_per_key_writes(tmp_path, key_type, keys):
-    # Keys given twice (the last value wins), null values (update(None) clears), Row values.
+@pytest.mark.parametrize("parallelism, found_by_passes", [(3, 8), (3, 1), (1, 8)])
+def test_a_columnar_value_state_bootstrap_writes_what_the_function_per_key_writes(tmp_path, key_type, keys,
+                                                                                 parallelism, found_by_passes,
+                                                                                 monkeypatch):
+    # Keys given twice (the last value wins), null values (update(None) clears), Row values; each
+    # subtask's rows found by a pass over the rows, or by one sort of them, or every row one
+    # subtask's; files of several row groups (each taken from the columns as it is written).
+    import pyarrow.parquet as pq
+    from runtime.state import snapshot_writer
+    from runtime.state_processor import bootstrap as bootstrapping
+    monkeypatch.setattr(bootstrapping, "FOUND_BY_PASSES", found_by_passes)
+    monkeypatch.setattr(snapshot_writer, "SNAPSHOT_CHUNK", 128)
     n = len(keys)
     data = pa.table({"k": keys, "n": [None if i % 97 == 0 else i for i in range(n)],
                      "row": [{"a": i, "b": str(i)} for i in range(n)]})
@@ -118,12 +129,17 @@ def test_a_columnar_value_state_bootstrap_writes_what_the_function_per_key_write
                                ("row", ValueStateDescriptor("last", Types.ROW_NAMED(["a", "b"], [Types.INT(),
                                                                                             Types.STRING()])))):
         columnar = ValueStateBootstrapFunction(descriptor, column)
-        per_key = bootstrap(tmp_path, f"per-key-{column}", data, key_type, SetFrom(descriptor, column))
-        by_columns = bootstrap(tmp_path, f"columnar-{column}", data, key_type, columnar)
+        per_key = bootstrap(tmp_path, f"per-key-{column}", data, key_type, SetFrom(descriptor, column), parallelism)
+        by_columns = bootstrap(tmp_path, f"columnar-{column}", data, key_type, columnar, parallelism)
         expected = per_key.keyed_state("op", descriptor.name).sort_by("key")
         got = by_columns.keyed_state("op", descriptor.name).sort_by("key")
         assert got.equals(expected), column
         assert files_of(by_columns) == files_of(per_key), column
+        last_at = {str(k): i for i, k in enumerate(keys)}
+        for f in by_columns.point.files():         # each file's rows in the data's order
+            at = [last_at[k] for k in pq.read_table(f["path"], columns=["key"]).column("key").to_pylist()]
+            assert at == sorted(at) and len(at) == f["rows"], column
+            assert pq.read_metadata(f["path"]).num_row_groups == -(-f["rows"] // 128), column
         last = {}
         for k, v in zip(keys, data.column(column).to_pylist()):
             last[k] = v
@@ -236,3 +252,39 @@ def test_a_bootstrapped_state_file_leaves_out_its_null_columns_and_reads_as_the_
     for df in frames:
         assert sorted((r["key_group"], r["key"], r["value"]) for r in df.collect()) == expected
         assert df.where("namespace IS NOT NULL").count() == 0
+
+
+@pytest.mark.parametrize("given, expected", [
+    ({}, "-XX:+UseSerialGC -Xms64m -XX:+TieredCompilation"),
+    ({"spark.driver.extraJavaOptions": "-Xms1g"}, "-XX:+UseSerialGC -XX:+TieredCompilation -Xms1g"),
+    # The caller's own choice of compiler comes last, and wins.
+    ({"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"},
+     "-XX:+UseSerialGC -Xms64m -XX:+TieredCompilation -XX:TieredStopAtLevel=1"),
+])
+def test_the_session_state_is_read_in_compiles_with_c2_where_a_local_session_takes_c1_alone(given, expected,
+                                                                                          monkeypatch):
+    from runtime.execution.spark import CLASS_ARCHIVE_ENV, DRIVER_JAVA_OPTIONS, JVM_OPTION_VARIABLES, \
+        with_local_jvm_options
+    from runtime.state_processor import session
+    for variable in (*JVM_OPTION_VARIABLES, CLASS_ARCHIVE_ENV):
+        monkeypatch.delenv(variable, raising=False)
+    started, before = [], dict(given)
+    monkeypatch.setattr(session, "get_spark_session", lambda master, name, settings: started.append(settings))
+    session.state_processor_session(settings=given)
+    settings = started[0]
+    with_local_jvm_options(settings)        # what get_spark_session adds for a local session
+    assert settings[DRIVER_JAVA_OPTIONS] == expected
+    assert given == before                  # the caller's settings as they were
+
+
+def test_the_last_row_of_each_key_given_twice_is_kept_keys_arrow_groups_or_not():
+    # Candidates share a hash (as "Aa" and "BB" do): grouped by Arrow (text), or compared one at
+    # a time (struct keys, which Arrow does not group).
+    import numpy as np
+    from runtime.state_processor.bootstrap import _last_of_each_key
+    hashes = np.array([7, 7, 7, 9, 7, 1], np.int32)
+    for keys in (pa.array(["a", "b", "a", "c", "b", "d"]),
+                 pa.array([{"x": 1}, {"x": 2}, {"x": 1}, {"x": 3}, {"x": 2}, {"x": 4}])):
+        keep = _last_of_each_key(hashes, lambda at, keys=keys: keys.take(pa.array(at)))
+        assert keep.tolist() == [False, False, True, True, True, True], keys.type
+    assert _last_of_each_key(np.array([1, 2, 3], np.int32), None) is None     # no hash twice: nothing to drop

@@ -16,8 +16,9 @@ An increment (incremental checkpoints) adds a ``deleted`` column: true for a rem
 
 A file may leave out base columns null throughout, and hold ``state_name`` dictionary-encoded
 (a bootstrapped value state's file does, ``write_value_state``: fewer columns to encode and to
-scan); a reader takes each file through ``with_base_columns``, which gives it the base columns
-every older file has, so files of both layouts read alike.
+scan; its row groups have statistics of ``subtask``, ``key_group`` and ``state_name`` only, the
+ones readers choose row groups by); a reader takes each file through ``with_base_columns``, which
+gives it the base columns every older file has, so files of both layouts read alike.
 
 Keys are stored as strings when they are strings (``key_bytes`` holds the pickled key
 otherwise, ``key`` a readable rendering); a namespace as text (``TimeWindow(start, end)``,

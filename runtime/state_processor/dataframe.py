@@ -53,8 +53,14 @@ def read_keyed_state_files(spark, files: list[dict], name: str):
     with ThreadPoolExecutor(min(len(files), 4)) as pool:
         list(pool.map(lambda f: verify_state_file(f["path"], f["checksum"]) if f.get("checksum") else None, files))
     from pyspark.sql import functions as F
-    df = spark.read.parquet(*(file_uri(f["path"]) for f in files))
-    if not every_row:       # else the files hold this state alone: no state_name column to scan
+    from pyspark.sql.pandas.types import from_arrow_schema
+    # The columns read (state_name only when the files hold other states too), typed as the
+    # footers say: given no schema, Spark runs a job to read a footer again for it.
+    read = ["key_group", "key", column] + ([] if every_row else ["state_name"])
+    fields = [f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f
+              for f in map(schemas.pop().field, read)]
+    df = spark.read.schema(from_arrow_schema(pa.schema(fields))).parquet(*(file_uri(f["path"]) for f in files))
+    if not every_row:
         df = df.where(F.col("state_name") == name)
     # The namespace is null throughout (the statistics said so): not scanned either.
     return df.select("key_group", "key", F.lit(None).cast("string").alias("namespace"), F.col(column).alias("value"))
