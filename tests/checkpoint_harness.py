@@ -23,8 +23,10 @@ JOB = os.path.join(os.path.dirname(__file__), "jobs", "checkpointed_counts.py")
 LINES_PER_EPOCH = 40        # per file: the job's input is cut into epochs of this many lines
 
 
-def write_input(folder, seed: int, files: int = 2, lines: int = 160, words: int = 25) -> list[tuple[str, int]]:
-    """Files of "word timestamp" lines, out of order by up to 1.5 s (within the 2 s bound)."""
+def write_input(folder, seed: int, files: int = 2, lines: int = 160, words: int = 25,
+                start_ms: int = 0) -> list[tuple[str, int]]:
+    """Files of "word timestamp" lines, out of order by up to 1.5 s (within the 2 s bound), from
+    ``start_ms`` on (the epoch's start by default: event time, not wall-clock time)."""
     r = random.Random(seed)
     vocabulary = [f"w{i}" for i in range(words)]
     events = []
@@ -32,7 +34,7 @@ def write_input(folder, seed: int, files: int = 2, lines: int = 160, words: int 
     for f in range(files):
         with open(os.path.join(folder, f"part-{f}.txt"), "w") as out:
             for i in range(lines):
-                word, ts = r.choice(vocabulary), i * 250 + r.randint(0, 1500)
+                word, ts = r.choice(vocabulary), start_ms + i * 250 + r.randint(0, 1500)
                 out.write(f"{word} {ts}\n")
                 events.append((word, ts))
     return events

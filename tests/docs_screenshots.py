@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -44,10 +45,13 @@ def make_warehouse(root: Path) -> tuple[Path, Path]:
     jobs.mkdir()
     args = job_args(root, "--parallelism", "2")
     (jobs / f"{view.JOB_NAME}.py").write_text(view.JOB_MODULE.format(args=tuple(args), job=JOB))
-    write_input(root / "in", seed=11)
+    # Stamped as if written over the last 40 s: the latency chart then shows delays (seconds), not
+    # the distance from 1970 that the tests' event times would give; the failure moves with them.
+    start_ms = int(time.time() * 1000) - 160 * 250
+    write_input(root / "in", seed=11, start_ms=start_ms)
     common = dict(warehouse=str(warehouse), master="local[2]", quiet=True, max_records_per_split=LINES_PER_EPOCH)
     failing = root / "failing_counts.py"
-    failing.write_text(view.FAILING_JOB.format(jobs=os.path.dirname(JOB), input=args[1], windows=args[3],
+    failing.write_text(view.FAILING_JOB.replace("FailAt(25_000)", f"FailAt({start_ms + 25_000})").format(jobs=os.path.dirname(JOB), input=args[1], windows=args[3],
                                                running=args[5]))
     try:
         run_job(str(failing), dag_run_id=view.DAG_RUN_ID, **common)
