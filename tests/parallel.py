@@ -26,7 +26,7 @@ AIRFLOW_GROUP = "real_airflow"
 LONG_TESTS = {
     # A second Airflow with a JobManager beside it (its start is in the first test's setup).
     r"test_airflow_deferred_runs\.py::test_eight_streams_.*": 160,
-    r"test_airflow_deferred_runs\.py::test_in_process_each_running_stream_.*": 120,
+    r"test_airflow_deferred_runs\.py::test_in_process_each_running_stream_.*": 55,
     r"test_airflow_deferred_runs\.py::test_two_airflow_retries_.*": 30,
     r"test_checkpoint_faults\.py::test_killed_runs_restore_to_the_same_sinks_and_state": 120,
     r"test_kafka_faults\.py::test_kills_at_every_fault_point_.*": 110,
