@@ -306,13 +306,16 @@ def _bootstrap_columns(table: pa.Table, t: StateBootstrapTransformation, directo
     hashes, groups, subtasks = np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n, np.uint16)
 
     def route(start: int) -> np.ndarray:
-        # A slice's key hashes, key groups and subtasks, in place (nothing left to join after);
-        # how many rows each subtask has of it.
-        at = slice(start, min(start + step, n))
-        hashes[at] = key_hash_codes(keys.slice(start, step), t.key_type)
-        groups[at] = key_groups_of_hashes(hashes[at], max_parallelism)
-        subtasks[at] = _subtasks(groups[at], max_parallelism, parallelism)
-        return np.bincount(subtasks[at], minlength=parallelism)
+        # A slice's key hashes, key groups and subtasks, in place (nothing left to join after),
+        # ROUTE_SLICE rows at a time (temporaries of a few MB, whose memory the allocator reuses:
+        # the kernel gave 5,000,000 rows' temporaries fresh memory each time); how many rows
+        # each subtask has of the slice.
+        for at in (slice(i, min(i + ROUTE_SLICE, start + step, n)) for i in range(start, min(start + step, n),
+                                                                                   ROUTE_SLICE)):
+            hashes[at] = key_hash_codes(keys[at], t.key_type)
+            groups[at] = key_groups_of_hashes(hashes[at], max_parallelism)
+            subtasks[at] = _subtasks(groups[at], max_parallelism, parallelism)
+        return np.bincount(subtasks[start:start + step], minlength=parallelism)
 
     with ThreadPoolExecutor(workers) as pool:
         counts = sum(pool.map(route, range(0, n, step)), np.zeros(parallelism, np.int64))
@@ -365,7 +368,7 @@ def _last_of_each_key(hashes: np.ndarray, keys_at) -> Optional[np.ndarray]:
     # hashes 0.014 s of CPU, the hash set's lookup of every row 0.056 s, np.isin (a sort) 0.78 s.
     low = np.zeros(1 << 20, dtype=bool)
     low[shared & 0xFFFFF] = True
-    near = np.flatnonzero(low[hashes & 0xFFFFF])
+    near = np.flatnonzero(low[np.bitwise_and(hashes, 0xFFFFF, out=ordered)])     # (ordered: done with)
     candidates = near[pc.is_in(pa.array(hashes[near]), value_set=pa.array(shared)).to_numpy(zero_copy_only=False)]
     keep = np.ones(len(hashes), dtype=bool)
     keys = keys_at(candidates)
