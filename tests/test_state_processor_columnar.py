@@ -121,6 +121,7 @@ def test_a_columnar_value_state_bootstrap_writes_what_the_function_per_key_write
     from runtime.state import snapshot_writer
     from runtime.state_processor import bootstrap as bootstrapping
     monkeypatch.setattr(bootstrapping, "FOUND_BY_PASSES", found_by_passes)
+    monkeypatch.setattr(bootstrapping, "ROUTE_SLICE", 150)      # keys hashed by threads, a few slices each
     monkeypatch.setattr(snapshot_writer, "SNAPSHOT_CHUNK", 128)
     n = len(keys)
     data = pa.table({"k": keys, "n": [None if i % 97 == 0 else i for i in range(n)],
