@@ -199,7 +199,7 @@ class CheckpointCoordinator:
             by_operator: dict[str, list] = {}
             for f in list(state_files) + sources:
                 by_operator.setdefault(f.operator_id, []).append(f)
-            nodes = {n.operator_id: (v, n) for v in self.job_graph.vertices for n in v.operators}
+            nodes = self.job_graph.by_operator_id
             with timer.phase(STATE_COMMITS):
                 versions = self._commit_state(checkpoint_id, [(state_table_name(nodes[op_id][1]), files)
                                                               for op_id, files in by_operator.items()])

@@ -196,7 +196,7 @@ def damaged_checkpoints(checkpoints: CompletedCheckpointStore, job_dir: str, dam
 
 
 def check_compatibility(point: RestorePoint, job_graph: JobGraph, allow_non_restored_state: bool) -> None:
-    nodes = {n.operator_id: (v, n) for v in job_graph.vertices for n in v.operators}
+    nodes = job_graph.by_operator_id
     what = _what(point)
     for op in point.record.operators:
         found = nodes.get(op["operator_id"])
@@ -279,7 +279,7 @@ def assign_state(files: list[dict], parallelism: dict, job_graph: JobGraph) -> d
         by_operator.setdefault(f["operator_id"], []).append(f)
     broadcasting = {n.operator_id for v in job_graph.vertices for n in v.operators
                     if isinstance(n.operator, BroadcastProcessSpec)}
-    nodes = {n.operator_id: (v, n) for v in job_graph.vertices for n in v.operators}
+    nodes = job_graph.by_operator_id
     # Keys hashed with another key type than the job's: in any key group, read by every subtask.
     regrouping = {f["path"]: r for f in files if f["operator_id"] in nodes
                   for r in [_regrouping(f, *nodes[f["operator_id"]])] if r is not None}

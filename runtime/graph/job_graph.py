@@ -90,6 +90,11 @@ class JobGraph:
     def vertex(self, vertex_id: int) -> JobVertex:
         return self._by_id[vertex_id]
 
+    @cached_property
+    def by_operator_id(self) -> dict[str, tuple[JobVertex, StreamNode]]:
+        """Each operator's (vertex, node), by its operator id (what checkpoints name it by)."""
+        return {n.operator_id: (v, n) for v in self.vertices for n in v.operators}
+
     def vertex_of_operator(self, node_id: int) -> JobVertex:
         return next(v for v in self.vertices if node_id in v.operator_ids)
 
