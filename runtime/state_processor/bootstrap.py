@@ -194,8 +194,7 @@ def _routed(batch: pa.RecordBatch, t: StateBootstrapTransformation, max_parallel
     records = _records(batch, t.record_type)
     keys = [t.key_selector(r) for r in records]
     groups = assign_key_groups(keys, max_parallelism, t.key_type) if keys else np.zeros(0, np.int32)
-    subtasks = groups.astype(np.int64) * parallelism // max_parallelism
-    return records, keys, subtasks
+    return records, keys, _subtasks(groups, max_parallelism, parallelism)
 
 
 def _by_subtask(batch: pa.RecordBatch, t: StateBootstrapTransformation, max_parallelism: int, parallelism: int):
