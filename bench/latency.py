@@ -5,6 +5,7 @@
     .venv/bin/python bench/latency.py --quick                # the same, 30 s a run (a smoke test)
     .venv/bin/python bench/latency.py --queries count --sinks kafka --rates 10000 \
         --engines sluice-eo,sss                               # the headline pair
+    .venv/bin/python bench/latency.py ... --runs 5           # medians of 5 alternated runs
 
 Every input record is stamped with the wall time it is produced at; a result carries the stamp of
 the newest record it depends on; its latency is the time it becomes visible minus that stamp.
@@ -34,7 +35,8 @@ Only results whose stamp falls after --warm-up seconds of producing count (start
 
 Checked: Sluice's exactly-once results (sluice-eo, Delta) against what the producer sent: no
 duplicate and none missing (results of records produced before the job stopped), so a fast but
-wrong run shows. It prints a table per (query, sink, rate) and writes the raw figures as JSON.
+wrong run shows. It prints a table per (query, sink, rate) (with --runs N, each engine's medians
+over N runs, the engines alternated, and each run's p99) and writes the raw figures as JSON.
 The script is also its own subprocess entry point (``--role NAME --spec FILE``).
 """
 from __future__ import annotations
@@ -42,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -408,9 +411,10 @@ ROLES = {"sluice": role_sluice, "sss": role_sss, "produce": role_produce, "obser
 # The parent: one configuration at a time
 # =========================================================================================
 
-def run_one(args, bootstrap, workdir, query, sink, rate, engine):
-    """One engine on one (query, sink, rate): its producer, its observer, its job; the figures."""
-    name = f"{engine}-{query}-{sink}-{rate}"
+def run_one(args, bootstrap, workdir, query, sink, rate, engine, rep=0):
+    """One engine on one (query, sink, rate), its ``rep``-th run: its producer, its observer, its
+    job; the figures."""
+    name = f"{engine}-{query}-{sink}-{rate}" + (f"-run{rep + 1}" if args.runs > 1 else "")
     folder = os.path.join(workdir, name)
     os.makedirs(folder, exist_ok=True)
     topic, out_topic = f"{name}-in", f"{name}-out"
@@ -439,7 +443,8 @@ def run_one(args, bootstrap, workdir, query, sink, rate, engine):
                                                          f"log {folder}/engine.log)", flush=True))
     open(spec["stop"], "a").close()             # the engine is gone: the helpers end
     produced, observed = (_finish_helper(helpers[r], folder, r) for r in ("produce", "observe"))
-    figures = {"name": name, "query": query, "sink": sink, "rate": rate, "engine": engine, "drain": args.drain,
+    figures = {"name": name, "query": query, "sink": sink, "rate": rate, "engine": engine, "run": rep + 1,
+               "drain": args.drain,
                "load_before": metrics.get("load_before"), "load_after": os.getloadavg()[0],
                "engine_metrics": {k: v for k, v in metrics.items() if k not in ("peak_processes", "traceback")},
                "producer": produced, "observer": observed}
@@ -588,27 +593,48 @@ def report(runs, args):
                 if rows:
                     out.append(f"\n{query}, Kafka -> {sink.capitalize()}, {rate:,} records/s, {args.duration} s a "
                                f"run (latency in s; load average before/after)\n")
-                    out.extend(_table(rows))
+                    out.extend(_table(_medians(rows) if args.runs > 1 else rows))
     return "\n".join(out)
+
+
+def _medians(rows):
+    """One row per engine over its runs: the median of each figure, each run's p99 beside it, the
+    loads' range, and exactly once only if every run was; a failed run is reported as it is."""
+    out = []
+    for engine in dict.fromkeys(r["engine"] for r in rows):
+        runs = [r for r in rows if r["engine"] == engine]
+        good = [r for r in runs if r.get("p50") is not None]
+        out.extend(r for r in runs if r.get("p50") is None)
+        if not good:
+            continue
+        row = dict(good[0], results=min(r["results"] for r in good),
+                   load_before=min(r["load_before"] for r in good), load_after=max(r["load_after"] for r in good),
+                   per_run_p99=[r["p99"] for r in good])
+        row.update({q: statistics.median(r[q] for r in good) for q in (*(name for name, _ in QUANTILES), "max")})
+        checks = [r["check"] for r in good if r.get("check")]
+        if checks:
+            row["check"] = next((c for c in checks if not c["ok"]), checks[0])
+        out.append(row)
+    return out
 
 
 def _table(rows):
     spark = [r for r in rows if r["engine"].startswith("sss") and r.get("p99") is not None]
     best = min(spark, key=lambda r: r["p99"]) if spark else None
     lines = ["| engine | p50 | p90 | p99 | p99.9 | max | results | p50 / Spark | p99 / Spark | load "
-             "| exactly once |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| exactly once | p99 per run |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         label = "Sluice, DeltaSink (exactly once)" if r["engine"] == "sluice-eo" and r["sink"] == "delta" else \
             LABELS[r["engine"]]
         if r.get("refused"):
-            lines.append(f"| {label} | refused: {r['refused'][:160]} | | | | | | | | | |")
+            lines.append(f"| {label} | refused: {r['refused'][:160]} | | | | | | | | | | |")
             continue
         if r.get("p50") is None:
             why = r.get("error") or f"none of the measured records' results visible by {r.get('drain', '--drain')} s " \
                 "after producing"
             lines.append(f"| {label} | FAILED: {why[:120]} | | | | | "
-                         f"{r.get('results', 0)} | | | | |")
+                         f"{r.get('results', 0)} | | | | | |")
             continue
         mine = best and r["engine"].startswith("sluice")
         ratios = [f"{r[q] / best[q]:.2f}x" if mine else "-" for q in ("p50", "p99")]
@@ -618,7 +644,8 @@ def _table(rows):
         few = " (under 10,000)" if r["results"] < 10_000 else ""
         figures = " | ".join(f"{r[q]:.3f}" for q in ("p50", "p90", "p99", "p99.9", "max"))
         lines.append(f"| {label} | {figures} | {r['results']:,}{few} | {ratios[0]} | {ratios[1]} "
-                     f"| {r['load_before']:.1f}/{r['load_after']:.1f} | {check} |")
+                     f"| {r['load_before']:.1f}/{r['load_after']:.1f} | {check} "
+                     f"| {', '.join(f'{p:.3f}' for p in r.get('per_run_p99', [r['p99']]))} |")
     return lines
 
 
@@ -633,6 +660,8 @@ def main(argv=None):
     parser.add_argument("--drain", type=float, default=60,
                         help="at most this many seconds the job runs after producing, until the last results "
                              "are visible (60)")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="runs of each configuration, the engines alternated; the table gives the medians (1)")
     parser.add_argument("--quick", action="store_true", help="a 30 s smoke run of each configuration")
     parser.add_argument("--epoch-ms", type=int, default=250, help="Sluice's sluice.epoch.interval (250): the longest an epoch waits for input")
     parser.add_argument("--parallelism", type=int, default=os.cpu_count() or 2)
@@ -660,13 +689,14 @@ def main(argv=None):
         for query in args.queries:
             for sink in args.sinks:
                 for rate in args.rates:
-                    for engine in engines:
-                        if engine == "sluice-alo" and sink == "delta":
-                            continue        # the Delta sink is exactly once only
-                        runs.append(run_one(args, broker.bootstrap, workdir, query, sink, rate, engine))
-                        with open(json_path, "w") as f:
-                            json.dump({"args": vars(args), "commit": _commit(), "date": time.strftime("%Y-%m-%d"),
-                                       "runs": runs}, f, indent=1, default=str)
+                    for rep in range(args.runs):
+                        for engine in engines if rep % 2 == 0 else engines[::-1]:       # alternated
+                            if engine == "sluice-alo" and sink == "delta":
+                                continue        # the Delta sink is exactly once only
+                            runs.append(run_one(args, broker.bootstrap, workdir, query, sink, rate, engine, rep))
+                            with open(json_path, "w") as f:
+                                json.dump({"args": vars(args), "commit": _commit(),
+                                           "date": time.strftime("%Y-%m-%d"), "runs": runs}, f, indent=1, default=str)
     finally:
         broker.stop()
     print(f"\n== results ({time.strftime('%Y-%m-%d')}, code at {_commit()}, {args.parallelism} cores); "
