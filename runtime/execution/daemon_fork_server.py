@@ -44,6 +44,7 @@ PRELOAD = ("pyspark.daemon", "pyspark.worker", "runtime.connectors.files", "runt
 _STARTUP_VARIABLES = ("LD_PRELOAD", "LD_LIBRARY_PATH", "MALLOC_ARENA_MAX", "LANG", "LC_ALL", "LC_CTYPE",
                       "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 _HEADER = struct.Struct("!I")
+START_TIMEOUT_S = 60        # for the fork server's imports
 _REFUSED = -1
 
 
@@ -61,12 +62,13 @@ def startup_settings(env) -> dict:
 _server: Optional[subprocess.Popen] = None
 
 
-def start(folder: str, worker_env: dict) -> Optional[str]:
+def start(folder: str, worker_env: dict, python: str = sys.executable) -> Optional[str]:
     """Start this process's fork server (once) with a socket in a folder of its own in ``folder``
     (only this user may connect: a connection asks for a process of this user's); the socket's
     path, which the JVM's daemons must find under ``SERVER_VARIABLE``. ``worker_env``: the
     variables Spark adds to its Python workers' environment that a process reads as it starts
-    (``PYTHONHASHSEED``, ``OMP_NUM_THREADS``). None when it did not start: Spark's own daemons then."""
+    (``PYTHONHASHSEED``, ``OMP_NUM_THREADS``); ``python``: the workers' interpreter. None when it
+    did not start: Spark's own daemons then."""
     global _server
     if _server is not None and _server.poll() is None:
         return _server.args[-1]
@@ -76,9 +78,10 @@ def start(folder: str, worker_env: dict) -> Optional[str]:
     env.pop(SERVER_VARIABLE, None)
     # Its stdin is this process's pipe: it ends when this process does, however that ends (a
     # Ctrl-C at the terminal is the driver's to handle: the server ignores it).
-    server = subprocess.Popen([sys.executable, "-m", MODULE, "serve", path], stdin=subprocess.PIPE,
+    server = subprocess.Popen([python, "-m", MODULE, "serve", path], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, env=env)
-    if server.stdout.readline().strip() != b"ready":
+    started = select.select([server.stdout], [], [], START_TIMEOUT_S)[0]
+    if not started or server.stdout.readline().strip() != b"ready":
         server.kill()
         server.wait()
         return None
@@ -112,6 +115,7 @@ def serve(path: str) -> None:
                 return      # the driver is gone
             if listener in ready:
                 connection, _ = listener.accept()
+                connection.settimeout(10)
                 with connection:
                     _fork_daemon(connection, listener, preloaded)
     finally:
@@ -120,22 +124,26 @@ def serve(path: str) -> None:
 
 
 def _fork_daemon(connection: socket.socket, listener: socket.socket, preloaded: frozenset) -> None:
+    fds: list = []
     try:
         message, fds, _, _ = socket.recv_fds(connection, _HEADER.size, 3)
         request = json.loads(_read(connection, _HEADER.unpack(message)[0]))
-    except (OSError, ValueError, struct.error):
-        return
-    try:
-        why = _differs(request, preloaded)
+        why = _differs(request, preloaded) or (None if len(fds) == 3 else "no standard streams given")
         if why:
             _send(connection, {"pid": _REFUSED, "why": why})
             return
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as e:
+            _send(connection, {"pid": _REFUSED, "why": f"fork failed: {e}"})
+            return
         if pid == 0:
             listener.close()
             connection.close()
             _become_daemon(request, fds)        # never returns
         _send(connection, {"pid": pid})
+    except (OSError, ValueError, KeyError, struct.error):
+        return      # the client gave up or sent nonsense: it runs Spark's own daemon
     finally:
         for fd in fds:
             os.close(fd)
@@ -186,6 +194,9 @@ def _become_daemon(request: dict, fds: list) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
+        for fd in fds:
+            if fd > 2:
+                os.close(fd)
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
@@ -239,14 +250,19 @@ def client() -> None:
         return
     # The daemon has this process's streams; this process is what Spark holds: it passes
     # Spark's SIGTERM (stopping the daemon) on, and ends when the daemon ends.
-    signal.signal(signal.SIGTERM, lambda *_: os.kill(pid, signal.SIGTERM))
-    watch = os.pidfd_open(pid)
-    while True:
-        try:
-            if select.select([watch], [], [])[0]:
-                return
-        except InterruptedError:
-            continue
+    signal.signal(signal.SIGTERM, lambda *_: _signal(pid, signal.SIGTERM))
+    try:
+        watch = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return      # it ended already
+    select.select([watch], [], [])      # readable once the daemon has ended
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
 
 
 def _request_daemon(path: Optional[str]) -> tuple[Optional[int], Optional[str]]:
