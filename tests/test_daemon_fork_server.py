@@ -7,6 +7,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -60,9 +61,11 @@ def server(tmp_path_factory):
 
 def _daemon(server_path, tmp_path, **env):
     """The client as Spark's JVM starts it: ``python -m MODULE pyspark.worker``, its stdin a pipe
-    the JVM keeps, the daemon's socket path on its stdout."""
+    the JVM keeps, the daemon's socket path on its stdout (in a short folder, as Spark's: a Unix
+    socket's path has at most 107 bytes, and pytest's tmp_path may be longer)."""
+    sockets = tempfile.mkdtemp(prefix="sluice-test-", dir="/tmp")
     full = dict(os.environ, PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0"), OMP_NUM_THREADS="1",
-                PYTHONUNBUFFERED="YES", PYTHON_UNIX_DOMAIN_ENABLED="true", PYTHON_WORKER_FACTORY_SOCK_DIR=str(tmp_path),
+                PYTHONUNBUFFERED="YES", PYTHON_UNIX_DOMAIN_ENABLED="true", PYTHON_WORKER_FACTORY_SOCK_DIR=sockets,
                 PYTHON_WORKER_FACTORY_SECRET="s", **{daemon_fork_server.SERVER_VARIABLE: server_path})
     full.update(env)
     process = subprocess.Popen([sys.executable, "-m", daemon_fork_server.MODULE, "pyspark.worker"],
