@@ -244,6 +244,9 @@ def _read(connection: socket.socket, n: int) -> bytes:
 
 
 def client() -> None:
+    # Out of the JVM's process group, as Spark's daemon goes (pyspark.daemon.manager): a Ctrl-C at
+    # the driver's terminal is the driver's to handle, not its Python daemons'.
+    os.setpgid(0, 0)
     pid, why = _request_daemon(os.environ.get(SERVER_VARIABLE))
     if pid is None:
         if why:
