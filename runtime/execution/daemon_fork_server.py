@@ -5,8 +5,8 @@ slot and each keyed subtask's store a pool of its own (``python_rdds``: pinned s
 two keyed operators at parallelism 2 starts six daemons, each a new interpreter that imports
 pyspark, then forks a worker that imports the engine (pyarrow, numpy, the operators) at its first
 task, at every driver start and for every new subtask of a rescale. Forked from this module's
-server, a driver of four keyed operators at parallelism 2, then 3, took 11 CPU-seconds of the
-2-core machine instead of 25.5, and its run at parallelism 3 1.8 s instead of 9.6
+server, a driver of four keyed operators at parallelism 2, then 3, took 12 CPU-seconds of the
+2-core machine instead of 27, and its run at parallelism 3 2.1 s instead of 10.0
 (bench/python_workers.py).
 
 With a local master the driver starts this module's *fork server* once: a process that imports
