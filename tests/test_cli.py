@@ -163,13 +163,39 @@ from runtime.datastream.connectors import DataGeneratorSource
 MARKER = sys.argv[1]
 
 
+def parent(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def command(pid):
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().split(b"\\0")
+
+
+def the_jvm():
+    """This worker's JVM: its daemon's parent (Spark's own daemon), or for a daemon forked from the
+    driver's fork server (runtime.execution.daemon_fork_server) the parent of a daemon module's
+    process that asked that server (its server in its environment)."""
+    daemon = parent(os.getpid())
+    if b"java" in command(parent(daemon))[0]:
+        return parent(daemon)
+    server = f"SLUICE_DAEMON_FORK_SERVER={os.environ['SLUICE_DAEMON_FORK_SERVER']}".encode()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                asked = server in f.read().split(b"\\0") and b"serve" not in command(pid)
+            if asked and b"java" in command(parent(pid))[0]:
+                return parent(pid)
+        except OSError:
+            continue
+    raise RuntimeError("no JVM found")
+
+
 def kill_the_jvm_once(n):
     if n == 30 and not os.path.exists(MARKER):
         open(MARKER, "w").close()
-        daemon = os.getppid()       # pyspark's worker daemon, a child of the JVM
-        with open(f"/proc/{daemon}/stat") as f:
-            jvm = int(f.read().rsplit(")", 1)[1].split()[1])
-        os.kill(jvm, signal.SIGKILL)
+        os.kill(the_jvm(), signal.SIGKILL)
     return n
 
 

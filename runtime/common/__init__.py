@@ -1,4 +1,8 @@
 """Common types of the Sluice API, named as ``pyflink.common``."""
+from runtime.common.lazy_pandas import defer_pandas_import
+
+defer_pandas_import()       # before anything of the engine converts a list with pyarrow (every part imports this)
+
 from runtime.common.configuration import Configuration
 from runtime.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
 from runtime.common.serialization import (

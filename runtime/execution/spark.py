@@ -12,11 +12,13 @@ import os
 import re
 import signal
 import subprocess
+import sys
+import tempfile
 import threading
 from typing import Callable, Optional, Union
 
 from runtime.common.lazy_pandas import pandas_hidden
-from runtime.execution import python_rdds
+from runtime.execution import daemon_fork_server, python_rdds
 from runtime.scheduler.slots import TaskManager
 from runtime.storage.filesystems import deployment_env
 
@@ -69,10 +71,35 @@ def _launch_jvm(conf) -> None:
     # native allocations (its heap is its own). Read at a process's start: the JVM, and the Python
     # workers it starts, have it from this process's environment.
     os.environ.setdefault("MALLOC_ARENA_MAX", "2")
+    _with_forked_daemons(conf)
     gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
     threading.Thread(target=_forward_jvm_log, args=(gateway.proc.stderr,), name="spark-jvm-log",
                      daemon=True).start()
     SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+
+
+DAEMON_MODULE = "spark.python.daemon.module"
+
+
+def _with_forked_daemons(conf) -> None:
+    """A local master's Python daemons forked from this process's fork server, which has the
+    engine imported (runtime.execution.daemon_fork_server), unless the configuration names a daemon
+    module of its own. The JVM (and so each daemon) finds the server in its environment
+    (bench/python_workers.py measures what it saves)."""
+    if not (conf.get("spark.master") or "").startswith("local") or conf.get(DAEMON_MODULE):
+        return
+    # What Spark gives its workers: PySpark's hash seed (SparkContext's environment), and the
+    # OpenMP threads of a task (PythonRunner's, SPARK-42613): the fork server imports numpy with them.
+    path = daemon_fork_server.start(tempfile.gettempdir(), {
+        "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0"),
+        "OMP_NUM_THREADS": conf.get("spark.executorEnv.OMP_NUM_THREADS") or conf.get("spark.task.cpus") or "1"},
+        python=conf.get("spark.pyspark.python") or sys.executable)
+    if path:
+        os.environ[daemon_fork_server.SERVER_VARIABLE] = path
+        conf.set(DAEMON_MODULE, daemon_fork_server.MODULE)
+    else:
+        logging.getLogger(__name__).warning(
+            "The Python daemons' fork server did not start: each worker pool starts Spark's own daemon")
 
 
 # delta-spark's JVM parts (bin/dev's set-up copies them with Maven from include/maven/delta/pom.xml);
