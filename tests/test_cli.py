@@ -1,4 +1,5 @@
 """The ``sluice`` console script, run as a user would."""
+import contextlib
 import json
 import os
 import re
@@ -352,6 +353,19 @@ def _listening(pids: set) -> list:
     return found
 
 
+@contextlib.contextmanager
+def _sigint_not_ignored():
+    """A terminal's command starts with SIGINT at its default. A suite started by a non-interactive
+    shell's `&` (as `nohup .ci/run &` does) runs with SIGINT ignored, which exec passes on, and a
+    `sluice run` started so keeps it ignored, as a background command should. Catching SIGINT here
+    while the child starts gives it the default, since exec resets caught signals."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def test_sluice_run_in_a_terminal_listens_on_loopback_says_its_progress_and_stops_at_ctrl_c(tmp_path):
     """A `sluice run` as a person sees it in a terminal. Its driver listens on loopback only, with no
     warning about the hostname (no SPARK_LOCAL_IP set). It says when the Spark session is up and how
@@ -366,7 +380,7 @@ def test_sluice_run_in_a_terminal_listens_on_loopback_says_its_progress_and_stop
     job.write_text(CANCELABLE_JOB)
     env = {k: v for k, v in os.environ.items() if k != "SPARK_LOCAL_IP"}
     began = time.monotonic()
-    with open(log, "w") as out:
+    with open(log, "w") as out, _sigint_not_ignored():
         proc = subprocess.Popen([SLUICE, "run", str(job), "--warehouse", str(warehouse), "--", "100000"], cwd=ROOT,
                                 env=env, stdout=subprocess.DEVNULL, stderr=out, start_new_session=True)
     try:

@@ -15,6 +15,7 @@ from pyspark import cloudpickle
 
 from runtime.execution import daemon_fork_server
 from runtime.execution.python_rdds import PythonRDDs
+from waiting import wait_until
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])     # the workers cannot import tests
 
@@ -55,7 +56,7 @@ def server(tmp_path_factory):
     """A fork server of this process's (the one its session started, or a new one)."""
     path = daemon_fork_server.start(str(tmp_path_factory.mktemp("fork")), {
         "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0"), "OMP_NUM_THREADS": "1"})
-    assert path and os.path.exists(path)
+    wait_until(lambda: os.path.exists(path), 60, "the fork server's socket")
     return path
 
 

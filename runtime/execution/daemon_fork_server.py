@@ -28,6 +28,7 @@ a ``PYTHONPATH`` folder that holds a module the fork server imported already.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import select
 import signal
@@ -36,12 +37,15 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 from typing import Optional
 
 MODULE = "runtime.execution.daemon_fork_server"
 SERVER_VARIABLE = "SLUICE_DAEMON_FORK_SERVER"       # the fork server's socket, in the daemons' environment
-# What a worker imports (runtime.execution.spark's warm-up task imports the same).
-PRELOAD = ("pyspark.daemon", "pyspark.worker", "runtime.connectors.files", "runtime.task.stream_task")
+# The engine's side of a Python worker (operators, state, windows, the connectors' readers), which
+# runtime.execution.spark's warm-up task imports in workers Spark forks itself.
+ENGINE_MODULES = ("runtime.connectors.files", "runtime.task.stream_task")
+PRELOAD = ("pyspark.daemon", "pyspark.worker", *ENGINE_MODULES)
 # Read by the interpreter, the C library or the native libraries as a process starts: a forked
 # daemon keeps the fork server's, so they must equal the client's.
 _STARTUP_VARIABLES = ("LD_PRELOAD", "LD_LIBRARY_PATH", "MALLOC_ARENA_MAX", "LANG", "LC_ALL", "LC_CTYPE",
@@ -65,13 +69,15 @@ def startup_settings(env) -> dict:
 _server: Optional[subprocess.Popen] = None
 
 
-def start(folder: str, worker_env: dict, python: str = sys.executable) -> Optional[str]:
+def start(folder: str, worker_env: dict, python: str = sys.executable) -> str:
     """Start this process's fork server (once) with a socket in a folder of its own in ``folder``
     (only this user may connect: a connection asks for a process of this user's); the socket's
     path, which the JVM's daemons must find under ``SERVER_VARIABLE``. ``worker_env``: the
     variables Spark adds to its Python workers' environment that a process reads as it starts
-    (``PYTHONHASHSEED``, ``OMP_NUM_THREADS``); ``python``: the workers' interpreter. None when it
-    did not start: Spark's own daemons then."""
+    (``PYTHONHASHSEED``, ``OMP_NUM_THREADS``); ``python``: the workers' interpreter.
+
+    It returns at once: the server imports while the JVM starts, and a daemon asked for before the
+    server listens (or if it never does, which is logged) is Spark's own."""
     global _server
     if _server is not None and _server.poll() is None:
         return _server.args[-1]
@@ -81,15 +87,20 @@ def start(folder: str, worker_env: dict, python: str = sys.executable) -> Option
     env.pop(SERVER_VARIABLE, None)
     # Its stdin is this process's pipe: it ends when this process does, however that ends (a
     # Ctrl-C at the terminal is the driver's to handle: the server ignores it).
-    server = subprocess.Popen([python, "-m", MODULE, "serve", path], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, env=env)
-    started = select.select([server.stdout], [], [], START_TIMEOUT_S)[0]
-    if not started or server.stdout.readline().strip() != b"ready":
-        server.kill()
-        server.wait()
-        return None
-    _server = server
+    _server = subprocess.Popen([python, "-m", MODULE, "serve", path], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, env=env)
+    threading.Thread(target=_await_ready, args=(_server,), name="daemon-fork-server-start", daemon=True).start()
     return path
+
+
+def _await_ready(server: subprocess.Popen) -> None:
+    started = select.select([server.stdout], [], [], START_TIMEOUT_S)[0]
+    if started and server.stdout.readline().strip() == b"ready":
+        return
+    server.kill()
+    server.wait()
+    logging.getLogger(__name__).warning(
+        "The Python daemons' fork server did not start: each worker pool starts Spark's own daemon")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -94,12 +94,8 @@ def _with_forked_daemons(conf) -> None:
         "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0"),
         "OMP_NUM_THREADS": conf.get("spark.executorEnv.OMP_NUM_THREADS") or conf.get("spark.task.cpus") or "1"},
         python=conf.get("spark.pyspark.python") or sys.executable)
-    if path:
-        os.environ[daemon_fork_server.SERVER_VARIABLE] = path
-        conf.set(DAEMON_MODULE, daemon_fork_server.MODULE)
-    else:
-        logging.getLogger(__name__).warning(
-            "The Python daemons' fork server did not start: each worker pool starts Spark's own daemon")
+    os.environ[daemon_fork_server.SERVER_VARIABLE] = path
+    conf.set(DAEMON_MODULE, daemon_fork_server.MODULE)
 
 
 # delta-spark's JVM parts (bin/dev's set-up copies them with Maven from include/maven/delta/pom.xml);
@@ -380,8 +376,9 @@ def _deploy_store_env(sc) -> None:
 def _warm_up(index, rows):     # rows: none (a source stage read its empty input)
     import gc
 
-    import runtime.connectors.files  # noqa: F401  (imports the task side: operators, state, windows)
-    import runtime.task.stream_task  # noqa: F401
+    import importlib
+    for name in daemon_fork_server.ENGINE_MODULES:
+        importlib.import_module(name)
     # The imports stay for the worker's life: out of the cyclic collector's scans (epoch_job's
     # settling of a worker's first run then collects only what that run made).
     gc.collect()
