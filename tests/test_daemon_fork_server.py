@@ -3,6 +3,7 @@ imported (runtime.execution.daemon_fork_server): its workers run as Spark's own 
 pinned pools' environments, PySpark's hash seed), and a daemon that could differ from Spark's own
 is Spark's own."""
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -60,11 +61,18 @@ def server(tmp_path_factory):
     return path
 
 
-def _daemon(server_path, tmp_path, **env):
+@pytest.fixture
+def sockets():
+    """A short folder for a daemon's socket, as Spark's (a Unix socket's path has at most 107
+    bytes, and pytest's tmp_path may be longer)."""
+    folder = tempfile.mkdtemp(prefix="sluice-test-", dir="/tmp")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _daemon(server_path, sockets, **env):
     """The client as Spark's JVM starts it: ``python -m MODULE pyspark.worker``, its stdin a pipe
-    the JVM keeps, the daemon's socket path on its stdout (in a short folder, as Spark's: a Unix
-    socket's path has at most 107 bytes, and pytest's tmp_path may be longer)."""
-    sockets = tempfile.mkdtemp(prefix="sluice-test-", dir="/tmp")
+    the JVM keeps, the daemon's socket path on its stdout."""
     full = dict(os.environ, PYTHONHASHSEED=os.environ.get("PYTHONHASHSEED", "0"), OMP_NUM_THREADS="1",
                 PYTHONUNBUFFERED="YES", PYTHON_UNIX_DOMAIN_ENABLED="true", PYTHON_WORKER_FACTORY_SOCK_DIR=sockets,
                 PYTHON_WORKER_FACTORY_SECRET="s", **{daemon_fork_server.SERVER_VARIABLE: server_path})
@@ -97,8 +105,8 @@ def _gone(pid: int, within: float = 10) -> bool:
     return False
 
 
-def test_a_forked_daemon_serves_workers_and_ends_with_sparks_sigterm(server, tmp_path):
-    client, path = _daemon(server, tmp_path)
+def test_a_forked_daemon_serves_workers_and_ends_with_sparks_sigterm(server, sockets):
+    client, path = _daemon(server, sockets)
     worker = _worker_pid(path)
     daemon = _parent(worker)
     assert daemon != client.pid and _parent(daemon) != client.pid      # forked by the server
@@ -108,8 +116,8 @@ def test_a_forked_daemon_serves_workers_and_ends_with_sparks_sigterm(server, tmp
     assert b"own Python daemon" not in client.stderr.read()
 
 
-def test_a_daemon_ends_when_the_jvm_closes_its_stdin(server, tmp_path):
-    client, path = _daemon(server, tmp_path)
+def test_a_daemon_ends_when_the_jvm_closes_its_stdin(server, sockets):
+    client, path = _daemon(server, sockets)
     worker = _worker_pid(path)
     daemon = _parent(worker)
     client.stdin.close()                # the JVM is gone
@@ -122,12 +130,12 @@ def test_a_daemon_ends_when_the_jvm_closes_its_stdin(server, tmp_path):
     ({"OMP_NUM_THREADS": "4"}, "its environment sets OMP_NUM_THREADS otherwise"),
     ({"PYTHONPATH": "{shadow}"}, "PYTHONPATH folder {shadow} holds numpy, imported here already"),
 ])
-def test_a_daemon_that_could_differ_is_sparks_own(server, tmp_path, env, why):
+def test_a_daemon_that_could_differ_is_sparks_own(server, sockets, tmp_path, env, why):
     shadow = tmp_path / "shadow"
     shadow.mkdir()
     (shadow / "numpy.py").write_text("raise ImportError('a numpy of its own')\n")
     env = {k: v.format(shadow=shadow) for k, v in env.items()}
-    client, path = _daemon(server, tmp_path, **env)
+    client, path = _daemon(server, sockets, **env)
     worker = _worker_pid(path)
     assert _parent(worker) == client.pid            # Spark's own daemon, in the client's process
     client.stdin.close()

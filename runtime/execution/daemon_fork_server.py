@@ -63,7 +63,7 @@ def startup_settings(env) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# The driver's side: one fork server a process, started before the JVM
+# The driver's side: one fork server a process, importing while the JVM starts
 
 
 _server: Optional[subprocess.Popen] = None
