@@ -117,8 +117,11 @@ def serve(path: str) -> None:
     gc.freeze()         # the imports' objects: no copy-on-write of their pages by the collector
     preloaded = frozenset(name.partition(".")[0] for name in sys.modules)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
+    # Bound and listening under another name, then renamed: a client that finds the path finds a
+    # socket that listens (one that connects between bind and listen is refused).
+    listener.bind(path + ".new")
     listener.listen(64)
+    os.rename(path + ".new", path)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)       # the daemons are reaped as they end
     sys.stdout.buffer.write(b"ready\n")
     sys.stdout.flush()
