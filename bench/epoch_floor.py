@@ -46,7 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 KEYS = 1000
 PARTITIONS = 2
-ENGINES = ("sluice", "sss")
+ENGINES = ("sluice", "sluice-lr", "sss")
 JOB = "epoch-floor"
 
 
@@ -59,7 +59,8 @@ def role_sluice(spec):
     sys.path.insert(0, REPO)
     from runtime.checkpoint.epoch_log import EpochLog
     from runtime.storage.layout import job_dir
-    env = sluice_job(dict(spec, query="count", engine="sluice-eo"), "sluice: bench epoch floor")
+    tasks = "long-running" if spec["engine"] == "sluice-lr" else "per-epoch"
+    env = sluice_job(dict(spec, query="count", engine="sluice-eo", epoch_tasks=tasks), "sluice: bench epoch floor")
     client = env.execute_async(JOB)
     competitor.set_phase(spec["phase"], "job")
     time.sleep(spec["run_s"])
@@ -120,7 +121,9 @@ def role_sss(spec):
     return {"batches": batches}
 
 
-ROLES = {"sluice": role_sluice, "sss": role_sss}
+ROLES = {"sluice": role_sluice, "sluice-lr": role_sluice, "sss": role_sss}
+LABELS = {"sluice": "Sluice, a Spark job per epoch", "sluice-lr": "Sluice, long-running tasks",
+          "sss": "Structured Streaming, trigger 0 s"}
 
 
 # =========================================================================================
@@ -163,7 +166,7 @@ def run_one(args, bootstrap, workdir, engine, run):
     os.makedirs(folder, exist_ok=True)
     topic, out_topic = f"{name}-in", f"{name}-out"
     create_topics(bootstrap, [topic, out_topic], PARTITIONS)
-    spec = {"bootstrap": bootstrap, "topic": topic, "out_topic": out_topic, "group": f"bench-{name}",
+    spec = {"engine": engine, "bootstrap": bootstrap, "topic": topic, "out_topic": out_topic, "group": f"bench-{name}",
             "parallelism": args.parallelism, "epoch_ms": args.epoch_ms, "run_s": args.seconds, "sink": args.sink,
             "phase": os.path.join(folder, "phase"), "warehouse": os.path.join(folder, "warehouse"),
             "table": os.path.join(folder, "table"), "checkpoint": os.path.join(folder, "checkpoint")}
@@ -190,7 +193,8 @@ def run_one(args, bootstrap, workdir, engine, run):
 
 def figures(engine, metrics, warm_up):
     """The run's medians over its epochs (micro-batches) after the warm-up that read records."""
-    rows = metrics["epochs"] if engine == "sluice" else metrics["batches"]
+    sluice = engine != "sss"
+    rows = metrics["epochs"] if sluice else metrics["batches"]
     rows = [r for r in rows if r["records"] and r.get("started_at")]
     if not rows:
         return {"epochs": 0}
@@ -198,7 +202,7 @@ def figures(engine, metrics, warm_up):
     rows = [r for r in rows if r["started_at"] >= first + warm_up]
     med = lambda xs: statistics.median(xs) if xs else None     # noqa: E731
     out = {"epochs": len(rows), "records": med([r["records"] for r in rows])}
-    if engine == "sluice":
+    if sluice:
         out["loop_ms"] = med([r["loop_ms"] for r in rows if r["loop_ms"] is not None])
         out["visible_ms"] = med([r["visible_ms"] for r in rows if r["visible_ms"] is not None])
     else:
@@ -221,29 +225,31 @@ def summarize(runs, engine):
 
 
 def report(runs, args):
-    s, k = summarize(runs, "sluice"), summarize(runs, "sss")
+    k = summarize(runs, "sss")
     lines = [f"\nKafka -> running count (1,000 keys) -> {'Kafka EXACTLY_ONCE' if args.sink == 'kafka' else 'Delta'}, "
              f"{args.rate:,} records/s, local[{args.parallelism}], Sluice epochs of at most {args.epoch_ms} ms with a "
              f"checkpoint each; medians over runs of the per-run medians ({args.seconds} s a run, "
              f"{args.warm_up:g} s warm-up)\n",
              "| engine | runs | epochs | records / epoch | epoch (loop) ms | to visible ms | per run (visible) |",
              "|---|---|---|---|---|---|---|"]
-    for engine, label, x in (("sluice", "Sluice", s), ("sss", "Structured Streaming, trigger 0 s", k)):
+    for engine in ENGINES:
+        x, label = summarize(runs, engine), LABELS[engine]
         if x is None:
             if any(r["engine"] == engine for r in runs):
                 lines.append(f"| {label} | FAILED | | | | | |")
             continue
         lines.append(f"| {label} | {x['runs']} | {x['epochs']} | {x['records']:.0f} | {x['loop_ms']:.0f} | "
                      f"{x['visible_ms']:.0f} | {', '.join(f'{v:.0f}' for v in x['per_run_visible'] if v)} |")
-    if s and k and k["visible_ms"]:
-        lines.append(f"\nSluice / Structured Streaming: epoch (loop) **{s['loop_ms'] / k['visible_ms']:.2f}x**, "
-                     f"to visible **{s['visible_ms'] / k['visible_ms']:.2f}x** (Spark's micro-batch: "
-                     f"{k['visible_ms']:.0f} ms)")
-    cpu = [f"{label} {x['cpu_s']:.0f}" for label, x in (("Sluice", s), ("Structured Streaming", k))
-           if x and x["cpu_s"] is not None]
+    summaries = [(LABELS[e], summarize(runs, e)) for e in ENGINES]
+    for label, s in summaries[:-1]:
+        if s and k and k["visible_ms"]:
+            lines.append(f"\n{label} / Structured Streaming: epoch (loop) **{s['loop_ms'] / k['visible_ms']:.2f}x**, "
+                         f"to visible **{s['visible_ms'] / k['visible_ms']:.2f}x** (Spark's micro-batch: "
+                         f"{k['visible_ms']:.0f} ms)")
+    cpu = [f"{label} {x['cpu_s']:.0f}" for label, x in summaries if x and x["cpu_s"] is not None]
     if cpu:
         lines.append(f"\nCPU-seconds a run (each engine's processes, start to end; medians): {', '.join(cpu)}")
-    for label, x in (("Sluice", s), ("Structured Streaming", k)):
+    for label, x in summaries:
         if x:
             lines.append(f"\n{label} per phase (ms, medians): " + ", ".join(
                 f"{name} {v:.1f}" for name, v in x["parts"].items() if v))
@@ -259,7 +265,7 @@ def main(argv=None):
     parser.add_argument("--epoch-ms", type=int, default=250, help="Sluice's sluice.epoch.interval (250)")
     parser.add_argument("--sink", choices=("kafka", "delta"), default="kafka",
                         help="Sluice's sink: Kafka EXACTLY_ONCE, or a Delta table (Spark's stays Kafka)")
-    parser.add_argument("--engines", default=",".join(ENGINES), help="sluice,sss")
+    parser.add_argument("--engines", default=",".join(ENGINES), help="sluice,sluice-lr,sss")
     parser.add_argument("--quick", action="store_true", help="1 run of each engine, 20 s, 8 s warm-up")
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--workdir")

@@ -130,6 +130,7 @@ def sluice_job(spec, app_name):
     conf.set_string("sluice.spark.master", master)
     conf.set_string("sluice.warehouse", spec["warehouse"])
     conf.set_string("sluice.epoch.interval", str(spec["epoch_ms"]))
+    conf.set_string("sluice.epoch.tasks", spec.get("epoch_tasks", "per-epoch"))
     get_spark_session(master, app_name)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(spec["parallelism"])

@@ -125,6 +125,11 @@ class CheckpointCoordinator:
         checkpoints their transactions are the run's."""
         self.committers = create_committers(self.job_graph, "" if self.enabled else f"-{self.run_id}", result)
 
+    def spark_committers(self) -> tuple:
+        """The names of the sinks whose commits run Spark jobs (delta-spark's)."""
+        names = {n.id: n.operator_name for v in self.job_graph.vertices for n in v.operators}
+        return tuple(names[node_id] for node_id, c in self.committers.items() if c.runs_spark_jobs())
+
     def route_committables(self, acks: list, epoch: int) -> None:
         """The sink writers' committables of an epoch, in vertex then subtask order: printed lines
         and collected records are committed at once, in order as they come; what commits with

@@ -164,6 +164,10 @@ class Committer:
         for the checkpoint record."""
         return {}
 
+    def runs_spark_jobs(self) -> bool:
+        """Whether its commits run Spark jobs of the driver's (they need a free task slot)."""
+        return False
+
     @staticmethod
     def committed_output(sink, app_id: str) -> Optional[str]:
         """Where ``sink`` holds output committed under ``app_id`` (its table), None if nowhere."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
@@ -41,6 +41,18 @@ def spark_stages(sc, job_group: str) -> list[StageTiming]:
     return sorted(stages, key=lambda s: s.stage_id)
 
 
+def task_stages(acks: list, vertex_names: dict, order: dict) -> list[StageTiming]:
+    """Long-running tasks run no stage per epoch: each vertex's subtasks stand for one, from the
+    first one's start to the last one's end, as the tasks' clocks say."""
+    by_vertex: dict = {}
+    for a in acks:
+        by_vertex.setdefault(a.job_vertex_id, []).append(a)
+    return [StageTiming(order[v], vertex_names[v], len(acks_), int(min(a.started_at for a in acks_) * 1000),
+                        int(max(a.started_at * 1000 + a.duration_ms for a in acks_)),
+                        max(a.snapshot_ms for a in acks_))
+            for v, acks_ in sorted(by_vertex.items(), key=lambda kv: order[kv[0]])]
+
+
 class EpochStatsTracker:
     def __init__(self, sc, job_graph, run_id: str, stage_vertices: dict, checkpoints: bool):
         """``stage_vertices``: a stage's name (as the epoch's Spark job names them) -> the ids of the
@@ -53,6 +65,7 @@ class EpochStatsTracker:
         # Each node's name by its id: a sink's commit is timed under its node id.
         self.node_names = {n.id: n.operator_name for v in job_graph.vertices for n in v.operators}
         self.order = {v.id: i for i, v in enumerate(job_graph.vertices)}
+        self.vertex_names = {v.id: v.name for v in job_graph.vertices}
         self._timers: dict = {}         # epoch -> (its timer, its record times, each vertex's longest snapshot ms)
         self._waited: Optional[tuple] = None    # the boundary wait before the next epoch
         self._last_end: Optional[float] = None  # when the epoch before handed its checkpoint over
@@ -92,7 +105,10 @@ class EpochStatsTracker:
         """The epoch's driver steps are done: its tasks' record times and snapshot times are kept."""
         timer, times, snapshots, stages = self._timers[epoch]
         self._last_end = time.time()
-        if timer.first(SPARK_JOB) is not None:
+        if timer.first(SPARK_JOB) is not None and not self.stage_vertices:     # long-running tasks
+            stages.append(Future())
+            stages[-1].set_result(task_stages(acks, self.vertex_names, self.order))
+        elif timer.first(SPARK_JOB) is not None:
             if self._reader is None:
                 self._reader = ThreadPoolExecutor(1, thread_name_prefix="sluice-epoch-stats")
             stages.append(self._reader.submit(spark_stages, self.sc, f"sluice-{self.run_id}-{epoch}"))
@@ -142,6 +158,7 @@ class EpochStatsTracker:
         end = int(job.ended * 1000)
         # A stage Spark's listener had not marked complete yet when read ended with the job.
         stages = [StageTiming(s.stage_id, s.name, s.tasks, s.submitted, s.completed or end,
-                              max((snapshots.get(v, 0.0) for v in self.stage_vertices.get(s.name, ())), default=0.0))
+                              max((snapshots.get(v, 0.0) for v in self.stage_vertices.get(s.name, ())),
+                                  default=s.snapshot_ms))
                   for s in stages]
         return tuple(stage_shares(stages, job.started, job.ended))

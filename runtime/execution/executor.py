@@ -36,6 +36,7 @@ from runtime.execution.epoch_stats import EpochStatsTracker
 from runtime.execution.failure_handler import handle_failure, restart_configuration
 from runtime.execution.history import RUNNING, ExecutionRecord, RunRecorder
 from runtime.execution.job_context import JobContext
+from runtime.execution.long_running_tasks import LongRunningTasks, check_free_slots
 from runtime.execution.job_execution_result import EpochSummary, JobExecutionException, JobExecutionResult
 from runtime.execution.options import ExecutionOptions
 from runtime.execution.preflight import preflight
@@ -117,8 +118,12 @@ class JobRunner:
         # Fails with Flink's NoResourceAvailableException when the cluster has too few slots.
         required = sum(slots_required_per_group(self.execution_graph).values())
         self.slot_plan = compute_slot_plan(self.execution_graph, task_managers(self.spark, required))
-        self.epoch_job = EpochJob(self.spark.sparkContext, job_graph, self.run_id,
-                                  dict(settings.job_parameters))
+        if options.epoch_tasks == "long-running":
+            check_free_slots(job_graph, self.spark.sparkContext.defaultParallelism)
+            self.epoch_job = LongRunningTasks(self.spark.sparkContext, job_graph, self.run_id,
+                                              dict(settings.job_parameters))
+        else:
+            self.epoch_job = EpochJob(self.spark.sparkContext, job_graph, self.run_id, dict(settings.job_parameters))
         self.stats = EpochStatsTracker(self.spark.sparkContext, job_graph, self.run_id, self.epoch_job.stage_vertices,
                                        self.coordinator.enabled)      # where each epoch's time goes
         self.start = StartingPoint()
@@ -193,6 +198,8 @@ class JobRunner:
                 self._failed(self._recorder(started), result, e)
                 raise
         self.coordinator.open_sinks(result)
+        if isinstance(self.epoch_job, LongRunningTasks):    # a sink's writer is known once its committer is
+            check_free_slots(self.job_graph, self.epoch_job.sc.defaultParallelism, self.coordinator.spark_committers())
         self.storage.lease.claim(self.run_id, self.options.lease_timeout_s)
         status = "FAILED"
         broadcast = None

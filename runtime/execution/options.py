@@ -18,6 +18,7 @@ from runtime.task.task_context import DEFAULT_BATCH_SIZE
 JOB_KEYS = (FULL_EVERY, FULL_RATIO, HEAP_COMPACT_AFTER)
 
 EPOCH_TRIGGERS = ("input", "interval")
+EPOCH_TASKS = ("per-epoch", "long-running")
 DEFAULT_WAREHOUSE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                  "warehouse")
 
@@ -48,6 +49,9 @@ class ExecutionOptions:
     # "input": an unbounded source's epoch starts as soon as records are there (Structured
     # Streaming's default trigger); "interval": each epoch waits out the interval (its ProcessingTime).
     epoch_trigger: str = "input"
+    # "per-epoch": each epoch is a Spark job; "long-running": a run's tasks are deployed once and
+    # run epoch after epoch (runtime.execution.long_running_tasks).
+    epoch_tasks: str = "per-epoch"
     max_epochs: Optional[int] = None        # stop an unbounded job after this many epochs
     max_records_per_split: Optional[int] = None   # cut bounded input into several epochs
     batch_size: int = DEFAULT_BATCH_SIZE    # records per batch down a task's operator chain
@@ -78,6 +82,7 @@ class ExecutionOptions:
         "sluice.warehouse": ("warehouse", str, "SLUICE_WAREHOUSE"),
         "sluice.epoch.interval": ("epoch_interval_ms", int, "SLUICE_EPOCH_INTERVAL_MS"),
         "sluice.epoch.trigger": ("epoch_trigger", str, "SLUICE_EPOCH_TRIGGER"),
+        "sluice.epoch.tasks": ("epoch_tasks", str, "SLUICE_EPOCH_TASKS"),
         "sluice.epoch.max-epochs": ("max_epochs", int, "SLUICE_MAX_EPOCHS"),
         "sluice.epoch.max-records-per-split": ("max_records_per_split", int, None),
         "sluice.task.batch-size": ("batch_size", int, None),
@@ -142,6 +147,9 @@ class ExecutionOptions:
             raise ValueError(f"sluice.epoch.trigger must be one of {', '.join(EPOCH_TRIGGERS)}, got "
                              f"{self.epoch_trigger!r} ('input': an epoch starts when records are there, "
                              "'interval': each epoch waits out sluice.epoch.interval)")
+        if self.epoch_tasks not in EPOCH_TASKS:
+            raise ValueError(f"sluice.epoch.tasks must be one of {', '.join(EPOCH_TASKS)}, got {self.epoch_tasks!r} "
+                             "('per-epoch': a Spark job per epoch, 'long-running': tasks deployed once per run)")
         for name in ("max_epochs", "max_records_per_split"):
             value = getattr(self, name)
             if value is not None and value < 1:

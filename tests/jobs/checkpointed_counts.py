@@ -6,6 +6,7 @@ and as a running count in typed keyed state into another, with a checkpoint ever
 """
 import argparse
 import os
+import signal
 
 from runtime.common import Configuration, Duration, Row, Time, Types, WatermarkStrategy
 from runtime.datastream import KeyedProcessFunction, StreamExecutionEnvironment, TumblingEventTimeWindows
@@ -35,15 +36,18 @@ def parse(line: str) -> Row:
 
 class FailAt:
     """Fails on the first event at or after ``ts`` (an epoch in the middle of the input): every
-    time, or only once when ``marker`` is given (the marker file remembers it failed)."""
+    time, or only once when ``marker`` is given (the marker file remembers it failed). ``kill``:
+    the process running the task dies instead (SIGKILL, as a crash in native code)."""
 
-    def __init__(self, ts: int, marker=None):
-        self.ts, self.marker = ts, marker
+    def __init__(self, ts: int, marker=None, kill: bool = False):
+        self.ts, self.marker, self.kill = ts, marker, kill
 
     def __call__(self, event):
         if event.ts >= self.ts and not (self.marker and os.path.exists(self.marker)):
             if self.marker:
                 open(self.marker, "w").close()
+            if self.kill:
+                os.kill(os.getpid(), signal.SIGKILL)
             raise RuntimeError(f"injected failure at event {event}")
         return event
 

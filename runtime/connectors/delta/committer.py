@@ -63,6 +63,9 @@ class DeltaCommitter(Committer):
             log.info("The Delta sink to %s commits with %s: %s", self.sink.table_path, choice.writer, choice.reason)
         return choice
 
+    def runs_spark_jobs(self) -> bool:
+        return self.writer().writer == DELTA_SPARK
+
     def commit(self, committables: list, version: int) -> dict:
         from deltalake import DeltaTable
         table = self.sink.table_path
