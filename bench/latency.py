@@ -425,7 +425,7 @@ def run_one(args, bootstrap, workdir, query, sink, rate, engine, rep=0):
             "run_s": args.duration + 120, "phase": os.path.join(folder, "phase"), "stop": os.path.join(folder, STOP),
             "table": os.path.join(folder, "table"), "truth": os.path.join(folder, "truth.json"),
             "out": os.path.join(folder, "seen.npz"), "progress": os.path.join(folder, "progress"),
-            "group": f"bench-{name}", "epoch_ms": args.epoch_ms,
+            "group": f"bench-{name}", "epoch_ms": args.epoch_ms, "epoch_tasks": args.epoch_tasks,
             "warehouse": os.path.join(folder, "warehouse"), "checkpoint": os.path.join(folder, "checkpoint")}
     helpers = {role: _start_helper(role, spec, folder) for role in ("produce", "observe")}
     me = sys.executable
@@ -665,6 +665,9 @@ def main(argv=None):
                         help="runs of each configuration, the engines alternated; the table gives the medians (1)")
     parser.add_argument("--quick", action="store_true", help="a 30 s smoke run of each configuration")
     parser.add_argument("--epoch-ms", type=int, default=250, help="Sluice's sluice.epoch.interval (250): the longest an epoch waits for input")
+    parser.add_argument("--epoch-tasks", choices=("per-epoch", "long-running"), default="per-epoch",
+                        help="Sluice's sluice.epoch.tasks: a Spark job per epoch (per-epoch), or tasks deployed "
+                             "once per run (long-running)")
     parser.add_argument("--parallelism", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--json", help="where the raw figures go (default: <workdir>/latency.json)")
     parser.add_argument("--workdir")
@@ -684,7 +687,8 @@ def main(argv=None):
     broker = start_broker(workdir)
     runs = []
     json_path = args.json or os.path.join(workdir, "latency.json")
-    print(f"Latency benchmark: {args.duration} s a run, warm-up {args.warm_up} s, Sluice epochs of {args.epoch_ms} ms, "
+    print(f"Latency benchmark: {args.duration} s a run, warm-up {args.warm_up} s, Sluice epochs of {args.epoch_ms} ms "
+          f"({args.epoch_tasks} tasks), "
           f"{args.parallelism} cores, broker {broker.bootstrap}, work folder {workdir}", flush=True)
     try:
         for query in args.queries:

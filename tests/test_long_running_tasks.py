@@ -7,19 +7,26 @@ dies fails the run, whose restart restores exactly once; a run its tasks cannot 
 before its first epoch. Real Spark (the shared session) and Delta tables."""
 import os
 import sys
+import threading
+import time
 
 import pytest
 
 from checkpoint_harness import (JOB, LINES_PER_EPOCH, expected_running, expected_windows, job_args, table_rows,
                                 write_input)
+from runtime.checkpoint.epoch_log import EpochLog
 from runtime.client import run_job
-from runtime.common import Types
+from runtime.common import Types, WatermarkStrategy
+from runtime.datastream.connectors import DataGeneratorSource, RateLimiterStrategy
+from runtime.datastream.job_client import JobStatus
+from runtime.execution import long_running_tasks
 from runtime.common.restart_strategy import RestartStrategies
 from runtime.datastream.connectors.delta import DeltaSink
 from runtime.execution.history import ExecutionHistory
 from runtime.execution.job_execution_result import JobExecutionException
 from runtime.storage.layout import job_dir
 from runtime_env import job_env
+from waiting import wait_until
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "jobs"))
 import checkpointed_counts as cc  # noqa: E402
@@ -81,7 +88,56 @@ def test_a_run_its_tasks_cannot_deploy_is_refused_before_its_first_epoch(spark, 
     env = job_env(tmp_path, 2, epoch__tasks=LONG_RUNNING)
     env.from_collection([("a", 1)], type_info=Types.ROW_NAMED(["k", "n"], [Types.STRING(), Types.LONG()])) \
         .sink_to(DeltaSink.for_row_data(str(tmp_path / "table")).with_writer("delta-spark"))
-    with pytest.raises(ValueError, match=r"holds all 2 Spark task slot\(s\) .* Delta Sink commit\(s\) with Spark jobs "
+    with pytest.raises(ValueError, match=r"holds 2 of the Spark session.s 2 task slot\(s\), and Sink: Delta Sink commit\(s\) with Spark jobs "
                                          r"\(delta-spark\) that need one more. Lower the job's parallelism to 1"):
         env.execute("delta-spark sink")
     assert not os.path.exists(tmp_path / "table")
+
+
+def _numbers(tmp_path, name: str, tasks: str = LONG_RUNNING):
+    env = job_env(tmp_path / name, 2, epoch__interval=100, epoch__tasks=tasks)
+    source = DataGeneratorSource(lambda i: i, rate_limiter=RateLimiterStrategy.per_second(100), type_info=Types.LONG())
+    env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers").print()
+    return env
+
+
+def test_runs_that_would_wait_for_slots_another_runs_tasks_hold_are_refused(spark, tmp_path):
+    """A running job's long-running tasks hold both slots of the session: another job of the
+    process is refused before it asks Spark for anything, with long-running tasks or a Spark job
+    per epoch; the first, canceled, gives back its slots and ends as canceled, every record once."""
+    first = _numbers(tmp_path, "first").execute_async("first")
+    try:
+        epoch_log = EpochLog(job_dir(str(tmp_path / "first" / "warehouse"), "first"))
+        wait_until(lambda: len(epoch_log.logged_epochs(0, None)) >= 3 or first.get_job_status().result().is_globally_terminal_state(),
+                   120, "the first job's epochs", interval=0.1)
+        assert long_running_tasks.slots_held() == 2
+        with pytest.raises(ValueError, match=r"slot per subtask: '.*' has parallelism 2, the Spark session has 2 slot\(s\), 2 of "
+                                             r"them held by other runs' long-running tasks in this process"):
+            _numbers(tmp_path, "second").execute("second")
+        with pytest.raises(ValueError, match=r"job 'third' cannot run: the Spark session's 2 task slot\(s\) are all "
+                                             r"held by other runs' long-running tasks"):
+            _numbers(tmp_path, "third", "per-epoch").execute("third")
+    finally:
+        first.cancel()
+    result = first.get_job_execution_result().result(timeout=120)
+    assert first.get_job_status().result() is JobStatus.CANCELED
+    assert long_running_tasks.slots_held() == 0
+    printed = sorted(int(line.rpartition("> ")[2]) for line in result.printed)
+    assert printed == list(range(len(printed))) and printed
+
+
+def test_tasks_that_find_no_free_slots_fail_the_run_after_the_deploy_timeout(spark, tmp_path, monkeypatch):
+    """Slots a Spark job of the session's own holds (not Sluice's to know of): the tasks cannot
+    all start, and the run fails after the deploy timeout, saying why."""
+    monkeypatch.setattr(long_running_tasks, "DEPLOY_TIMEOUT_S", 2.0)
+    holding = threading.Thread(target=lambda: spark.sparkContext.parallelize(range(2), 2)
+                               .foreach(lambda _: time.sleep(6)))
+    holding.start()
+    try:
+        time.sleep(1)
+        with pytest.raises(RuntimeError, match=r"long-running tasks of job 'starved' did not all start within 2 s: "
+                                               r"0 of 2 have a Spark task slot"):
+            _numbers(tmp_path, "starved").execute("starved")
+    finally:
+        holding.join()
+    assert long_running_tasks.slots_held() == 0

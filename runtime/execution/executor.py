@@ -23,6 +23,8 @@ from dataclasses import asdict
 from functools import partial
 from typing import Optional
 
+from pyspark import SparkContext
+
 from runtime.checkpoint.coordinator import CheckpointCoordinator
 from runtime.checkpoint.incremental import IncrementalPolicy, StateChains
 from runtime.checkpoint.storage import CheckpointStorage
@@ -36,7 +38,7 @@ from runtime.execution.epoch_stats import EpochStatsTracker
 from runtime.execution.failure_handler import handle_failure, restart_configuration
 from runtime.execution.history import RUNNING, ExecutionRecord, RunRecorder
 from runtime.execution.job_context import JobContext
-from runtime.execution.long_running_tasks import LongRunningTasks, check_free_slots
+from runtime.execution.long_running_tasks import LongRunningTasks, check_free_slots, slots_held
 from runtime.execution.job_execution_result import EpochSummary, JobExecutionException, JobExecutionResult
 from runtime.execution.options import ExecutionOptions
 from runtime.execution.preflight import preflight
@@ -106,6 +108,9 @@ class JobRunner:
         self.recovery = Recovery(self.context, self._say)
         self.planner = EpochPlanner(self.context)
         self.checkpoints = CheckpointCompletion(self.context, self._report)
+        long_running = options.epoch_tasks == "long-running"
+        if slots_held():        # before this run's session calls: they would wait behind those tasks
+            check_free_slots(job_graph, SparkContext._active_spark_context.defaultParallelism, long_running)
         asked = time.time()
         starts_session = spark is None and not session_active()
         self.spark = spark or get_spark_session(options.master, f"sluice: {stream_graph.job_name}",
@@ -118,8 +123,8 @@ class JobRunner:
         # Fails with Flink's NoResourceAvailableException when the cluster has too few slots.
         required = sum(slots_required_per_group(self.execution_graph).values())
         self.slot_plan = compute_slot_plan(self.execution_graph, task_managers(self.spark, required))
-        if options.epoch_tasks == "long-running":
-            check_free_slots(job_graph, self.spark.sparkContext.defaultParallelism)
+        check_free_slots(job_graph, self.spark.sparkContext.defaultParallelism, long_running)
+        if long_running:
             self.epoch_job = LongRunningTasks(self.spark.sparkContext, job_graph, self.run_id,
                                               dict(settings.job_parameters))
         else:
@@ -199,7 +204,8 @@ class JobRunner:
                 raise
         self.coordinator.open_sinks(result)
         if isinstance(self.epoch_job, LongRunningTasks):    # a sink's writer is known once its committer is
-            check_free_slots(self.job_graph, self.epoch_job.sc.defaultParallelism, self.coordinator.spark_committers())
+            check_free_slots(self.job_graph, self.epoch_job.sc.defaultParallelism, True,
+                             self.coordinator.spark_committers())
         self.storage.lease.claim(self.run_id, self.options.lease_timeout_s)
         status = "FAILED"
         broadcast = None

@@ -9,7 +9,7 @@ epochs. What it costs: the run's slots are held by its tasks for its life, so th
 a free task slot per subtask of the widest vertex, and Spark jobs of the driver's own (a
 delta-spark commit) need slots beyond those (``check_free_slots``).
 
-The barrier stage starts its tasks together, and they find each other with ``allGather``; a
+The barrier stage starts its tasks together, and they find each other through the driver; a
 task that fails or is killed fails the stage, and with it the run (Spark retries no barrier task
 on its own here: the run restarts from its checkpoint, as after any failed epoch).
 """
@@ -20,6 +20,7 @@ import os
 import pickle
 import queue
 import threading
+import time
 from multiprocessing.connection import Connection, Listener, wait
 from typing import Optional
 
@@ -30,6 +31,16 @@ from runtime.task.task_executor import ACKNOWLEDGED, EPOCH, STOP
 
 log = logging.getLogger(__name__)
 _POLL_S = 0.5       # how often a wait on the tasks looks at whether their Spark job ended
+# How long the tasks may take to start: Spark holds a barrier stage until all its tasks have a
+# slot, and slots another job holds (its long-running tasks) may never come free.
+DEPLOY_TIMEOUT_S = 60.0
+
+
+# The Spark task slots that runs' long-running tasks hold in this process's Spark session (a run
+# id -> its slots): jobs of one process share its SparkContext, and a job whose tasks find no
+# free slot would wait behind them for as long as they run.
+_held: dict = {}
+_held_lock = threading.Lock()
 
 
 def slots_needed(job_graph: JobGraph) -> int:
@@ -37,22 +48,38 @@ def slots_needed(job_graph: JobGraph) -> int:
     return max(v.parallelism for v in job_graph.vertices)
 
 
-def check_free_slots(job_graph: JobGraph, task_slots: int, spark_committers: tuple = ()) -> None:
-    """Refuse a run its long-running tasks could not deploy: fewer Spark task slots than the
-    widest vertex's subtasks, or none left over for sinks that commit with Spark jobs of their
-    own (``spark_committers``: their names)."""
+def slots_held() -> int:
+    """The slots other runs' long-running tasks hold in this process's Spark session."""
+    with _held_lock:
+        return sum(_held.values())
+
+
+def check_free_slots(job_graph: JobGraph, task_slots: int, long_running: bool, spark_committers: tuple = ()) -> None:
+    """Refuse a run that would wait for Spark task slots forever (Flink's
+    NoResourceAvailableException): long-running tasks need a free slot per subtask of the widest
+    vertex, and one more for sinks that commit with Spark jobs of their own
+    (``spark_committers``: their names); a Spark job per epoch needs one free slot."""
+    held = slots_held()
+    free = task_slots - held
+    others = f", {held} of them held by other runs' long-running tasks in this process" if held else ""
+    if not long_running:
+        if free < 1:
+            raise ValueError(f"job '{job_graph.job_name}' cannot run: the Spark session's {task_slots} task slot(s) are "
+                             f"all held by other runs' long-running tasks in this process. Stop one of them, or run "
+                             f"this job in a Spark session of its own")
+        return
     needed = slots_needed(job_graph)
     widest = max(job_graph.vertices, key=lambda v: v.parallelism)
-    if task_slots < needed:
+    if free < needed:
         raise ValueError(f"sluice.epoch.tasks: long-running needs a Spark task slot per subtask: '{widest.name}' has "
-                         f"parallelism {needed}, the Spark session has {task_slots} slot(s). Lower the job's "
+                         f"parallelism {needed}, the Spark session has {task_slots} slot(s){others}. Lower the job's "
                          f"parallelism, give Spark more cores (sluice.spark.master), or run sluice.epoch.tasks: "
                          f"per-epoch")
-    if spark_committers and task_slots == needed:
-        raise ValueError(f"sluice.epoch.tasks: long-running holds all {task_slots} Spark task slot(s) for the job's "
-                         f"{needed} subtask(s), and {', '.join(spark_committers)} commit(s) with Spark jobs "
-                         f"(delta-spark) that need one more. Lower the job's parallelism to {task_slots - 1}, give "
-                         f"Spark more cores (sluice.spark.master), or run sluice.epoch.tasks: per-epoch")
+    if spark_committers and free == needed:
+        raise ValueError(f"sluice.epoch.tasks: long-running holds {needed} of the Spark session's {task_slots} task "
+                         f"slot(s){others}, and {', '.join(spark_committers)} commit(s) with Spark jobs (delta-spark) "
+                         f"that need one more. Lower the job's parallelism to {free - 1}, give Spark more cores "
+                         f"(sluice.spark.master), or run sluice.epoch.tasks: per-epoch")
 
 
 def _slot_task(gateway: tuple, secret: bytes, broadcast, job_parameters: dict):
@@ -69,10 +96,11 @@ def _slot_task(gateway: tuple, secret: bytes, broadcast, job_parameters: dict):
         host = context.getTaskInfos()[slot].address.rsplit(":", 1)[0]   # this executor's, as Spark knows it
         exchange = DataExchange(slot, host, secret)
         try:
-            exchange.connect([tuple(pickle.loads(bytes.fromhex(a)))
-                              for a in context.allGather(pickle.dumps(exchange.address).hex())])
+            # The slots learn each other's addresses from the driver (BarrierTaskContext.allGather
+            # would do, but waits in steps of a second).
             driver = Client(gateway, authkey=secret)
-            driver.send(slot)
+            driver.send((slot, exchange.address))
+            exchange.connect(driver.recv())
             TaskExecutor(slot, pickle.loads(broadcast.value), job_parameters, exchange).serve(driver)
             driver.close()
         finally:
@@ -104,19 +132,28 @@ class LongRunningTasks:
         for slot, conn in enumerate(self._connections):
             mine = {k: d for k, d in tdds.items() if k[1] == slot}
             conn.send_bytes(self._pickler.dumps((EPOCH, epoch, mine)))
-        acks, waiting = [], set(self._connections)
+        # Every slot's answer, before a failure is raised: a task that died is the cause, and the
+        # other slots' failures (their input gone with it) only its consequence.
+        acks, failures, lost, waiting = [], [], [], set(self._connections)
         while waiting:
             for conn in wait(list(waiting), _POLL_S):
+                waiting.discard(conn)
                 try:
                     kind, payload = pickle.loads(conn.recv_bytes())
                 except EOFError:
-                    raise self._task_lost(self._connections.index(conn), epoch) from None
-                if kind != ACKNOWLEDGED:
-                    raise RuntimeError(f"{payload.rstrip()}\n(epoch {epoch} of job '{self.job_graph.job_name}')")
-                acks.extend(payload)
-                waiting.discard(conn)
+                    lost.append(self._connections.index(conn))
+                    continue
+                if kind == ACKNOWLEDGED:
+                    acks.extend(payload)
+                else:
+                    failures.append(payload)
             if waiting and not self._job.is_alive():
-                raise self._task_lost(None, epoch)
+                lost.append(None)
+                break
+        if lost:
+            raise self._task_lost(min(lost, key=lambda s: s is None), epoch)
+        if failures:
+            raise RuntimeError(f"{failures[0].rstrip()}\n(epoch {epoch} of job '{self.job_graph.job_name}')")
         return acks
 
     def release(self) -> None:
@@ -134,6 +171,8 @@ class LongRunningTasks:
                 self.sc.cancelJobGroup(self._job_group)
                 self._job.join(10)
             self._job = None
+        with _held_lock:
+            _held.pop(self.run_id, None)
 
     # ---- deployment ----------------------------------------------------------------------------
 
@@ -143,6 +182,8 @@ class LongRunningTasks:
 
     def _deploy(self, broadcast) -> None:
         """Start the run's Spark job and wait for each of its tasks to connect."""
+        with _held_lock:
+            _held[self.run_id] = self.slots
         host = self.sc.getConf().get("spark.driver.host", "127.0.0.1")
         listener = Listener((host, 0), authkey=self._secret)
         task = _slot_task(listener.address, self._secret, broadcast, self.job_parameters)
@@ -164,26 +205,36 @@ class LongRunningTasks:
             try:
                 for _ in range(self.slots):
                     conn = listener.accept()
-                    accepted.put((conn.recv(), conn))
+                    accepted.put((*conn.recv(), conn))
             except Exception as e:
-                accepted.put((None, e))
+                accepted.put((None, None, e))
         threading.Thread(target=accept, daemon=True, name=f"sluice-tasks-accept-{self.run_id}").start()
-        connections: dict = {}
+        connections, addresses = {}, {}
+        deadline = time.monotonic() + DEPLOY_TIMEOUT_S
         try:
             while len(connections) < self.slots:
                 try:
-                    slot, conn = accepted.get(timeout=_POLL_S)
+                    slot, address, conn = accepted.get(timeout=_POLL_S)
                 except queue.Empty:
                     if not self._job.is_alive():
                         raise self._task_lost(None, None) from None
+                    if time.monotonic() > deadline:
+                        self.sc.cancelJobGroup(self._job_group)
+                        raise RuntimeError(
+                            f"the long-running tasks of job '{self.job_graph.job_name}' did not all start within "
+                            f"{DEPLOY_TIMEOUT_S:.0f} s: {len(connections)} of {self.slots} have a Spark task slot. "
+                            f"Another job's tasks may hold the others (sluice.epoch.tasks: long-running keeps them "
+                            f"for a run's life): give Spark more cores, or run this job per-epoch") from None
                     continue
                 if slot is None:
                     raise RuntimeError(f"deploying the long-running tasks of job '{self.job_graph.job_name}' "
                                        f"failed: {conn}") from conn
-                connections[slot] = conn
+                connections[slot], addresses[slot] = conn, address
         finally:
             listener.close()
         self._connections = [connections[s] for s in range(self.slots)]
+        for conn in self._connections:
+            conn.send([addresses[s] for s in range(self.slots)])
 
     def _task_lost(self, slot: Optional[int], epoch: Optional[int]) -> RuntimeError:
         self._job.join(5)
