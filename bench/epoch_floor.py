@@ -6,7 +6,8 @@ phase, against Spark Structured Streaming's micro-batch on the same input and qu
     .venv/bin/python bench/epoch_floor.py --runs 5 --seconds 40 --rate 1200 --epoch-ms 250
 
 The job: Kafka (the broker the tests use, include/kafka_broker.py; 2 partitions) -> parse ->
-key_by -> a running count per key (1,000 keys) -> Kafka, on ``local[2]``. Sluice's sink is
+key_by -> a running count per key (1,000 keys) -> Kafka, on ``local[2]``; Sluice with a Spark job
+per epoch (sluice) and with long-running tasks (sluice-lr: sluice.epoch.tasks). Sluice's sink is
 EXACTLY_ONCE with a checkpoint every epoch (an epoch starts when records wait and the one before
 ran its tasks, --epoch-ms at most: sluice.epoch.interval); with --sink delta a DeltaSink instead.
 Structured Streaming runs the same query (groupBy(key).count() in update mode, its Kafka sink, at

@@ -41,7 +41,8 @@ DELTA_SPARK = (r"test_delta_spark\.py::test_a_sluice_table_reads_in_spark_sql_as
 SLOW_TESTS = {
     "faults": (r"test_checkpoint_integrity\.py::test_a_kill_during_retention_is_finished_by_the_next_run",
                r"test_file_sink\.py::test_a_kill_and_restart_writes_every_line_exactly_once\[.*\]",
-               r"test_delta_upsert\.py::test_kills_.*"),
+               r"test_delta_upsert\.py::test_kills_.*",
+               r"test_long_running_tasks\.py::test_killed_.*"),
     "jobs": (r"test_side_output_yield\.py::.*\[(one epoch|an epoch per record)\]",     # [in tasks] stays
              r"test_count_windows\.py::.*\[one epoch\]",     # [in tasks] stays
              r"test_state_ttl\.py::.*\[hashmap.*\]",    # test_state_backends.py checks hashmap TTL without Spark

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from checkpoint_harness import (JOB, LINES_PER_EPOCH, expected_running, expected_windows, job_args, table_rows,
-                                write_input)
+from checkpoint_harness import (JOB, LINES_PER_EPOCH, expected_running, expected_windows, job_args, kill_at,
+                                table_rows, write_input)
 from runtime.checkpoint.epoch_log import EpochLog
 from runtime.client import run_job
 from runtime.common import Types, WatermarkStrategy
@@ -25,6 +25,7 @@ from runtime.datastream.connectors.delta import DeltaSink
 from runtime.execution.history import ExecutionHistory
 from runtime.execution.job_execution_result import JobExecutionException
 from runtime.storage.layout import job_dir
+from test_checkpoint_faults import schedule
 from runtime_env import job_env
 from waiting import wait_until
 
@@ -51,6 +52,21 @@ def test_long_running_tasks_write_the_same_tables_and_restore_across_modes_and_p
     assert table_rows(tmp_path / "running") == expected_running(events)
     # The keyed state stayed with the slots' tasks between epochs (the local stores kept open).
     assert third.epochs[-1].local_stores == 2 and third.epochs[-1].local_store_hits == 2
+
+
+def test_killed_long_running_runs_restore_to_the_same_sinks_and_state(spark, tmp_path):
+    """tests/test_checkpoint_faults.py's chain with long-running tasks: a driver of its own killed
+    at every fault point in turn (mid-epoch: in a slot's task), each run restoring the last;
+    RocksDB stores kept in the slots, checkpointed incrementally."""
+    events = write_input(tmp_path / "in", seed=154)
+    extra = ("--master", "local[2]", "-D", f"sluice.epoch.tasks={LONG_RUNNING}", "-D", "state.backend.type=rocksdb")
+    outcomes = [f"{point}@{epoch}: {kill_at(tmp_path, point, epoch, i > 0, *extra)}"
+                for i, (point, epoch) in enumerate(schedule(1))]
+    assert sum("killed" in o for o in outcomes) >= 3, outcomes
+    result = run(tmp_path, 2, LONG_RUNNING, restore_from="latest", configuration={"state.backend.type": "rocksdb"})
+    assert result.epochs[-1].watermark > 10 ** 12          # ran to the end of the input
+    assert table_rows(tmp_path / "windows") == expected_windows(events), outcomes
+    assert table_rows(tmp_path / "running") == expected_running(events), outcomes
 
 
 def _env(tmp_path, fail, restarts: int = 0):
@@ -129,13 +145,13 @@ def test_runs_that_would_wait_for_slots_another_runs_tasks_hold_are_refused(spar
 def test_tasks_that_find_no_free_slots_fail_the_run_after_the_deploy_timeout(spark, tmp_path, monkeypatch):
     """Slots a Spark job of the session's own holds (not Sluice's to know of): the tasks cannot
     all start, and the run fails after the deploy timeout, saying why."""
-    monkeypatch.setattr(long_running_tasks, "DEPLOY_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(long_running_tasks, "DEPLOY_TIMEOUT_S", 1.0)
     holding = threading.Thread(target=lambda: spark.sparkContext.parallelize(range(2), 2)
-                               .foreach(lambda _: time.sleep(6)))
+                               .foreach(lambda _: time.sleep(4)))
     holding.start()
     try:
         time.sleep(1)
-        with pytest.raises(RuntimeError, match=r"long-running tasks of job 'starved' did not all start within 2 s: "
+        with pytest.raises(RuntimeError, match=r"long-running tasks of job 'starved' did not all start within 1 s: "
                                                r"0 of 2 have a Spark task slot"):
             _numbers(tmp_path, "starved").execute("starved")
     finally:
