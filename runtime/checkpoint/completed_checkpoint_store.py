@@ -62,7 +62,7 @@ class CompletedCheckpointStore:
         """Append checkpoint rows in one commit; ``before_commit`` runs once the file is staged."""
         with self._lock:
             append(self.path, arrow_table(CHECKPOINTS_SCHEMA, [r.to_row() for r in records]),
-                   before_commit=before_commit, tables=self._tables)
+                   before_commit=before_commit, tables=self._tables, lock=self._lock)
 
     def compact(self, in_use: set, epoch: int = -1) -> Optional[list]:
         """Rewrite the table as the latest row of each checkpoint it must still list (completed

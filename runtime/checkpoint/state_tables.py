@@ -9,7 +9,9 @@ The run that holds the job's lease is its state tables' only writer: each table'
 from the log once, then moved on by this writer's own commits alone (``update_incremental`` after
 each), never listed again before a commit. A checkpoint's state commits and its retention's
 discards listed every table's log twice more each (4 log listings a checkpoint for a job with
-two stateful operators, bench/epoch_floor.py).
+two stateful operators, bench/epoch_floor.py). A commit returns as soon as it is in the log, its
+version the one after the handle's (no other writer, the table's lock held); the handle catches
+up with it later (``DeltaTables.catch_up_later``).
 """
 from __future__ import annotations
 
@@ -64,8 +66,8 @@ class StateTables:
             if any(p.get("checkpoint_id") == str(checkpoint_id) for p in dt.partitions()):
                 dt.delete(f"checkpoint_id = {int(checkpoint_id)}")
             dt.create_write_transaction(actions, "append", _table_schema(dt), partition_by=["checkpoint_id"])
-            dt.update_incremental()     # the transaction does not move the handle to its version
-            return dt.version()
+            self._tables.catch_up_later(path, self._lock_of(path))
+            return dt.version() + 1
 
     def discard(self, table: str, checkpoint_ids: list[int]) -> None:
         """Remove checkpoints' partitions from a state table (one commit of remove actions, no

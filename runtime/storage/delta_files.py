@@ -8,6 +8,7 @@ import json
 import math
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 import pyarrow as pa
@@ -51,21 +52,31 @@ class DeltaTables:
     then every use reads only the commits since (``update_incremental``), as a long-running Delta
     writer keeps its snapshot; re-opening a table per commit replays its log each time. For a run
     that holds its job: its tables are not removed under it. ``properties``: the table properties
-    its tables are created with (and given, when an existing table lacks them)."""
+    its tables are created with (and given, when an existing table lacks them).
+
+    A commit does not move its handle to its version: ``catch_up_later`` moves it on a thread of
+    its own, or the handle's next user first, so that the committer does not wait for it (a
+    checkpoint's record waited 5-10 ms a table on a small epoch, bench/epoch_floor.py)."""
 
     def __init__(self, properties: Optional[dict] = None):
         self.properties = dict(properties or {})
         self._open: dict = {}
+        self._behind: set = set()       # tables whose handle is behind its writer's last commit
+        self._catching_up: Optional[ThreadPoolExecutor] = None
 
     def get(self, path: str, refresh: bool = True):
         """The table at ``path`` as it is now, None if there is none. ``refresh=False``: a handle
-        already open as it was left, for its table's only writer, whose own commits moved it on."""
+        already open as its own commits left it, for its table's only writer."""
         from deltalake import DeltaTable
         dt = self._open.get(path)
         if dt is not None and not refresh:
+            if path in self._behind:
+                self._behind.discard(path)
+                dt.update_incremental()
             return dt
         if dt is not None:
             try:
+                self._behind.discard(path)
                 dt.update_incremental()
                 return dt
             except Exception:       # removed (or replaced) meanwhile: opened anew
@@ -78,6 +89,18 @@ class DeltaTables:
             dt.alter.set_table_properties(self.properties)
         return dt
 
+    def catch_up_later(self, path: str, lock) -> None:
+        """The handle of ``path`` committed a version: moved on to it in the background, holding
+        ``lock`` (which every user of the handle holds: the handle is not shared between threads)."""
+        self._behind.add(path)
+
+        def catch_up():
+            with lock:
+                self.get(path, refresh=False)
+        if self._catching_up is None:
+            self._catching_up = ThreadPoolExecutor(1, thread_name_prefix="sluice-delta-catch-up")
+        self._catching_up.submit(catch_up)
+
     def create(self, path: str, schema: pa.Schema, actions: list, partition_by=None) -> None:
         """A new table holding ``actions``' files (an error if one exists)."""
         from deltalake import Schema
@@ -87,9 +110,12 @@ class DeltaTables:
 
 
 def append(path: str, table: pa.Table, before_commit=None, create_only: bool = False,
-           tables: Optional[DeltaTables] = None) -> None:
+           tables: Optional[DeltaTables] = None, lock=None) -> None:
     """Append ``table`` as one Parquet file and one commit; ``before_commit`` between the two.
-    ``tables``: the writer's open handles (else the table is opened for this commit)."""
+    ``tables``: the writer's open handles (else the table is opened for this commit); with the
+    handle's ``lock`` (held by the caller), the commit goes on the handle as this writer left it
+    and it catches up later (a concurrent writer's commit is one delta-rs commits after: appends
+    do not conflict)."""
     from deltalake import DeltaTable
     from deltalake.transaction import AddAction
     makedirs(path)
@@ -103,7 +129,7 @@ def append(path: str, table: pa.Table, before_commit=None, create_only: bool = F
     if before_commit is not None:
         before_commit()
     tables = tables or DeltaTables()
-    dt = tables.get(path)
+    dt = tables.get(path, refresh=lock is None)
     if dt is None:
         try:
             tables.create(path, table.schema, actions)
@@ -116,6 +142,8 @@ def append(path: str, table: pa.Table, before_commit=None, create_only: bool = F
     dt = dt or tables.get(path)
     add_new_columns(dt, table.schema)
     dt.create_write_transaction(actions, "append", table.schema)
+    if lock is not None:
+        tables.catch_up_later(path, lock)
 
 
 def add_new_columns(dt, schema: pa.Schema) -> None:
