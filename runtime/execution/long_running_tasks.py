@@ -15,7 +15,6 @@ on its own here: the run restarts from its checkpoint, as after any failed epoch
 """
 from __future__ import annotations
 
-import logging
 import os
 import pickle
 import queue
@@ -29,7 +28,6 @@ from pyspark.serializers import CloudPickleSerializer
 from runtime.graph.job_graph import JobGraph
 from runtime.task.task_executor import ACKNOWLEDGED, EPOCH, STOP
 
-log = logging.getLogger(__name__)
 _POLL_S = 0.5       # how often a wait on the tasks looks at whether their Spark job ended
 # How long the tasks may take to start: Spark holds a barrier stage until all its tasks have a
 # slot, and slots another job holds (its long-running tasks) may never come free.
