@@ -204,8 +204,13 @@ class JobRunner:
                 raise
         self.coordinator.open_sinks(result)
         if isinstance(self.epoch_job, LongRunningTasks):    # a sink's writer is known once its committer is
-            check_free_slots(self.job_graph, self.epoch_job.sc.defaultParallelism, True,
-                             self.coordinator.spark_committers())
+            try:
+                check_free_slots(self.job_graph, self.epoch_job.sc.defaultParallelism, True,
+                                 self.coordinator.spark_committers())
+            except ValueError:
+                self.coordinator.close()
+                self.sources.close()
+                raise
         self.storage.lease.claim(self.run_id, self.options.lease_timeout_s)
         status = "FAILED"
         broadcast = None
