@@ -127,8 +127,8 @@ class CheckpointCoordinator:
 
     def spark_committers(self) -> tuple:
         """The names of the sinks whose commits run Spark jobs (delta-spark's)."""
-        names = {n.id: n.operator_name for v in self.job_graph.vertices for n in v.operators}
-        return tuple(names[node_id] for node_id, c in self.committers.items() if c.runs_spark_jobs())
+        return tuple(self.job_graph.stream_graph.node(node_id).operator_name
+                     for node_id, c in self.committers.items() if c.runs_spark_jobs())
 
     def route_committables(self, acks: list, epoch: int) -> None:
         """The sink writers' committables of an epoch, in vertex then subtask order: printed lines

@@ -24,27 +24,11 @@ from runtime.task.data_exchange import DataExchange
 from runtime.task.deployment import ACK
 from runtime.task.stream_task import run_task
 
-__all__ = ["EPOCH", "FAILED", "ACKNOWLEDGED", "STOP", "TaskExecutor", "topological_order"]
+__all__ = ["EPOCH", "FAILED", "ACKNOWLEDGED", "STOP", "TaskExecutor"]
 
 # The gateway's messages: driver -> slot (EPOCH, epoch, descriptors) and (STOP,); slot -> driver
 # (ACKNOWLEDGED, pickled acknowledgements) or (FAILED, why).
 EPOCH, STOP, ACKNOWLEDGED, FAILED = "epoch", "stop", "acknowledged", "failed"
-
-
-def topological_order(job_graph: JobGraph) -> tuple:
-    """The vertices, each after its inputs: every slot runs its subtasks in this order, so that a
-    slot waits only on parts that other slots send before waiting themselves."""
-    done, order = set(), []
-    pending = list(job_graph.vertices)
-    while pending:
-        ready = [v for v in pending if all(e.source_vertex in done for e in job_graph.inputs_of(v.id))]
-        if not ready:
-            raise ValueError(f"job '{job_graph.job_name}' has a cycle among its vertices")
-        for v in ready:
-            done.add(v.id)
-            order.append(v)
-            pending.remove(v)
-    return tuple(order)
 
 
 class TaskExecutor:
@@ -53,7 +37,9 @@ class TaskExecutor:
         self.job_graph = job_graph
         self.job_parameters = job_parameters
         self.exchange = exchange
-        self.vertices = [v for v in topological_order(job_graph) if slot < v.parallelism]
+        # In the job graph's order (topological): a slot waits only on parts that other slots send
+        # before they wait themselves.
+        self.vertices = [v for v in job_graph.vertices if slot < v.parallelism]
         # Subtask ``slot``'s input parts per vertex: one per edge and upstream subtask.
         self.parts = {v.id: [(e.data_set, s) for e in job_graph.inputs_of(v.id)
                              for s in range(job_graph.vertex(e.source_vertex).parallelism)]
