@@ -202,10 +202,11 @@ def _fork_server() -> _ForkServer:
         return _server[0]
 
 
-def kill_at(tmp_path, point: str, epoch: int, restore: bool, *extra: str, job: str = JOB, args=None,
+def kill_at(tmp_path, point: str, epoch, restore: bool, *extra: str, job: str = JOB, args=None,
             also: tuple = ()) -> str:
-    """Run the job with ``sluice run`` until it reaches ``point`` in ``epoch``, then SIGKILL its
-    process group ("killed"); "finished" if it ended first. ``restore``: --restore-from latest.
+    """Run the job with ``sluice run`` until it reaches ``point`` in ``epoch`` ("*": the first
+    time it reaches ``point``), then SIGKILL its process group ("killed"); "finished" if it
+    ended first. ``restore``: --restore-from latest.
     ``job`` and its ``args``: another job script than checkpointed_counts (``job_args``).
     ``also``: more (point, epoch) halts the job must be held at too before the kill, each in the
     process that reaches it (runtime.common.faults), e.g. ("mid-epoch", epoch + 1): epoch's

@@ -5,6 +5,7 @@ sink tables against answers computed here from the input.
 """
 import collections
 import os
+import re
 import time
 
 import pytest
@@ -100,11 +101,14 @@ def test_retention_keeps_the_last_checkpoints_and_their_files_only(spark, tmp_pa
     assert sorted(p["checkpoint_id"] for p in DeltaTable(str(table)).partitions()) == ["3", "4", "5"]
     assert sorted(d for d in os.listdir(table) if d.startswith("checkpoint_id=")) == \
         ["checkpoint_id=3", "checkpoint_id=4", "checkpoint_id=5"]
-    # A record names each state table's version after its commit: that version holds its partition.
-    for record in history:
-        version = record.table_versions["state/running-count"]
-        partitions = DeltaTable(str(table), version=version).partitions()
-        assert {"checkpoint_id": str(record.checkpoint_id)} in partitions
+    # The state tables commit checkpoints' files after their records (several at once): each
+    # checkpoint's partition was in the table, in checkpoint order; a record names its sinks' versions only.
+    added = [{int(p["checkpoint_id"]) for p in DeltaTable(str(table), version=v).partitions()}
+             for v in range(DeltaTable(str(table)).version() + 1)]
+    assert set().union(*added) == {1, 2, 3, 4, 5}
+    newest = [max(ps) for ps in added if ps]
+    assert newest == sorted(newest) and newest[-1] == 5
+    assert all(not any(t.startswith("state/") for t in r.table_versions) for r in history)
     # The checkpointed tables keep their logs short (a Delta checkpoint every 10 commits).
     for path in (table, tmp_path / "warehouse" / "checkpointed-counts" / "checkpoints"):
         assert DeltaTable(str(path)).metadata().configuration["delta.checkpointInterval"] == "10"
@@ -187,36 +191,40 @@ def test_a_checkpoint_failing_in_the_background_fails_the_run_and_the_restart_is
     assert_exactly_once(tmp_path, events)
 
 
-def test_the_sinks_commit_while_the_state_does_and_a_state_commit_failing_after_them_restores_exactly_once(
-        spark, tmp_path, monkeypatch):
-    """A checkpoint's state tables and sinks commit at once: checkpoint 2's state commits wait
-    until the sinks hold checkpoint 2 (they would wait forever were the sinks behind them), then
-    fail. The checkpoint fails, its record is never written, and the restore from checkpoint 1
-    replays epoch 1 as checkpoint 2 again: the sinks' commits of it are no-ops, every row once."""
-    from runtime.execution.job_execution_result import JobExecutionException
+def test_a_state_table_commit_failing_after_its_record_is_caught_up_by_the_next_checkpoint(
+        spark, tmp_path, caplog, monkeypatch):
+    """A checkpoint's state tables commit its files after its record, off the epoch's path:
+    the commit of checkpoint 4's files fails, the checkpoint stays complete and the run goes on;
+    the next housekeeping (at the latest the run's end) commits them. A table that lacks a
+    completed checkpoint's partition (a run killed after the record) gets it from the files the
+    record lists when a run or table maintenance catches up, with the rows those files hold."""
     events = write_input(tmp_path / "in", seed=54)
     commit = StateTables.commit
-    seen = []
+    failed = []
 
-    def after_the_sinks(self, table, checkpoint_id, files):
-        if checkpoint_id != 2:
-            return commit(self, table, checkpoint_id, files)
-        deadline = time.monotonic() + 30
-        while 2 not in sink_checkpoints(tmp_path / "running") and time.monotonic() < deadline:
-            time.sleep(0.05)
-        seen.append(sink_checkpoints(tmp_path / "running"))
-        raise OSError("the state table's disk is full")
-    monkeypatch.setattr(StateTables, "commit", after_the_sinks)
-    with pytest.raises(JobExecutionException, match=r"Checkpoint 2 failed: OSError: the state table's disk is full"):
-        run(tmp_path, configuration={"restart-strategy.type": "none"})
-    assert seen and all(2 in s for s in seen), seen     # the sinks committed while the state commit ran
+    def failing(self, table, files_by_checkpoint):
+        if 4 in files_by_checkpoint and not failed:
+            failed.append(table)
+            raise OSError("the state table's disk is full")
+        return commit(self, table, files_by_checkpoint)
+    monkeypatch.setattr(StateTables, "commit", failing)
+    run(tmp_path, configuration=FULL_SNAPSHOTS)
+    assert failed and re.search(r"the state table commits of checkpoint\(s\) [0-9, ]*4[0-9, ]* failed \(the next ones "
+                                r"commit them\): OSError: the state table's disk is full", caplog.text)
     store = storage(tmp_path)
-    assert [r.checkpoint_id for r in store.checkpoints.completed()] == [1]
-    assert [r.checkpoint_id for r in store.checkpoints.history() if r.status == "FAILED"] == [2]
-    monkeypatch.undo()
-    result = run(tmp_path, restore_from="latest")
-    assert result.restored_from == 1 and result.epochs[0].epoch == 1 and result.epochs[0].checkpoint_id == 2
+    assert [r.checkpoint_id for r in store.checkpoints.completed()] == [3, 4, 5]
     assert_exactly_once(tmp_path, events)
+    table = str(tmp_path / "warehouse" / "checkpointed-counts" / "state" / "running-count")
+    assert sorted(p["checkpoint_id"] for p in DeltaTable(table).partitions()) == ["3", "4", "5"]
+    before = DeltaTable(table).to_pyarrow_table(filters=[("checkpoint_id", "=", 5)]).sort_by("key_group")
+
+    DeltaTable(table).delete("checkpoint_id = 5")       # the record's files stay, the table lacks them
+    assert store.state.catch_up(store.checkpoints.completed()) == [("running-count", 5)]
+    assert sorted(p["checkpoint_id"] for p in DeltaTable(table).partitions()) == ["3", "4", "5"]
+    after = DeltaTable(table).to_pyarrow_table(filters=[("checkpoint_id", "=", 5)]).sort_by("key_group")
+    assert after.num_rows == before.num_rows > 0
+    assert sorted(map(str, after.to_pylist())) == sorted(map(str, before.select(after.column_names).to_pylist()))
+    assert store.state.catch_up(store.checkpoints.completed()) == []     # nothing left to commit
 
 
 def test_a_failed_run_restarts_in_its_process_as_its_strategy_says(spark, tmp_path, monkeypatch):

@@ -267,7 +267,7 @@ def write_lines(folder, seed: int) -> list[tuple[str, str]]:
 def test_a_job_killed_at_each_sink_fault_point_appends_and_upserts_each_row_once(dspark, tmp_path):
     """A checkpointed job appends each line to, and upserts each word's count into, a table of each
     kind (each feature alone, all together, and one delta-rs writes), killed (SIGKILL of the
-    driver) before its sink commits, after them and while its checkpoint record is written, each
+    driver) while its sinks commit, after them and while its checkpoint record is written, each
     run restoring the latest checkpoint; then a run to the end. Each row once, each count right,
     row ids unique and kept, one commit per checkpoint, in Spark SQL and in delta-rs."""
     events = write_lines(tmp_path / "in", seed=53)
@@ -277,7 +277,7 @@ def test_a_job_killed_at_each_sink_fault_point_appends_and_upserts_each_row_once
                for k in KILL_UPSERTS}
     args = ["--input", str(tmp_path / "in"), "--append", ",".join(appends.values()), "--upsert", ",".join(upserts.values())]
     outcomes, kept_ids = [], {}
-    for i, (point, epoch) in enumerate([("after-state-commit", 1), ("after-sink-commit", 1),
+    for i, (point, epoch) in enumerate([("after-state-files", 1), ("after-sink-commit", 1),
                                         ("during-checkpoint-record", 2)]):
         outcomes.append(f"{point}@{epoch}: {kill_at(tmp_path, point, epoch, i > 0, job=JOB, args=args)}")
         if i == 1:      # epochs 0 and 1 are in the tables, epoch 1's checkpoint record is not

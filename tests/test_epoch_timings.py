@@ -19,7 +19,7 @@ from runtime.datastream.connectors.kafka import (KafkaOffsetsInitializer, KafkaR
 from runtime.jobmaster import metrics_history
 from runtime.metrics.epoch_timings import (ACKNOWLEDGEMENTS, BOUNDARY_WAIT, CHECKPOINT_QUEUE, CHECKPOINT_RECORD,
                                            HAND_OFF, KAFKA_TRANSACTION, OTHER, PLANNING, PREVIOUS_CHECKPOINT, SPARK_JOB,
-                                           STAGE, STATE_COMMITS, STATE_SNAPSHOT, EpochTimings, LatencyPercentiles,
+                                           SOURCE_POSITIONS, STAGE, STATE_SNAPSHOT, EpochTimings, LatencyPercentiles,
                                            RecordTimes, StageTiming, last_epoch_timings, latency_percentiles, stacked,
                                            stage_shares)
 from runtime.storage.layout import job_dir
@@ -36,33 +36,30 @@ def test_stages_running_at_once_share_the_time_they_overlap():
     assert sum(s.share_ms for s in shared) <= 1100      # never more than the job took
 
 
-def test_a_checkpoints_state_and_sink_commits_running_at_once_share_the_time_they_overlap():
-    """The state commits and the Kafka transaction run at once: each gets its time alone and half
-    of the time both ran, so the epoch's parts still add up to its time; the sink's own commit
-    is logged whole."""
+def test_a_checkpoints_source_positions_and_sink_commits_running_at_once_share_the_time_they_overlap():
+    """The sources' positions are written while the Kafka transaction runs: each gets its time
+    alone and half of the time both ran, so the epoch's parts still add up to its time; the
+    sink's own commit is logged whole."""
     from types import SimpleNamespace
 
-    from runtime.common.phase_timer import SOURCE_POSITIONS
     from runtime.execution.epoch_stats import EpochStatsTracker
     tracker = EpochStatsTracker(None, SimpleNamespace(vertices=[]), "r", {}, True)
     timer = tracker.begin(0, 100.0)
     timer.begun = 100.0
     timer.add(PLANNING, 100.0, 100.1)
-    timer.add(SOURCE_POSITIONS, 100.1, 100.11)
-    timer.add(STATE_COMMITS, 100.11, 100.15)       # beside the sink's 100.1-100.14
+    timer.add(SOURCE_POSITIONS, 100.1, 100.15)      # beside the sink's 100.1-100.14
     timer.phases.append(Phase(KAFKA_TRANSACTION, 100.1, 100.14, "7"))
     timer.add(CHECKPOINT_RECORD, 100.15, 100.17)
     timings = tracker.finish(0, 1)
-    assert timings.phases == {PLANNING: 100.0, SOURCE_POSITIONS: 5.0, STATE_COMMITS: 25.0, KAFKA_TRANSACTION: 20.0,
-                              CHECKPOINT_RECORD: 20.0}
+    assert timings.phases == {PLANNING: 100.0, SOURCE_POSITIONS: 30.0, KAFKA_TRANSACTION: 20.0, CHECKPOINT_RECORD: 20.0}
     assert [(s.phase, s.ms) for s in timings.sinks] == [(KAFKA_TRANSACTION, 40.0)]
     parts = dict(stacked(timings.to_json()))
-    assert parts[STATE_COMMITS] == 30.0 and parts[OTHER] == 0.0
+    assert parts[SOURCE_POSITIONS] == 30.0 and parts[OTHER] == 0.0
     assert sum(parts.values()) == pytest.approx(timings.total_ms, abs=0.5) and timings.total_ms == pytest.approx(170.0)
 
 
 def test_the_stack_adds_up_to_the_epochs_time_and_other_is_the_rest():
-    timings = EpochTimings(1000.0, {BOUNDARY_WAIT: 100.0, PLANNING: 20.0, SPARK_JOB: 500.0, STATE_COMMITS: 30.0,
+    timings = EpochTimings(1000.0, {BOUNDARY_WAIT: 100.0, PLANNING: 20.0, SPARK_JOB: 500.0, SOURCE_POSITIONS: 30.0,
                                     KAFKA_TRANSACTION: 80.0, CHECKPOINT_RECORD: 40.0},
                            (StageTiming(1, "Source: words -> Map", 2, 0, 200, snapshot_ms=0.0, share_ms=200.0),
                             StageTiming(2, "Keyed Sum -> Sink", 2, 200, 450, snapshot_ms=50.0, share_ms=250.0)))
@@ -171,7 +168,7 @@ def test_a_kafka_job_logs_every_phase_of_each_epoch_and_its_records_latency(spar
             # Its records become visible with the next checkpoint: counted there.
             assert timings["latency"] is None and KAFKA_TRANSACTION not in phases
             continue
-        for phase in (CHECKPOINT_QUEUE, STATE_COMMITS, KAFKA_TRANSACTION, CHECKPOINT_RECORD):
+        for phase in (CHECKPOINT_QUEUE, SOURCE_POSITIONS, KAFKA_TRANSACTION, CHECKPOINT_RECORD):
             assert phase in phases, (phase, phases)
         assert [(s["sink"], s["phase"]) for s in timings["sinks"]] == [("Sink: Kafka Sink", KAFKA_TRANSACTION)]
         # Latency: every record was stamped ``produced``, before the run started, and its results

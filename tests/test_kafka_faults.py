@@ -194,9 +194,10 @@ def test_kills_at_every_fault_point_then_a_restore_write_each_window_once_to_del
             "--table", str(table), "--group-id", f"{source_topic}-group", "--transactional-id-prefix", source_topic,
             "--checkpoint-interval-ms", "0"]
     # Every point once, in epoch order; each killed run restores the latest checkpoint and
-    # replays the epochs logged after it. during-retention needs a 4th checkpoint (3 retained).
-    chain = [("mid-epoch", 0), ("after-state-files", 1), ("after-state-commit", 1), ("after-sink-commit", 2),
-             ("during-checkpoint-record", 2), ("during-retention", 3)]
+    # replays the epochs logged after it (an epoch killed after its record is done: one such
+    # point an epoch, its last). during-retention needs a 4th checkpoint (3 retained).
+    chain = [("mid-epoch", 0), ("after-state-files", 1), ("after-sink-commit", 1), ("after-checkpoint-record", 1),
+             ("during-checkpoint-record", 2), ("after-state-commit", 2), ("during-retention", 3)]
     assert sorted(p for p, _ in chain) == sorted(POINTS)
     outcomes = [f"{point}@{epoch}: {kill_at(tmp_path, point, epoch, i > 0, *EXTRA, job=JOB, args=args)}"
                 for i, (point, epoch) in enumerate(chain)]

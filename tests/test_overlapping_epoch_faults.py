@@ -38,7 +38,8 @@ EXTRA = ("--max-records-per-split", str(PER_EPOCH), "-D", "sluice.epoch.interval
 # the transaction. during-retention needs a 4th completed checkpoint (3 are retained).
 CHAINS = ([("after-state-files", 0, 1), ("between-sink-commits", 1, 2), ("after-sink-commit", 2, 3),
            ("during-retention", 3, 4)],
-          [("after-state-commit", 1, 2), ("in-kafka-transaction", 3, 3), ("during-checkpoint-record", 3, 4)])
+          [("after-state-commit", 1, 2), ("in-kafka-transaction", 3, 3), ("during-checkpoint-record", 3, 4),
+           ("after-checkpoint-record", 4, 5)])
 
 
 def backend(i: int) -> dict:

@@ -454,7 +454,7 @@ def test_each_epochs_time_is_stacked_by_phase_beside_its_latency_percentiles(sit
                    key=stack_rank)
     # A part an epoch lacks (the failed run's source chain was another vertex) is 0 there.
     assert drawn == {n: [[str(r["epoch"]), p.get(n, 0.0)] for r, p in zip(rows, parts)] for n in names}
-    for phase in ("planning", "state snapshot", "state commits", "checkpoint record"):
+    for phase in ("planning", "state snapshot", "source positions", "checkpoint record"):
         assert phase in drawn, sorted(drawn)
     stages = [name for name in drawn if name.startswith("stage: ")]
     assert stages and all(len(drawn[s]) == len(rows) for s in stages)

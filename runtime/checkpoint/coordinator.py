@@ -3,17 +3,17 @@
 An epoch boundary is an aligned barrier by construction. When the checkpoint interval says
 so (every epoch, every N epochs, or once ``interval`` ms passed), the epoch is planned as a
 checkpoint: its tasks write their snapshots into the state tables' folders and acknowledge
-the files. Then the state tables and the sinks commit at once (each sink's committer with
-what its writers staged: a Delta app transaction per sink, version = checkpoint id, so a
-replay is a no-op), and after both the checkpoint record. Only the record makes the
-checkpoint exist; a crash anywhere before it leaves the previous checkpoint as the restore
-point, and the replayed epoch, planned from the epoch log with the same checkpoint id,
-commits exactly what the crashed one would have (``complete`` says why the state and the
-sinks need no order between them).
+the files. Then the sinks commit (each sink's committer with what its writers staged: a Delta
+app transaction per sink, version = checkpoint id, so a replay is a no-op), and after them the
+checkpoint record, which lists the state files. Only the record makes the checkpoint exist; a
+crash anywhere before it leaves the previous checkpoint as the restore point, and the replayed
+epoch, planned from the epoch log with the same checkpoint id, commits exactly what the crashed
+one would have. The state tables commit the files after the record (``_after_record``).
 
 As in Flink, a checkpoint completes asynchronously: its commits run in the background while
-the next epoch runs (``complete_async``), and discarding what it subsumed after them. The next
-epoch, logged before it runs, is replayed like any other if the process dies first.
+the next epoch runs (``complete_async``), and the state tables' commits and discarding what it
+subsumed follow them. The next epoch, logged before it runs, is replayed like any other if the
+process dies first.
 
 Every epoch's acknowledgements come here (Flink's ``receiveAcknowledgeMessage``), one kept per
 subtask, and the sinks' committables go from here to their committers: printed lines and
@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import pickle
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Optional
@@ -34,9 +35,9 @@ from runtime.checkpoint.incremental import file_entry, referenced_partitions
 from runtime.checkpoint.sink_committers import create_committers
 from runtime.checkpoint.checkpoint_record import CHECKPOINT, COMPLETED, DISCARDED, FAILED, CheckpointRecord
 from runtime.checkpoint.storage import CheckpointStorage
-from runtime.common.faults import fault_point
+from runtime.common.faults import fault_point, fault_point_of_epochs
 from runtime.common.phase_timer import (CHECKPOINT_QUEUE, CHECKPOINT_RECORD, HAND_OFF, NO_TIMER, SOURCE_POSITIONS,
-                                        STATE_COMMITS, PhaseTimer)
+                                        PhaseTimer)
 from runtime.graph.job_graph import JobGraph
 from runtime.state.key_groups import KEY_HASHING, key_type_of
 from runtime.state.key_regrouping import key_type_name
@@ -44,6 +45,7 @@ from runtime.storage.filesystems import relative
 
 log = logging.getLogger("sluice.checkpoint")
 STATE_COMMIT_THREADS = 4        # state tables a checkpoint commits at once
+HOUSEKEEPING_INTERVAL_S = 1.0   # the state tables' commits and retention, at most this often (_after_record)
 
 
 def checkpointing_enabled(config: dict) -> bool:
@@ -72,6 +74,12 @@ class CheckpointCoordinator:
         self.last_epoch: Optional[int] = None           # epoch of the last checkpoint
         self.last_time = time.time()
         self.swept = False      # whether this run finished the discarding of earlier runs
+        self.caught_up = False  # whether the state tables hold every completed checkpoint's files
+        self._lock = threading.Lock()       # guards what follows: the completions' thread and the housekeeping's
+        self._unfiled: list = []            # (checkpoint id, epoch, [(state table, files)]) since the last housekeeping
+        self._housekeeping_queued = False   # submitted, or due on _timer
+        self._timer: Optional[threading.Timer] = None
+        self._housekept_at = float("-inf")  # time.monotonic() of the last housekeeping's start
         self.kept: dict = {}    # discarded checkpoints whose partitions retained chains still read
         # One background thread completes checkpoints, in order; another discards what they
         # subsumed, in order, so that a retention never holds up the next completion.
@@ -83,7 +91,14 @@ class CheckpointCoordinator:
         self.pending: dict = {}             # sink node id -> committables waiting for a checkpoint
 
     def restored(self, record: CheckpointRecord) -> None:
+        """The run restored ``record``: its housekeeping starts at once, for what the run before
+        left (a kill after a record, a failed housekeeping), not at its first checkpoint."""
         self.last_epoch = record.epoch
+        with self._lock:
+            if self._housekeeping_queued:
+                return
+            self._housekeeping_queued = True
+        self._housekeep_later()
 
     def should_trigger(self, epoch: int, final: bool) -> bool:
         """Whether the epoch ends in a checkpoint; ``final``: the run's last epoch (its input ended,
@@ -173,49 +188,46 @@ class CheckpointCoordinator:
     def complete(self, checkpoint_id: int, epoch: int, started: float, state_files: list,
                  positions: dict, watermarks: dict, sinks: list,
                  chains: Optional[dict] = None, timer: PhaseTimer = NO_TIMER) -> CheckpointRecord:
-        """Commit state and sinks at once, then the record; returns the completed record. ``sinks``:
-        (committer, committables staged since the last checkpoint) of each sink that commits
-        with checkpoints; each commits its committables with the checkpoint id as version.
-        ``state_files`` are the files to commit in this checkpoint's partitions; ``positions``
-        each source vertex's split positions (its enumerator's snapshot); ``chains`` (an
-        operator id -> its files, absolute paths, in order) what the record lists for each
-        operator: with incremental checkpoints, files of earlier checkpoints too.
+        """Commit the sinks while the sources' positions are written, then the record; returns
+        the completed record, whose state files the state tables commit after it
+        (``_after_record``). ``sinks``: (committer, committables staged since the last
+        checkpoint) of each sink that commits with checkpoints; each commits its committables
+        with the checkpoint id as version. ``state_files`` are the files the tasks wrote in this
+        checkpoint's partitions; ``positions`` each source vertex's split positions (its
+        enumerator's snapshot); ``chains`` (an operator id -> its files, absolute paths, in
+        order) what the record lists for each operator: with incremental checkpoints, files of
+        earlier checkpoints too.
 
-        The sinks commit on a thread of their own while this one commits the state: a reader sees
-        the results at the sinks' commits, which no longer wait for the state's. They still commit
-        one after the other and one checkpoint at a time (the next completion starts after this
-        one), and the record only after both succeeded; a failure of either fails the checkpoint
-        once both are done, so nothing of it is still committing when the run falls back.
+        The sinks commit on a thread of their own: a reader sees the results at the sinks'
+        commits. They commit one after the other and one checkpoint at a time (the next
+        completion starts after this one), and the record only after they succeeded; a failure
+        fails the checkpoint once the sinks are done, so nothing of it is still committing when
+        the run falls back.
 
-        Exactly once holds without an order between them, as it holds for a crash between the
-        sinks' commits and the record: until the record, no restore reads anything this
-        checkpoint committed; the restore takes the checkpoint before and replays the epochs
-        logged after it with their logged checkpoint ids, so a sink that committed this
-        checkpoint's id finds it and commits nothing again (a Delta table's app transaction, the
-        Kafka marker in its group; a file sink's replayed parts take the names the first attempt
-        made visible), and a state partition committed without its record is replaced by the
-        replay's (``StateTables.commit``). No sink's commit reads the state tables or the
-        sources' positions: each commits what its writers staged, under the checkpoint id."""
+        Exactly once holds as it holds for a crash between the sinks' commits and the record:
+        until the record, no restore reads anything this checkpoint wrote; the restore takes the
+        checkpoint before and replays the epochs logged after it with their logged checkpoint
+        ids, so a sink that committed this checkpoint's id finds it and commits nothing again (a
+        Delta table's app transaction, the Kafka marker in its group; a file sink's replayed
+        parts take the names the first attempt made visible), and the replay's state files are
+        the ones its record lists. No sink's commit reads the state or the sources' positions:
+        each commits what its writers staged, under the checkpoint id."""
         committing = self._commit_sinks_beside(sinks, checkpoint_id, epoch, timer)
         try:
             with timer.phase(SOURCE_POSITIONS):
                 sources = self._write_source_state(checkpoint_id, positions)
             fault_point("after-state-files", epoch)
-            by_operator: dict[str, list] = {}
-            for f in list(state_files) + sources:
-                by_operator.setdefault(f.operator_id, []).append(f)
-            nodes = self.job_graph.by_operator_id
-            with timer.phase(STATE_COMMITS):
-                versions = self._commit_state(checkpoint_id, [(state_table_name(nodes[op_id][1]), files)
-                                                              for op_id, files in by_operator.items()])
-            fault_point("after-state-commit", epoch)
         except BaseException:
-            wait([committing])      # a failed state commit fails the checkpoint once its sinks are done
+            wait([committing])      # a failed write fails the checkpoint once its sinks are done
             if committing.exception() is not None:
                 log.warning("%s: checkpoint %d's sink commits failed too: %s", self.job_graph.job_name,
                             checkpoint_id, committing.exception())
             raise
-        versions.update(committing.result())
+        versions = committing.result()
+        by_operator: dict[str, list] = {}
+        for f in list(state_files) + sources:
+            by_operator.setdefault(f.operator_id, []).append(f)
+        nodes = self.job_graph.by_operator_id
         source_ids = {f.path for f in sources}
         # Every operator is listed, with or without state, as Flink's checkpoint metadata lists
         # each OperatorState: a restore then knows the parallelism it ran at.
@@ -251,7 +263,9 @@ class CheckpointCoordinator:
             started_at=started, completed_at=now)
         with timer.phase(CHECKPOINT_RECORD):
             self.checkpoints.record([record], before_commit=lambda: fault_point("during-checkpoint-record", epoch))
-        self._retain_later(epoch)
+        fault_point("after-checkpoint-record", epoch)
+        self._after_record(checkpoint_id, epoch, [(state_table_name(nodes[op_id][1]), files)
+                                                  for op_id, files in by_operator.items()])
         return record
 
     def _commit_sinks_beside(self, sinks: list, checkpoint_id: int, epoch: int, timer: PhaseTimer) -> Future:
@@ -268,57 +282,124 @@ class CheckpointCoordinator:
             self._sink_commits = ThreadPoolExecutor(1, thread_name_prefix="sluice-sink-commit")
         return self._sink_commits.submit(commit_all)
 
-    def _commit_state(self, checkpoint_id: int, tables: list) -> dict:
-        """Each (state table, its files) committed, the tables at once: they are independent Delta
-        tables, and only the checkpoint's record, after them all, makes any of them count (a kill
-        between two leaves committed partitions no record lists, as it did one after the other).
-        A job with a source and a keyed operator commits two; one after the other they took 40-50
-        ms of a small epoch's checkpoint (bench/epoch_floor.py). Returns {"state/<table>": version}."""
+    def _commit_state(self, files_by_table: dict) -> None:
+        """Each state table's files ({table: {checkpoint id: files}}) in one commit, the tables at
+        once (independent Delta tables; one after the other, a job with a source and a keyed
+        operator took 40-50 ms more, bench/epoch_floor.py)."""
         def commit(item):
-            table, files = item
-            return f"state/{table}", self.state.commit(table, checkpoint_id, files)
-        if len(tables) < 2:
-            return dict(map(commit, tables))
+            self.state.commit(*item)
+        if len(files_by_table) < 2:
+            list(map(commit, files_by_table.items()))
+            return
         if self._state_commits is None:
             self._state_commits = ThreadPoolExecutor(STATE_COMMIT_THREADS, thread_name_prefix="sluice-state-commit")
-        return dict(self._state_commits.map(commit, tables))
+        list(self._state_commits.map(commit, files_by_table.items()))
 
     def _submit(self, fn, *args) -> Future:
         if self._background is None:
             self._background = ThreadPoolExecutor(1, thread_name_prefix="sluice-checkpoint")
         return self._background.submit(fn, *args)
 
-    def _retain_later(self, epoch: int) -> None:
-        """Discard what the new checkpoint subsumed in the background, while the next epoch runs
-        (Flink's CheckpointsCleaner): retention is not part of a checkpoint. On a thread of its
-        own, so retentions run one after the other but the next checkpoint's completion does not
-        wait behind one (it did: 70-90 ms of a 250 ms epoch's checkpoint, bench/epoch_floor.py).
-        Running beside a completion is safe: each table's commits take its lock, the checkpoints
-        table's compaction commits only at the version it read, and what a completing checkpoint
-        lists of earlier checkpoints the completed ones list too (its chains extend theirs), so
-        no retention deletes it."""
+    def _after_record(self, checkpoint_id: int, epoch: int, tables: list) -> None:
+        """The checkpoint is complete: its state tables' commits and discarding what it subsumed
+        follow in the background while the next epochs run (Flink's CheckpointsCleaner), on a
+        thread of their own so that they never hold up a completion (a retention held the next
+        one up by 70-90 ms of a 250 ms epoch's checkpoint, bench/epoch_floor.py).
+
+        The state tables follow the record, as Flink's checkpoint metadata, not its state
+        handles, makes a checkpoint: a restore reads the files the record lists, and the tables
+        are what Spark, DuckDB and pandas read of the state. That housekeeping runs at most every
+        ``HOUSEKEEPING_INTERVAL_S``, for every checkpoint completed since, a commit per table:
+        its Delta commits (2 state tables' adds and removes, the discarded checkpoints' rows) took
+        the CPU of two cores from every epoch's tasks and commits when they ran per checkpoint
+        (an epoch to visible 132 ms against 85, bench/epoch_floor.py). A run killed after a
+        record leaves a completed checkpoint that its tables lack; the next run's first
+        housekeeping commits it (``StateTables.catch_up``), as table maintenance does."""
+        with self._lock:
+            self._unfiled.append((checkpoint_id, epoch, tables))
+            if self._housekeeping_queued:
+                return
+            self._housekeeping_queued = True
+            wait = self._housekept_at + HOUSEKEEPING_INTERVAL_S - time.monotonic()
+            if wait > 0:    # on a timer, not at the next record: a stream may stop for hours
+                self._timer = threading.Timer(wait, self._timer_fired)
+                self._timer.daemon = True
+                self._timer.start()
+                return
+        self._housekeep_later()
+
+    @property
+    def _housekept(self) -> bool:
+        """Whether the state tables hold every completed checkpoint's files and retention
+        discarded what it was to (no failure left work for the next housekeeping)."""
+        return self.caught_up and self.swept
+
+    def _timer_fired(self) -> None:
+        with self._lock:
+            if self._timer is None:     # canceled: await_retention runs the housekeeping
+                return
+            self._timer = None
+        self._housekeep_later()
+
+    def _housekeep_later(self) -> None:
         if self._retention is None:
             self._retention = ThreadPoolExecutor(1, thread_name_prefix="sluice-retention")
-        self._retention.submit(self._retain_or_log, epoch)
+        self._retention.submit(self._housekeep)
 
-    def _retain_or_log(self, epoch: int) -> None:
-        """A failed discarding is logged, not raised: the checkpoint is complete, and the next
-        retention (or the next run's) discards what this one did not."""
+    def _housekeep(self) -> None:
+        """The state tables' commits of the checkpoints completed since the last housekeeping,
+        then retention. Failures are logged, not raised: the checkpoints are complete, and the
+        next housekeeping (or the next run's) commits and discards what this one did not."""
+        with self._lock:
+            unfiled, self._unfiled = self._unfiled, []
+            self._housekeeping_queued = False
+            self._housekept_at = time.monotonic()
+        if not unfiled and self._housekept:
+            return
+        epochs = [epoch for _, epoch, _ in unfiled] or [self.last_epoch if self.last_epoch is not None else -1]
         try:
-            self._retain(epoch)
+            if self.caught_up:
+                by_table: dict = {}
+                for checkpoint_id, _, tables in unfiled:
+                    for table, files in tables:
+                        by_table.setdefault(table, {})[checkpoint_id] = files
+                self._commit_state(by_table)
+            else:       # a run's first: with what a run killed after a record, or a failure, left out
+                self.state.catch_up(self.checkpoints.completed())
+                self.caught_up = True
+            fault_point_of_epochs("after-state-commit", epochs)
+        except Exception as e:
+            self.caught_up = False
+            log.warning("%s: the state table commits of checkpoint(s) %s failed (the next ones commit them): %s: %s",
+                        self.job_graph.job_name, ", ".join(str(c) for c, _, _ in unfiled), type(e).__name__, e)
+        try:
+            self._retain(epochs)
         except Exception as e:
             self.swept = False      # the next retention sweeps every DISCARDED checkpoint again
             log.warning("%s: discarding subsumed checkpoints failed (the next retention finishes it): "
                         "%s: %s", self.job_graph.job_name, type(e).__name__, e)
 
     def await_retention(self) -> None:
-        """Wait for the background work queued so far: completions, then their discarding (a
-        failed completion is its future's to raise)."""
-        # Completions first: one running at the barrier queues its retention when it ends.
+        """Wait for the background work queued so far: completions, then the housekeeping of
+        every checkpoint completed, and once more if it left something out (a failed completion
+        is its future's to raise)."""
+        # Completions first: one running at the barrier hands its checkpoint over when it ends.
         if self._background is not None:
             self._background.submit(lambda: None).result()
-        if self._retention is not None:
-            self._retention.submit(lambda: None).result()
+        for _ in range(2):
+            with self._lock:
+                if self._timer is not None:     # its housekeeping runs now instead
+                    self._timer.cancel()
+                    self._timer = None
+                    self._housekeeping_queued = False
+                # What is unfiled, and what a failed housekeeping of the run's left out.
+                due = (bool(self._unfiled) or self._housekept_at > float("-inf") and not self._housekept) \
+                    and not self._housekeeping_queued
+                self._housekeeping_queued |= due
+            if due:
+                self._housekeep_later()
+            if self._retention is not None:
+                self._retention.submit(lambda: None).result()
 
     def close(self) -> None:
         """The run ends: its completions and retention finish first."""
@@ -346,7 +427,7 @@ class CheckpointCoordinator:
                 files.append(write_state_file(table, directory, head.operator_id, -1))
         return files
 
-    def _retain(self, epoch: int) -> None:
+    def _retain(self, epochs: list) -> None:
         """Keep the last N completed checkpoints; discard the state only they referred to.
 
         Marked DISCARDED first, then deleted: a kill in between leaves partitions of DISCARDED
@@ -356,7 +437,7 @@ class CheckpointCoordinator:
         doomed = completed[:-self.max_retained] if len(completed) > self.max_retained else []
         if doomed:
             self.checkpoints.record([dataclasses.replace(r, status=DISCARDED) for r in doomed])
-            fault_point("during-retention", epoch)
+            fault_point_of_epochs("during-retention", epochs)
         if not self.swept:      # once per run: what an earlier run was killed before deleting
             doomed = [r for r in self.checkpoints.history() if r.status == DISCARDED and r.kind == CHECKPOINT]
             self.swept = True
@@ -370,6 +451,6 @@ class CheckpointCoordinator:
         for table in {op["table"] for r in doomed for op in r.operators}:
             self.state.discard(table, ids)
         # Everything discarded is deleted: the checkpoints table may forget what it no longer needs.
-        self.checkpoints.compact(needed | set(self.kept), epoch)
+        self.checkpoints.compact(needed | set(self.kept), epochs[-1])
         self.state.clean_logs(sorted({state_table_name(n) for v in self.job_graph.vertices
-                                              for n in v.operators}), epoch)
+                                              for n in v.operators}), epochs[-1])

@@ -16,8 +16,9 @@ import pyarrow.compute as pc
 
 from runtime.checkpoint.restore import METADATA, RestorePoint, choose, load_savepoint
 from runtime.state.snapshot_format import OPERATOR_PREFIX, TIMER_PREFIX, decode_keys, decode_values, state_types
-from runtime.state.snapshot_reader import read_state_file
+from runtime.state.snapshot_reader import read_state_file, recorded_schema
 from runtime.checkpoint.checkpoint_record import SAVEPOINT, CheckpointException
+from runtime.checkpoint.state_tables import merged_schema
 from runtime.checkpoint.storage import CheckpointStorage
 from runtime.storage.filesystems import absolute, check_writable, copy_file, exists, join, size, write_bytes
 
@@ -46,11 +47,12 @@ def take_savepoint(storage: CheckpointStorage, target: Optional[str] = None,
 def copy_operator_state(source_table: str, op: dict, target: str, checkpoint_id: int) -> None:
     """Copy an operator's state files (``op["files"]``, relative to ``source_table``) into the
     savepoint ``target``'s state table of the operator."""
-    from deltalake import DeltaTable
     table_dir = join(target, "state", op["table"])
     for f in op["files"]:
         copy_file(join(source_table, f["path"]), join(table_dir, f["path"]))
-    commit_state_table(table_dir, DeltaTable(source_table).schema().to_arrow(), op["files"], checkpoint_id)
+    # The files' own columns, not the source table's: its commits follow the checkpoint's record.
+    schema = merged_schema([recorded_schema(join(table_dir, f["path"])) for f in op["files"]])
+    commit_state_table(table_dir, schema, op["files"], checkpoint_id)
 
 
 def commit_state_table(table_dir: str, schema, files: list[dict], checkpoint_id: int) -> None:

@@ -15,12 +15,16 @@ up with it later (``DeltaTables.catch_up_later``).
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
+from typing import Optional
 
 import pyarrow as pa
 
 from runtime.checkpoint.checkpoint_record import CheckpointException
+from runtime.state.snapshot_reader import recorded_schema
+from runtime.state.snapshot_writer import StateFile
 from runtime.storage.delta_files import DeltaTables
 from runtime.storage.filesystems import join, relative, rmtree
 from runtime.storage.maintenance import LOG_RETENTION_S, clean_log, own_table_properties
@@ -45,29 +49,57 @@ class StateTables:
         """Where tasks write a checkpoint's state files: ``{table}`` is filled per operator."""
         return join(self.root, "{table}", f"checkpoint_id={checkpoint_id}")
 
-    def commit(self, table: str, checkpoint_id: int, files: list) -> int:
-        """Commit a checkpoint's state files of one operator; returns the table version.
+    def commit(self, table: str, files_by_checkpoint: dict) -> None:
+        """Commit checkpoints' state files of one operator (``{checkpoint id: its files}``), one
+        Delta commit for them all.
 
-        Files of an earlier attempt at the same checkpoint id (a crash before its record) are
-        removed first, so the partition holds exactly this checkpoint's files.
+        Files of an earlier attempt at the same checkpoint id (a run of an older Sluice killed
+        between this commit and its record) are removed first, so the partition holds exactly this
+        checkpoint's files.
         """
-        from deltalake import DeltaTable
         from deltalake.transaction import AddAction
         path = self.table_path(table)
-        schema = _merged_schema([f.schema for f in files])
-        actions = [AddAction(relative(f.path, path), f.size, {"checkpoint_id": str(checkpoint_id)},
-                             int(time.time() * 1000), True, f.stats) for f in files]
+        files = [f for fs in files_by_checkpoint.values() for f in fs]
+        schema = merged_schema([f.schema for f in files])
+        now = int(time.time() * 1000)
+        actions = [AddAction(relative(f.path, path), f.size, {"checkpoint_id": str(cid)}, now, True, f.stats)
+                   for cid, fs in files_by_checkpoint.items() for f in fs]
         with self._lock_of(path):
             dt = self._tables.get(path, refresh=False)
             if dt is None:
                 self._tables.create(path, schema, actions, partition_by=["checkpoint_id"])
-                return DeltaTable(path).version()
+                return
             _evolve(dt, schema, f"state table {path}")
-            if any(p.get("checkpoint_id") == str(checkpoint_id) for p in dt.partitions()):
-                dt.delete(f"checkpoint_id = {int(checkpoint_id)}")
+            ids = {str(cid) for cid in files_by_checkpoint}
+            again = sorted(int(p["checkpoint_id"]) for p in dt.partitions() if p.get("checkpoint_id") in ids)
+            if again:
+                dt.delete(" OR ".join(f"checkpoint_id = {cid}" for cid in again))
             dt.create_write_transaction(actions, "append", _table_schema(dt), partition_by=["checkpoint_id"])
             self._tables.catch_up_later(path, self._lock_of(path))
-            return dt.version() + 1
+
+    def catch_up(self, records: list) -> list[tuple[str, int]]:
+        """Commit the partitions that completed checkpoints (``records``) list and their state
+        tables lack: a checkpoint's state commits follow its record, off the epoch's path, so a
+        run killed in between leaves them out. The record lists every file with its size and
+        rows; each file's footer gives its columns. Returns the (table, checkpoint id) committed."""
+        wanted: dict = {}
+        for r in records:
+            for op in r.operators:
+                own = [f for f in op.get("files", ()) if _partition_of(f["path"]) == r.checkpoint_id]
+                if own:
+                    wanted.setdefault(op["table"], {})[r.checkpoint_id] = (op["operator_id"], own)
+        done = []
+        for table, by_id in sorted(wanted.items()):
+            path = self.table_path(table)
+            with self._lock_of(path):
+                dt = self._tables.get(path, refresh=False)
+                have = {p.get("checkpoint_id") for p in dt.partitions()} if dt is not None else set()
+            missing = {cid: [_listed_file(path, op_id, f) for f in files]
+                       for cid, (op_id, files) in sorted(by_id.items()) if str(cid) not in have}
+            if missing:
+                self.commit(table, missing)
+                done += [(table, cid) for cid in missing]
+        return done
 
     def discard(self, table: str, checkpoint_ids: list[int]) -> None:
         """Remove checkpoints' partitions from a state table (one commit of remove actions, no
@@ -96,7 +128,23 @@ class StateTables:
             clean_log(self.table_path(table), epoch, self.log_retention_s)
 
 
-def _merged_schema(schemas: list) -> pa.Schema:
+def _partition_of(path: str) -> Optional[int]:
+    """The checkpoint id of a listed file's partition (``checkpoint_id=<n>/part-….parquet``)."""
+    head = path.split("/", 1)[0]
+    return int(head.split("=", 1)[1]) if head.startswith("checkpoint_id=") else None
+
+
+def _listed_file(table_path: str, operator_id: str, f: dict) -> StateFile:
+    """A file as its checkpoint's record lists it, as the task that wrote it acknowledged it."""
+    path = join(table_path, f["path"])
+    return StateFile(operator_id, f.get("subtask") or 0, path, f["size"], f["rows"], f.get("key_group_min"),
+                     f.get("key_group_max"), recorded_schema(path), json.dumps({"numRecords": f["rows"]}),
+                     f.get("checksum") or "", bool(f.get("increment")))
+
+
+def merged_schema(schemas: list) -> pa.Schema:
+    """A state table's columns for files of ``schemas``: each column once, nullable, and the
+    partition column; a column two files type otherwise is refused."""
     fields: dict = {}
     for s in schemas:
         for f in s:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 import time
 
-POINTS = ("mid-epoch", "after-state-files", "after-state-commit", "after-sink-commit", "during-checkpoint-record",
-          "during-retention")
+POINTS = ("mid-epoch", "after-state-files", "after-sink-commit", "during-checkpoint-record", "after-checkpoint-record",
+          "after-state-commit", "during-retention")
 # Inside the sinks' commits of a checkpoint with more than one sink, or a Kafka EXACTLY_ONCE sink:
 # after one sink committed and before the next does (runtime.checkpoint.coordinator), and in
 # the Kafka transaction, its records flushed and its commit not sent (runtime.connectors.kafka_sink;
@@ -52,3 +52,10 @@ def fault_point(name: str, epoch: int) -> None:
         os.replace(marker + ".tmp", marker)
     while True:         # until killed
         time.sleep(1)
+
+
+def fault_point_of_epochs(name: str, epochs: list) -> None:
+    """A point of work done for several epochs at once (the checkpoints' housekeeping): reached
+    for each of them."""
+    for epoch in epochs:
+        fault_point(name, epoch)

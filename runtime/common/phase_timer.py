@@ -18,7 +18,6 @@ from typing import Iterator, Optional
 SINK_COMMITS = "sink commits"
 KAFKA_TRANSACTION = "Kafka transaction"
 SOURCE_POSITIONS = "source positions"
-STATE_COMMITS = "state commits"
 CHECKPOINT_QUEUE = "checkpoint queue"
 CHECKPOINT_RECORD = "checkpoint record"
 HAND_OFF = "hand-off"

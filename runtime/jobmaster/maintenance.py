@@ -240,6 +240,9 @@ def _maintain_own_tables(directory: str, report: MaintenanceReport, lease_timeou
              *(storage.state.table_path(t) for t in state_tables)]
     before = {p: _snapshot(p) for p in paths}
     try:
+        # What a run killed after a checkpoint's record left out of its state tables goes in
+        # first: vacuum removes the files a table does not list.
+        storage.state.catch_up(storage.checkpoints.completed())
         in_use = set()
         for table in state_tables:
             dt = _table(storage.state.table_path(table))

@@ -17,10 +17,12 @@ without checkpoints, have committed by then). The phases, in order::
     previous checkpoint  waiting for the epoch before's checkpoint to complete
     hand-off             commits of sinks that write at once, the state chains, the checkpoint handed over
     checkpoint queue     the checkpoint waiting for the background thread (the completion before it)
-    state commits        the sources' positions written and the state tables' Delta commits
+    source positions     the sources' positions written as the source operators' state
     sink commits         each sink's commit (a Delta transaction) ...
     Kafka transaction    ... a Kafka EXACTLY_ONCE sink's transaction apart; the sinks commit
-                         while the state does, and the phases share the time they overlap
+                         while the positions are written, and the phases share the time they
+                         overlap (the state tables' commits follow the record, off the epoch's
+                         path: runtime.checkpoint.coordinator)
     checkpoint record    the checkpoints table's commit: the checkpoint exists
     other                what none of these covers (the gaps between them)
 
@@ -38,7 +40,7 @@ from typing import Optional
 
 # The checkpoint's phases are named where they are timed, below the layers that time them.
 from runtime.common.phase_timer import (CHECKPOINT_QUEUE, CHECKPOINT_RECORD, HAND_OFF, KAFKA_TRANSACTION,
-                                        SINK_COMMITS, SOURCE_POSITIONS, STATE_COMMITS)
+                                        SINK_COMMITS, SOURCE_POSITIONS)
 
 BOUNDARY_WAIT = "boundary wait"
 PLANNING = "planning"
@@ -53,7 +55,7 @@ STAGE = "stage: "       # a stage's series: "stage: " and the vertices it runs
 
 # The order of the stack (stages go where the Spark job is).
 _BEFORE_JOB = (BOUNDARY_WAIT, PLANNING)
-_AFTER_JOB = (ACKNOWLEDGEMENTS, PREVIOUS_CHECKPOINT, HAND_OFF, CHECKPOINT_QUEUE, STATE_COMMITS, SINK_COMMITS,
+_AFTER_JOB = (ACKNOWLEDGEMENTS, PREVIOUS_CHECKPOINT, HAND_OFF, CHECKPOINT_QUEUE, SOURCE_POSITIONS, SINK_COMMITS,
               KAFKA_TRANSACTION, CHECKPOINT_RECORD)
 
 
@@ -129,8 +131,7 @@ def stacked(timings: dict) -> list[tuple[str, float]]:
     parts.extend(by_name.items())
     parts.append((STATE_SNAPSHOT, snapshots))
     parts.append((SPARK_SCHEDULING, max(0.0, job - in_stages)))
-    parts.extend((name, phases.get(name, 0.0) + (phases.get(SOURCE_POSITIONS, 0.0) if name == STATE_COMMITS else 0.0))
-                 for name in _AFTER_JOB)
+    parts.extend((name, phases.get(name, 0.0)) for name in _AFTER_JOB)
     parts.append((OTHER, max(0.0, (timings.get("total_ms") or 0.0) - sum(v for _, v in parts))))
     return [(name, round(max(0.0, v), 1)) for name, v in parts]
 

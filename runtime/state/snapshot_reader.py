@@ -129,6 +129,15 @@ def read_state_metadata(path: str) -> pq.FileMetaData:
         return pq.read_metadata(inside, filesystem=fs)
 
 
+def recorded_schema(path: str) -> pa.Schema:
+    """The columns a checkpoint records for a state file (its state table's): the base columns as
+    ``BASE_SCHEMA`` types them (a file may leave null ones out, or keep one dictionary-encoded),
+    then the file's value columns."""
+    stored = read_state_metadata(path).schema.to_arrow_schema()
+    return pa.schema(list(BASE_SCHEMA) + [f for f in stored if f.name not in BASE_SCHEMA.names],
+                     metadata=stored.metadata)
+
+
 def verify_state_file(path: str, checksum: str) -> None:
     """Raise CorruptStateException unless the file's bytes are those its checkpoint recorded (for
     a reader that hands the file to another engine, Spark)."""

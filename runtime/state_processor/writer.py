@@ -13,10 +13,9 @@ import hashlib
 import time
 from typing import Optional
 
-import pyarrow as pa
-
 from runtime.checkpoint.restore import METADATA, RestorePoint, load_savepoint
 from runtime.checkpoint.savepoint import commit_state_table, copy_operator_state, write_savepoint_metadata
+from runtime.checkpoint.state_tables import merged_schema
 from runtime.checkpoint.checkpoint_record import COMPLETED, SAVEPOINT, CheckpointException, CheckpointRecord
 from runtime.state.key_groups import KEY_HASHING
 from runtime.state.key_regrouping import KeyRegrouping, key_type_name
@@ -137,7 +136,7 @@ class SavepointWriter:
 
     def _entry(self, uid, table, table_dir, files, checkpoint_id, transformation) -> dict:
         if files:
-            schema = _schema([f.pop("schema") for f in files])
+            schema = merged_schema([f.pop("schema") for f in files])
             for f in files:
                 f["path"] = relative(f["path"], table_dir)
             commit_state_table(table_dir, schema, files, checkpoint_id)
@@ -162,14 +161,6 @@ class SavepointWriter:
                         "path": relative(written.path, table_dir), "size": written.size,
                         "checksum": written.checksum, "key_group_min": written.key_group_min,
                         "key_group_max": written.key_group_max, "schema": written.schema})
-        schema = _schema([f.pop("schema") for f in out])
+        schema = merged_schema([f.pop("schema") for f in out])
         commit_state_table(table_dir, schema, out, checkpoint_id)
         return out
-
-
-def _schema(schemas: list) -> pa.Schema:
-    fields: dict = {}
-    for s in schemas:
-        for f in s:
-            fields.setdefault(f.name, f.with_nullable(True))
-    return pa.schema(list(fields.values()) + [pa.field("checkpoint_id", pa.int64())])
