@@ -8,13 +8,14 @@ import os
 import re
 import time
 
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
 from checkpoint_harness import (
     JOB, LINES_PER_EPOCH, expected_running, expected_windows, first_lines, job_args, sink_checkpoints, table_rows,
     write_input)
-from runtime.checkpoint.incremental import INCREMENTAL
+from runtime.checkpoint.incremental import FULL_EVERY, FULL_RATIO, INCREMENTAL, partition_of
 from runtime.checkpoint.savepoint import read_state, take_savepoint
 from runtime.checkpoint.checkpoint_record import COMPLETED, DISCARDED, CheckpointException
 from runtime.checkpoint.job_lease import JobAlreadyRunningException
@@ -225,6 +226,28 @@ def test_a_state_table_commit_failing_after_its_record_is_caught_up_by_the_next_
     assert after.num_rows == before.num_rows > 0
     assert sorted(map(str, after.to_pylist())) == sorted(map(str, before.select(after.column_names).to_pylist()))
     assert store.state.catch_up(store.checkpoints.completed()) == []     # nothing left to commit
+
+
+def test_catching_up_commits_the_earlier_partitions_an_incremental_checkpoint_reads(spark, tmp_path):
+    """Increments (the default) read files of the checkpoints their chains started in, discarded
+    ones too: a state table that lacks such a partition gets it back from the completed
+    records' listings (table maintenance then vacuums no file a checkpoint reads)."""
+    write_input(tmp_path / "in", seed=8)
+    run(tmp_path, configuration={FULL_EVERY: "100", FULL_RATIO: "100"})     # chains from the first checkpoint
+    store = storage(tmp_path)
+    completed = store.checkpoints.completed()
+    own = {r.checkpoint_id for r in completed}
+    read = {(op["table"], int(partition_of(f["path"]))): f["path"]
+            for r in completed for op in r.operators for f in op["files"]}
+    earlier = sorted(k for k in read if k[1] not in own)
+    assert earlier, read        # a chain reads a partition of a discarded checkpoint
+    table, cid = earlier[0]
+    path = str(tmp_path / "warehouse" / "checkpointed-counts" / "state" / table)
+    DeltaTable(path).delete(f"checkpoint_id = {cid}")
+    assert (table, cid) in store.state.catch_up(completed)
+    back = {a["path"] for a in pa.table(DeltaTable(path).get_add_actions(flatten=True)).to_pylist()
+            if str(a["partition.checkpoint_id"]) == str(cid)}
+    assert read[(table, cid)] in back
 
 
 def test_a_failed_run_restarts_in_its_process_as_its_strategy_says(spark, tmp_path, monkeypatch):

@@ -312,7 +312,7 @@ class CheckpointCoordinator:
         ``HOUSEKEEPING_INTERVAL_S``, for every checkpoint completed since, a commit per table:
         its Delta commits (2 state tables' adds and removes, the discarded checkpoints' rows) took
         the CPU of two cores from every epoch's tasks and commits when they ran per checkpoint
-        (an epoch to visible 132 ms against 85, bench/epoch_floor.py). A run killed after a
+        (an epoch to visible 124 ms against 80, bench/epoch_floor.py). A run killed after a
         record leaves a completed checkpoint that its tables lack; the next run's first
         housekeeping commits it (``StateTables.catch_up``), as table maintenance does."""
         with self._lock:

@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Optional
 
 import pyarrow as pa
 
 from runtime.checkpoint.checkpoint_record import CheckpointException
+from runtime.checkpoint.incremental import partition_of
 from runtime.state.snapshot_reader import recorded_schema
 from runtime.state.snapshot_writer import StateFile
 from runtime.storage.delta_files import DeltaTables
@@ -78,24 +78,28 @@ class StateTables:
             self._tables.catch_up_later(path, self._lock_of(path))
 
     def catch_up(self, records: list) -> list[tuple[str, int]]:
-        """Commit the partitions that completed checkpoints (``records``) list and their state
-        tables lack: a checkpoint's state commits follow its record, off the epoch's path, so a
-        run killed in between leaves them out. The record lists every file with its size and
-        rows; each file's footer gives its columns. Returns the (table, checkpoint id) committed."""
-        wanted: dict = {}
+        """Commit the partitions that completed checkpoints' (``records``) files are in and their
+        state tables lack: a checkpoint's state commits follow its record, off the epoch's path,
+        so a run killed in between (or a failed commit) leaves them out, and an incremental
+        checkpoint also reads files of the earlier checkpoints its chains started in. The record
+        lists every file with its size and rows; each file's footer gives its columns. Returns
+        the (table, checkpoint id) committed."""
+        wanted: dict = {}       # table -> checkpoint id -> path -> (operator id, the listed file)
         for r in records:
             for op in r.operators:
-                own = [f for f in op.get("files", ()) if _partition_of(f["path"]) == r.checkpoint_id]
-                if own:
-                    wanted.setdefault(op["table"], {})[r.checkpoint_id] = (op["operator_id"], own)
+                for f in op.get("files", ()):
+                    cid = partition_of(f["path"])
+                    if cid is not None:
+                        cid = int(cid)
+                        wanted.setdefault(op["table"], {}).setdefault(cid, {})[f["path"]] = (op["operator_id"], f)
         done = []
         for table, by_id in sorted(wanted.items()):
             path = self.table_path(table)
             with self._lock_of(path):
                 dt = self._tables.get(path, refresh=False)
                 have = {p.get("checkpoint_id") for p in dt.partitions()} if dt is not None else set()
-            missing = {cid: [_listed_file(path, op_id, f) for f in files]
-                       for cid, (op_id, files) in sorted(by_id.items()) if str(cid) not in have}
+            missing = {cid: [_listed_file(path, op_id, f) for op_id, f in files.values()]
+                       for cid, files in sorted(by_id.items()) if str(cid) not in have}
             if missing:
                 self.commit(table, missing)
                 done += [(table, cid) for cid in missing]
@@ -126,12 +130,6 @@ class StateTables:
         """Log entries of the state tables that their latest Delta checkpoints cover (maintenance)."""
         for table in tables:
             clean_log(self.table_path(table), epoch, self.log_retention_s)
-
-
-def _partition_of(path: str) -> Optional[int]:
-    """The checkpoint id of a listed file's partition (``checkpoint_id=<n>/part-….parquet``)."""
-    head = path.split("/", 1)[0]
-    return int(head.split("=", 1)[1]) if head.startswith("checkpoint_id=") else None
 
 
 def _listed_file(table_path: str, operator_id: str, f: dict) -> StateFile:
