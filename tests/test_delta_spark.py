@@ -120,7 +120,9 @@ def test_a_sluice_table_reads_in_spark_sql_as_in_delta_rs(spark, job_tables, nam
     path = job_tables[name]
     dt = DeltaTable(path)
     latest = dt.version()
-    assert latest >= 2, f"{name} has {latest + 1} version(s)"
+    # A state table commits at most once a second: the first run's (3 epochs, no discards) at
+    # its first checkpoint and once more at least.
+    assert latest >= (1 if name.startswith("first-run/") else 2), f"{name} has {latest + 1} version(s)"
 
     # The latest version: the same rows.
     expected = _rows(dt.to_pyarrow_table())
