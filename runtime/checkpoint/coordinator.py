@@ -81,8 +81,8 @@ class CheckpointCoordinator:
         self._timer: Optional[threading.Timer] = None
         self._housekept_at = float("-inf")  # time.monotonic() of the last housekeeping's start
         self.kept: dict = {}    # discarded checkpoints whose partitions retained chains still read
-        # One background thread completes checkpoints, in order; another discards what they
-        # subsumed, in order, so that a retention never holds up the next completion.
+        # One background thread completes checkpoints, in order; another commits their state
+        # tables and discards what they subsumed, so that housekeeping never holds up a completion.
         self._background: Optional[ThreadPoolExecutor] = None
         self._retention: Optional[ThreadPoolExecutor] = None
         self._state_commits: Optional[ThreadPoolExecutor] = None     # a checkpoint's state tables, at once
@@ -95,10 +95,7 @@ class CheckpointCoordinator:
         left (a kill after a record, a failed housekeeping), not at its first checkpoint."""
         self.last_epoch = record.epoch
         with self._lock:
-            if self._housekeeping_queued:
-                return
-            self._housekeeping_queued = True
-        self._housekeep_later()
+            self._queue_housekeeping()
 
     def should_trigger(self, epoch: int, final: bool) -> bool:
         """Whether the epoch ends in a checkpoint; ``final``: the run's last epoch (its input ended,
@@ -317,16 +314,20 @@ class CheckpointCoordinator:
         housekeeping commits it (``StateTables.catch_up``), as table maintenance does."""
         with self._lock:
             self._unfiled.append((checkpoint_id, epoch, tables))
-            if self._housekeeping_queued:
-                return
-            self._housekeeping_queued = True
-            wait = self._housekept_at + HOUSEKEEPING_INTERVAL_S - time.monotonic()
-            if wait > 0:    # on a timer, not at the next record: a stream may stop for hours
-                self._timer = threading.Timer(wait, self._timer_fired)
-                self._timer.daemon = True
-                self._timer.start()
-                return
-        self._housekeep_later()
+            self._queue_housekeeping(self._housekept_at + HOUSEKEEPING_INTERVAL_S - time.monotonic())
+
+    def _queue_housekeeping(self, after_s: float = 0.0) -> None:
+        """A housekeeping unless one is queued: at once, or in ``after_s`` seconds on a timer (not
+        at the next record: a stream may stop for hours). The caller holds ``_lock``."""
+        if self._housekeeping_queued:
+            return
+        self._housekeeping_queued = True
+        if after_s > 0:
+            self._timer = threading.Timer(after_s, self._timer_fired)
+            self._timer.daemon = True
+            self._timer.start()
+        else:
+            self._housekeep_later()
 
     @property
     def _housekept(self) -> bool:
@@ -393,11 +394,8 @@ class CheckpointCoordinator:
                     self._timer = None
                     self._housekeeping_queued = False
                 # What is unfiled, and what a failed housekeeping of the run's left out.
-                due = (bool(self._unfiled) or self._housekept_at > float("-inf") and not self._housekept) \
-                    and not self._housekeeping_queued
-                self._housekeeping_queued |= due
-            if due:
-                self._housekeep_later()
+                if self._unfiled or self._housekept_at > float("-inf") and not self._housekept:
+                    self._queue_housekeeping()
             if self._retention is not None:
                 self._retention.submit(lambda: None).result()
 
