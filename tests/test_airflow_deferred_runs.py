@@ -235,7 +235,11 @@ def test_in_process_each_running_stream_holds_a_worker_slot(site):
         [waiting] = [d for d, s in zip(runs, states) if s in ("scheduled", "queued")]
         site.api("PATCH", f"/dags/{waiting}/dagRuns/{urllib.parse.quote(runs[waiting])}", {"state": "failed"})
         ends = {d: site.wait_for_run(d, r, timeout=900) for d, r in runs.items()}
-        assert ends == {**{d: "success" for d in dags if d != waiting}, waiting: "failed"}
+        assert {d: e for d, e in ends.items() if d != waiting} == {d: "success" for d in dags if d != waiting}
+        # Marking a run failed skips its queued task; the scheduler, recomputing the run from its task
+        # instances at the same moment, may end it "success" instead. The task never running is the point.
+        assert ends[waiting] in ("failed", "success")
+        assert task(site, waiting, runs[waiting])["state"] in ("skipped", "failed")
     finally:
         site.api("PATCH", "/connections/spark_default", {**{k: spark[k] for k in ("connection_id", "conn_type", "host")},
                                                          "extra": json.dumps(extra)})

@@ -92,8 +92,11 @@ class CheckpointCoordinator:
 
     def restored(self, record: CheckpointRecord) -> None:
         """The run restored ``record``: its housekeeping starts at once, for what the run before
-        left (a kill after a record, a failed housekeeping), not at its first checkpoint."""
+        left (a kill after a record, a failed housekeeping), not at its first checkpoint. A run
+        without checkpoints (a savepoint restored with checkpointing off) leaves them as they are."""
         self.last_epoch = record.epoch
+        if not self.enabled:
+            return
         with self._lock:
             self._queue_housekeeping()
 
