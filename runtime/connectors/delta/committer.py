@@ -19,7 +19,7 @@ from runtime.common.arrow import batch_fields
 from runtime.common.typeinfo import PickledBytesTypeInfo
 from runtime.connectors.base import Committer
 from runtime.connectors.delta.schema_fit import check_stream_fits
-from runtime.connectors.delta.table import arrow_schema
+from runtime.connectors.delta.table import arrow_schema, current_table, protocol_of
 from runtime.connectors.delta.spark_committer import (
     DELTA_SPARK, WriterChoice, choose_writer, spark_commit_files, spark_merge_upserts)
 from runtime.connectors.delta.writer import DELETE_COLUMN, records_to_table
@@ -55,9 +55,13 @@ class DeltaCommitter(Committer):
     def writer(self) -> WriterChoice:
         """The writer of this commit, from the table's protocol as it is now (a feature turned on
         while the job runs moves the table to delta-spark), logged when it changes."""
-        log_ = DeltaLog(self.sink.table_path)
-        protocol, metadata = log_.protocol_and_metadata() if log_.exists() else (None, None)
-        choice = choose_writer(self.sink.table_path, protocol, self.sink.writer, metadata)
+        try:
+            with current_table(self.sink.table_path) as dt:
+                protocol = protocol_of(dt) if dt is not None else None
+        except Exception:       # delta-rs cannot open it (a reader feature it lacks): the log says
+            log_ = DeltaLog(self.sink.table_path)
+            protocol = log_.protocol_and_metadata()[0] if log_.exists() else None
+        choice = choose_writer(self.sink.table_path, protocol, self.sink.writer)
         if choice != self._choice:
             self._choice = choice
             log.info("The Delta sink to %s commits with %s: %s", self.sink.table_path, choice.writer, choice.reason)
@@ -66,8 +70,12 @@ class DeltaCommitter(Committer):
     def runs_spark_jobs(self) -> bool:
         return self.writer().writer == DELTA_SPARK
 
+    def _version(self) -> dict:
+        """The table's version after this commit, by its kept handle (``current_table``)."""
+        with current_table(self.sink.table_path) as dt:
+            return {self.sink.table_path: dt.version()} if dt is not None else {}
+
     def commit(self, committables: list, version: int) -> dict:
-        from deltalake import DeltaTable
         table = self.sink.table_path
         spark = self.writer().writer == DELTA_SPARK
         if self.sink.upsert:
@@ -79,19 +87,20 @@ class DeltaCommitter(Committer):
                 else:
                     merge_upserts(table, changes, self.sink.upsert_keys, self.context.app_id, version,
                                   partition_by=self.sink.partition_by, what=f"the upsert Delta sink to {table}")
-                return {table: DeltaTable(table).version()}
+                return self._version()
         else:
             files = [handle for handles in committables for handle in handles]
             if spark and files:
                 spark_commit_files(table, files, self.context.app_id, version)
-            else:
-                commit_sink_files(table, files, None, self.context.app_id, version)
+            elif files:
+                with current_table(table) as dt:
+                    commit_sink_files(table, files, None, self.context.app_id, version, dt)
             self.context.result.sink_files.setdefault(self.context.sink_id, []).extend(files)
             if files:
-                return {table: DeltaTable(table).version()}
+                return self._version()
         if not DeltaLog(table).exists() and not self._create_empty():
             return {}
-        return {table: DeltaTable(table).version() if DeltaTable.is_deltatable(table) else None}
+        return self._version() or {table: None}
 
     def _create_empty(self) -> bool:
         """No rows yet, no table: the table is made now, with the schema the stream declares, so
@@ -157,12 +166,13 @@ def committed_version(table_path: str, app_id: str) -> Optional[int]:
 
 
 def commit_sink_files(table_path: str, handles: list, schema: Optional[pa.Schema] = None,
-                      app_id: str = "sluice", version: int = 0) -> bool:
+                      app_id: str = "sluice", version: int = 0, table=None) -> bool:
     """Commit an epoch's staged files in ONE Delta transaction carrying (app_id, version).
 
     Creates the table if missing. A no-op (returns False) when there is nothing to commit or
     the table's transaction version for ``app_id`` is already ``>= version``, so a replayed
-    commit does nothing; returns True when it committed.
+    commit does nothing; returns True when it committed. ``table``: the table's delta-rs handle
+    as it is now (``current_table``), when the caller holds one.
     """
     from deltalake import CommitProperties, DeltaTable, Schema, Transaction
     from deltalake.transaction import AddAction, create_table_with_add_actions
@@ -175,7 +185,7 @@ def commit_sink_files(table_path: str, handles: list, schema: Optional[pa.Schema
                for h in handles]
     properties = CommitProperties(app_transactions=[Transaction(app_id, version)])
     partition_by = list(handles[0].get("partition_by") or ())
-    if not DeltaTable.is_deltatable(table_path):
+    if table is None and not DeltaTable.is_deltatable(table_path):
         schema = schema if schema is not None else _schema_of(handles)
         try:
             create_table_with_add_actions(table_path, Schema.from_arrow(schema), actions, mode="error",
@@ -185,7 +195,7 @@ def commit_sink_files(table_path: str, handles: list, schema: Optional[pa.Schema
             if not DeltaTable.is_deltatable(table_path):
                 raise
             # Another writer created the table meanwhile: append to it below.
-    dt = DeltaTable(table_path)
+    dt = table if table is not None else DeltaTable(table_path)
     done = dt.transaction_version(app_id)
     if done is not None and done >= version:
         return False
@@ -240,7 +250,8 @@ def merge_upserts(table_path: str, changes: list, keys, app_id: str, version: in
             # Another writer created the table meanwhile: merge into it below.
     for attempt in range(MERGE_ATTEMPTS):
         try:
-            return _merge(DeltaTable(table_path), source, keys, properties, app_id, version, what)
+            with current_table(table_path) as dt:
+                return _merge(dt, source, keys, properties, app_id, version, what)
         except CommitFailedError:
             # Another writer committed since the merge read the table (a `sluice maintain`
             # compaction rewriting its files): delta-rs refuses the commit; read it again and

@@ -1,15 +1,21 @@
-"""What the Delta source and sink share of a table: opening it (its reader protocol checked),
-its Arrow schema, where its data files live and how partition values are written."""
+"""What the Delta source and sink share of a table: opening it (its reader protocol checked), the
+process's kept handle on it (``current_table``), its Arrow schema, where its data files live and
+how partition values are written."""
 from __future__ import annotations
 
 import datetime
-from typing import Any, Optional
+import threading
+from collections import OrderedDict
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
 from urllib.parse import quote, unquote
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from runtime.connectors.delta.protocol import check_reader_protocol
-from runtime.storage.delta_log import DeltaLog, Metadata
+from runtime.storage.delta_log import DeltaLog, Metadata, Protocol
+from runtime.storage.filesystems import filesystem
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
@@ -32,6 +38,62 @@ def open_table(table_path: str, version: Optional[int] = None, what: str = "Delt
     protocol, _ = DeltaLog(table_path).protocol_and_metadata(dt.version())
     check_reader_protocol(protocol, table_path, what)
     return dt
+
+
+_HANDLES_KEPT = 16
+_handles: "OrderedDict[str, tuple]" = OrderedDict()    # path -> (its lock, its handle, _commit_stamp)
+_handles_lock = threading.Lock()
+
+
+def _commit_stamp(table_path: str, version: int) -> Optional[tuple]:
+    """Size and time of a commit's file: a table deleted and made anew at the same path has
+    another file at the version a kept handle read (or none), as Delta's DeltaLog cache checks."""
+    fs, root = filesystem(table_path)
+    info = fs.get_file_info(f"{root}/_delta_log/{version:020d}.json")
+    return (info.size, info.mtime_ns) if info.type == pafs.FileType.File else None
+
+
+@contextmanager
+def current_table(table_path: str) -> Iterator[Optional[Any]]:
+    """delta-rs's handle on the table as it is now (None: no table yet), held by the caller alone
+    for the ``with``. A sink's writers and committer see the table every epoch: opening it reads
+    the log's last checkpoint and every commit since (60-120 ms at a few hundred versions, more
+    as they grow), where the process's handle, kept and brought up to date, reads only the
+    commits since its last use (others' included). A handle whose table was made anew, or that
+    cannot be brought up to date, or whose user failed, is opened anew."""
+    from deltalake import DeltaTable
+    with _handles_lock:
+        lock, _, _ = _handles.setdefault(table_path, (threading.Lock(), None, None))
+        _handles.move_to_end(table_path)
+        while len(_handles) > _HANDLES_KEPT:
+            _handles.popitem(last=False)
+    with lock:
+        _, dt, stamp = _handles.get(table_path, (lock, None, None))
+        if dt is not None:
+            try:
+                if _commit_stamp(table_path, dt.version()) != stamp:
+                    dt = None
+                else:
+                    dt.update_incremental()
+            except Exception:
+                dt = None
+        if dt is None and DeltaTable.is_deltatable(table_path):
+            dt = DeltaTable(table_path)
+        kept = None
+        try:
+            yield dt
+            kept = dt
+        finally:
+            with _handles_lock:
+                if table_path in _handles:
+                    _handles[table_path] = (lock, kept, _commit_stamp(table_path, kept.version()) if kept else None)
+
+
+def protocol_of(dt) -> Protocol:
+    """A delta-rs table's protocol as its log holds it."""
+    p = dt.protocol()
+    return Protocol(int(p.min_reader_version), int(p.min_writer_version),
+                    frozenset(p.reader_features or ()), frozenset(p.writer_features or ()))
 
 
 def arrow_schema(dt) -> pa.Schema:

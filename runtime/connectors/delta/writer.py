@@ -26,7 +26,8 @@ from runtime.common.arrow import record_column_names
 from runtime.common.arrow import records_to_table as records_as_arrow
 from runtime.common.types import Row, RowKind
 from runtime.connectors.delta.column_mapping import column_mapping, physical_name, physical_table
-from runtime.connectors.delta.table import arrow_schema, metadata_of, partition_dir, partition_string
+from runtime.connectors.delta.table import (
+    arrow_schema, current_table, metadata_of, partition_dir, partition_string)
 from runtime.datastream.connectors.delta import upsert_key_values
 from runtime.storage.delta_files import file_stats
 from runtime.storage.filesystems import filesystem
@@ -112,16 +113,15 @@ class DeltaSinkWriter(BufferingSinkWriter):
     def _target(self) -> tuple[Optional[pa.Schema], list[str], dict]:
         """The table's schema (None: no table yet), its partition columns and its column mapping
         (``column_mapping``: {} when its files hold the logical names)."""
-        from deltalake import DeltaTable
-        if DeltaTable.is_deltatable(self.sink.table_path):
-            dt = DeltaTable(self.sink.table_path)
+        with current_table(self.sink.table_path) as dt:
+            if dt is None:
+                return None, list(self.sink.partition_by or ()), {}
             columns = list(dt.metadata().partition_columns)
-            wanted = list(self.sink.partition_by or ())
-            if wanted and wanted != columns:
-                raise ValueError(f"Delta sink: {self.sink.table_path} is partitioned by {columns}, "
-                                 f"not {wanted}")
-            return arrow_schema(dt), columns, column_mapping(metadata_of(dt))
-        return None, list(self.sink.partition_by or ()), {}
+            schema, mapping = arrow_schema(dt), column_mapping(metadata_of(dt))
+        wanted = list(self.sink.partition_by or ())
+        if wanted and wanted != columns:
+            raise ValueError(f"Delta sink: {self.sink.table_path} is partitioned by {columns}, not {wanted}")
+        return schema, columns, mapping
 
     def _upsert_changes(self) -> list[dict]:
         """Upsert mode: the epoch's last change per key as an Arrow table (with DELETE_COLUMN),
