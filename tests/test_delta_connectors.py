@@ -150,6 +150,39 @@ def test_a_job_sinks_rows_to_a_delta_table_one_commit_per_epoch(spark, tmp_path)
     assert dt.transaction_version(app_id) == 3     # epoch numbers + 1
 
 
+def test_each_checkpoint_records_the_version_its_sink_commit_made_while_others_write(spark, tmp_path):
+    """A checkpoint's record names the sink table's version holding its commit (Assets announce
+    it), found from the process's kept handle: also when another writer commits between epochs."""
+    from runtime.checkpoint.storage import CheckpointStorage
+    table = str(tmp_path / "scores")
+    write_deltalake(table, pa.table({"name": ["zed"], "score": pa.array([0], pa.int64())}))
+    seen = []
+
+    def another_writer(r):              # runs in the epoch's task: a commit by someone else
+        if r.score == 30:
+            write_deltalake(table, pa.table({"name": ["other"], "score": pa.array([-1], pa.int64())}), mode="append")
+        return r
+
+    env = delta_env(tmp_path, 1, **{"sluice.epoch.max-records-per-split": 2})
+    env.get_checkpoint_config().set_checkpoint_interval_epochs(1)
+    SCORE = Types.ROW_NAMED(["name", "score"], [Types.STRING(), Types.LONG()])
+    (env.from_collection([Row(name=n, score=s) for n, s in [("ann", 10), ("bob", 20), ("cy", 30), ("dee", 40)]], SCORE)
+        .map(another_writer, output_type=SCORE)
+        .sink_to(DeltaSink.for_row_data(table)))
+    env.execute("scores checkpointed")
+    records = CheckpointStorage(str(tmp_path / "warehouse" / "scores-checkpointed")).checkpoints.completed()
+    for record in records:
+        if table not in record.table_versions:
+            continue
+        version = record.table_versions[table]
+        txns = [json.loads(line)["txn"] for line in open(os.path.join(table, "_delta_log", f"{version:020d}.json"))
+                if '"txn"' in line]
+        seen.append((record.checkpoint_id, [t["version"] for t in txns]))
+    assert len(seen) == 2 and all(txn == [checkpoint] for checkpoint, txn in seen)
+    assert DeltaTable(table).version() == 3     # the first table, the other writer's and two epochs' commits
+    assert sorted(r["name"] for r in read_rows(table)) == ["ann", "bob", "cy", "dee", "other", "zed"]
+
+
 # ---- sink: the stream's declared type ------------------------------------------------------
 
 def table_schema(path) -> pa.Schema:

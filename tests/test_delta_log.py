@@ -82,6 +82,23 @@ def test_a_folder_without_a_log(tmp_path):
         log.snapshot()
 
 
+def test_a_writer_finds_the_version_of_its_app_transaction_without_listing_the_log(tmp_path):
+    from deltalake import CommitProperties, Transaction
+    path = str(tmp_path / "t")
+    rows = pa.table({"a": [1]})
+    write_deltalake(path, rows)                                                       # version 0
+    write_deltalake(path, rows, mode="append")                                        # another writer's 1
+    write_deltalake(path, rows, mode="append", commit_properties=CommitProperties(
+        app_transactions=[Transaction("job-sink", 7)]))                               # ours: 2
+    log = DeltaLog(path)
+    assert log.version_with_transaction("job-sink", 7, after=1) == 2
+    assert log.version_with_transaction("job-sink", 7, after=0) == 2                  # one came first
+    assert log.version_with_transaction("job-sink", 7, after=0, reads=1) is None      # not in the next one
+    assert log.version_with_transaction("job-sink", 6, after=1) is None               # another checkpoint's
+    assert log.version_with_transaction("other", 7, after=1) is None
+    assert log.version_with_transaction("job-sink", 7, after=2) is None               # past the log's end
+
+
 # ---- delta-spark ---------------------------------------------------------------------------
 
 def _spark_table(spark, path, properties: dict, versions: int = 4):

@@ -140,6 +140,21 @@ class DeltaLog:
         except FileNotFoundError:
             raise FileNotFoundError(f"the Delta commit {path} is gone (the log was cleaned up)") from None
 
+    def version_with_transaction(self, app_id: str, txn_version: int, after: int, reads: int = 3) -> Optional[int]:
+        """The version after ``after`` whose commit carries the app transaction (``app_id``,
+        ``txn_version``), from the next ``reads`` commits' files: a writer that committed on
+        ``after`` finds its commit there (unless ``reads`` others came first) without listing
+        the log, which grows by a file a commit for the table's log retention. None: not found."""
+        for version in range(after + 1, after + 1 + reads):
+            try:
+                actions = self.commit(version)
+            except FileNotFoundError:
+                return None
+            if any(a["txn"].get("appId") == app_id and a["txn"].get("version") == txn_version
+                   for a in actions if "txn" in a):
+                return version
+        return None
+
     def commit_timestamp(self, version: int, actions: Optional[list] = None) -> int:
         """Commit ``version``'s timestamp in ms: its in-commit timestamp when it has one, else its
         file's modification time (commitInfo's timestamp when the store gives none)."""

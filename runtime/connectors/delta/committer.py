@@ -90,12 +90,18 @@ class DeltaCommitter(Committer):
                 return self._version()
         else:
             files = [handle for handles in committables for handle in handles]
+            committed = None
             if spark and files:
                 spark_commit_files(table, files, self.context.app_id, version)
             elif files:
                 with current_table(table) as dt:
+                    before = dt.version() if dt is not None else -1
                     commit_sink_files(table, files, None, self.context.app_id, version, dt)
+                # Its version, from the commit after the handle's (no listing of the log).
+                committed = DeltaLog(table).version_with_transaction(self.context.app_id, version, before)
             self.context.result.sink_files.setdefault(self.context.sink_id, []).extend(files)
+            if committed is not None:
+                return {table: committed}
             if files:
                 return self._version()
         if not DeltaLog(table).exists() and not self._create_empty():
