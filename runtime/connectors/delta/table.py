@@ -15,7 +15,6 @@ import pyarrow.fs as pafs
 
 from runtime.connectors.delta.protocol import check_reader_protocol
 from runtime.storage.delta_log import DeltaLog, Metadata, Protocol
-from runtime.storage.filesystems import filesystem
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
@@ -48,8 +47,8 @@ _handles_lock = threading.Lock()
 def _commit_stamp(table_path: str, version: int) -> Optional[tuple]:
     """Size and time of a commit's file: a table deleted and made anew at the same path has
     another file at the version a kept handle read (or none), as Delta's DeltaLog cache checks."""
-    fs, root = filesystem(table_path)
-    info = fs.get_file_info(f"{root}/_delta_log/{version:020d}.json")
+    log = DeltaLog(table_path)
+    info = log.fs.get_file_info(log.commit_path(version))
     return (info.size, info.mtime_ns) if info.type == pafs.FileType.File else None
 
 
