@@ -2,6 +2,7 @@
 Structured Streaming's Kafka source and sink, on the same topic, in one invocation.
 
     .venv/bin/python bench/kafka.py [--records N] [--skip sss,latency,...] [--workdir DIR]
+    .venv/bin/python bench/kafka.py --skip sss,latency,sss_latency --baseline REV --runs 5   # against REV
 
 It starts a local Kafka broker (include/kafka_broker.py, from .jars/kafka), makes a topic of
 4 partitions and produces N records (5,000,000 by default) of bench/wordcount.py's text: each
@@ -30,6 +31,12 @@ the same event time, each partition in event-time order. Then, each in its own s
                the transaction), Structured Streaming with a processing-time trigger of the same
                interval.
 
+--baseline REV runs the Sluice throughput jobs of another commit too (a git worktree of REV in the
+work folder, its own bench/kafka.py and runtime, this checkout's .jars), on the same topic, and
+prints this checkout's throughput over REV's: a regression check that the machine's drift between
+days cannot fake. --runs N runs each Sluice throughput job N times (with --baseline alternated with
+REV's) and reports the medians.
+
 Every output topic is read back (read_committed) and checked against the counts the generator
 knows (Structured Streaming's append mode holds back the windows its final watermark has not
 passed). It prints records/s, the ratio and a Markdown table for bench/README.md. The script is
@@ -43,6 +50,8 @@ import glob
 import json
 import os
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -425,11 +434,42 @@ def latency_figures(watcher, producer, epoch_ms):
 # main
 # =========================================================================================
 
+def baseline_tree(rev, workdir):
+    """A git worktree of ``rev`` in the work folder, using this checkout's .jars: (its short commit,
+    its path). SystemExit naming the revision when git cannot make it."""
+    path = os.path.join(workdir, "baseline")
+    made = subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", path, rev], capture_output=True, text=True)
+    if made.returncode != 0:
+        raise SystemExit(f"--baseline {rev}: git cannot check it out of {REPO}: {made.stderr.strip()}")
+    os.symlink(os.path.join(REPO, ".jars"), os.path.join(path, ".jars"))
+    short = subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return short.stdout.strip(), path
+
+
+def remove_baseline_tree(path):
+    subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", path], capture_output=True)
+
+
+def median_run(runs):
+    """One figure set for N runs of a job: the run of the median job time (the lower one of an even N),
+    with every run's job time and whether every run's counts were right."""
+    good = sorted((m for m in runs if m.get("ok")), key=lambda m: m["job_s"])
+    if len(good) < len(runs):
+        return next(m for m in runs if not m.get("ok"))
+    row = dict(good[(len(good) - 1) // 2], runs_job_s=[m["job_s"] for m in runs],
+               job_s=statistics.median(m["job_s"] for m in runs))
+    checks = [m.get("check") for m in runs]
+    row["check"] = "MISMATCH" if "MISMATCH" in checks else checks[0]
+    return row
+
+
 def run_role(name, spec_path):
     return competitor.run_role(ROLES, name, spec_path)
 
 
-def run_competitor(name, role, spec, workdir, timeout, phase=False):
+def run_competitor(name, role, spec, workdir, timeout, phase=False, tree=REPO):
+    """Run a role in its own subprocess: this file's, or the same file in another checkout ``tree``
+    (--baseline), with that checkout's runtime."""
     spec = dict(spec, metrics=os.path.join(workdir, "results", f"{name}.json"))
     if phase:
         spec["phase"] = os.path.join(workdir, "results", f"{name}.phase")
@@ -438,10 +478,10 @@ def run_competitor(name, role, spec, workdir, timeout, phase=False):
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     me = sys.executable
     env = {"PYSPARK_PYTHON": me, "PYSPARK_DRIVER_PYTHON": me,
-           "PYTHONPATH": os.pathsep.join([HERE, REPO, os.environ.get("PYTHONPATH", "")])}
-    metrics = competitor.run(me, os.path.abspath(__file__), role, spec,
+           "PYTHONPATH": os.pathsep.join([os.path.join(tree, "bench"), tree, os.environ.get("PYTHONPATH", "")])}
+    metrics = competitor.run(me, os.path.join(tree, "bench", os.path.basename(__file__)), role, spec,
                              os.path.join(workdir, "results", f"{name}.spec.json"), log_path, timeout, env=env,
-                             cwd=REPO, phase_path=spec.get("phase"), measured_phases=("job",),
+                             cwd=tree, phase_path=spec.get("phase"), measured_phases=("job",),
                              announce=lambda load: print(f"\n== {name}: running (log: {log_path}; load average "
                                                          f"{load:.2f} on {os.cpu_count()} cores)", flush=True))
     if metrics.get("ok"):
@@ -473,6 +513,10 @@ def main(argv=None):
     parser.add_argument("--profile", action="store_true",
                         help="cProfile Sluice's Python workers in the throughput run (slower; printed to its log)")
     parser.add_argument("--skip", default="", help="comma-separated: sluice,sluice_arrow,sss,latency,sss_latency")
+    parser.add_argument("--baseline", help="a git revision whose Sluice throughput jobs also run, on the same "
+                                           "topic, alternated with this checkout's; prints the ratio")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="runs of each Sluice throughput job (alternated with --baseline's); medians (1)")
     parser.add_argument("--timeout", type=int, default=3600)
     parser.add_argument("--workdir")
     parser.add_argument("--role", help=argparse.SUPPRESS)
@@ -485,9 +529,15 @@ def main(argv=None):
         print(f"Structured Streaming's Kafka connector ({SPARK_KAFKA}) is not in {SPARK_KAFKA_JARS}: run bin/dev "
               f"(it fetches include/maven/spark-kafka/pom.xml with Maven), or --skip sss,sss_latency")
         return 2
+    if args.runs < 1:
+        raise SystemExit(f"--runs {args.runs}: give 1 or more")
     workdir = args.workdir or tempfile.mkdtemp(prefix="sluice-bench-kafka-")
     os.makedirs(workdir, exist_ok=True)
     par = args.parallelism
+    trees = [("", REPO)]
+    if args.baseline:
+        rev, path = baseline_tree(args.baseline, workdir)
+        trees.append((f"@{rev}", path))
     broker = start_broker(workdir)
     bootstrap = broker.bootstrap
     results, checks = {}, []
@@ -513,18 +563,25 @@ def main(argv=None):
         for name, arrow in SLUICE_VARIANTS:
             if name in skip:
                 continue
-            create_topics(bootstrap, [f"{name}-counts"], args.partitions)
-            results[name] = run_competitor(name, "sluice", dict(
-                common, out_topic=f"{name}-counts", group=f"bench-{name}", bounded=True, arrow=arrow,
-                warehouse=os.path.join(workdir, f"{name}-warehouse"),
-                conf={"sluice.epoch.max-records-per-split": -(-args.batch_records // args.partitions)},
-                profile=os.path.join(workdir, f"{name}-profile") if args.profile else None),
-                workdir, args.timeout)
-            if results[name].get("ok"):
-                got = read_results(bootstrap, f"{name}-counts")
-                ok, msg = _check(truth, got, workdir, name, f"{name} (read_committed) vs generator")
-                results[name]["check"] = "OK" if ok else "MISMATCH"
-                checks.append(msg)
+            runs = {}
+            for rep in range(args.runs):
+                for at, tree in trees if rep % 2 == 0 else trees[::-1]:      # alternated
+                    # a topic, group and warehouse of its own per run: a run restores nothing of another
+                    run = f"{name}{'-baseline' if at else ''}" + (f"-run{rep + 1}" if args.runs > 1 else "")
+                    create_topics(bootstrap, [f"{run}-counts"], args.partitions)
+                    m = run_competitor(run, "sluice", dict(
+                        common, out_topic=f"{run}-counts", group=f"bench-{run}", bounded=True, arrow=arrow,
+                        warehouse=os.path.join(workdir, f"{run}-warehouse"),
+                        conf={"sluice.epoch.max-records-per-split": -(-args.batch_records // args.partitions)},
+                        profile=os.path.join(workdir, f"{run}-profile") if args.profile else None),
+                        workdir, args.timeout, tree=tree)
+                    if m.get("ok"):
+                        ok, msg = _check(truth, read_results(bootstrap, f"{run}-counts"), workdir, run,
+                                         f"{name}{at} (read_committed) vs generator")
+                        m["check"] = "OK" if ok else "MISMATCH"
+                        checks.append(msg)
+                    runs.setdefault(name + at, []).append(m)
+            results.update({key: median_run(ms) for key, ms in runs.items()})
         if "sss" not in skip:
             results["sss"] = run_competitor("sss", "sss", dict(
                 common, out_topic="sss-counts", checkpoint=os.path.join(workdir, "sss", "checkpoint"),
@@ -576,6 +633,8 @@ def main(argv=None):
         print(report(results, latency, args, n_words, produce_s))
     finally:
         broker.stop()
+        if len(trees) > 1:
+            remove_baseline_tree(trees[1][1])
     mismatches = [c for c in checks if "MISMATCH" in c]
     if mismatches or args.workdir or any(not m.get("ok") for m in results.values()):
         print(f"work folder kept: {workdir}")
@@ -600,12 +659,17 @@ def report(results, latency, args, n_words, produce_s):
 
     md = ["| competitor | records/s (job) | words/s (job) | job s | wall s (incl. start-up) | CPU s (tree) "
           "| peak RSS MiB (tree) | load before | counts |", "|" + "---|" * 9]
-    for name, label in (("sluice", "Sluice, KafkaSource -> KafkaSink EXACTLY_ONCE, flat_map per record"),
-                        ("sluice_arrow", "Sluice, the same with the split in map_batches (Arrow)"),
-                        ("sss", f"Structured Streaming, {SPARK_KAFKA} (sink at least once)")):
-        m = results.get(name)
-        if m is None:
-            continue
+    labels = {"sluice": "Sluice, KafkaSource -> KafkaSink EXACTLY_ONCE, flat_map per record",
+              "sluice_arrow": "Sluice, the same with the split in map_batches (Arrow)",
+              "sss": f"Structured Streaming, {SPARK_KAFKA} (sink at least once)"}
+    baselines = {name: key for name in labels for key in results if key.startswith(name + "@")}
+    throughput = [key for key in results if key.split("@")[0] in labels]      # not the latency phase's
+    for name in sorted(throughput, key=lambda key: (list(labels).index(key.split("@")[0]), key)):
+        m = results[name]
+        base, _, rev = name.partition("@")
+        label = labels[base] + (f", at {rev} (--baseline)" if rev else "")
+        if args.runs > 1 and base != "sss":
+            label += f" (median of {args.runs} runs)"
         if not m.get("ok"):
             md.append(f"| {label} | FAILED: {(m.get('error') or '').splitlines()[0][:100]} | | | | | | | |")
             continue
@@ -616,8 +680,19 @@ def report(results, latency, args, n_words, produce_s):
     md.append("")
     for name in ("sluice", "sluice_arrow"):
         a, b = rate(name), rate("sss")
-        md.append(f"{name} / Structured Streaming throughput: **{a / b:.2f}x** (target >= 2x)" if a and b else
-                  f"{name} / Structured Streaming throughput: n/a")
+        if name not in results:
+            continue
+        if "sss" in results:
+            md.append(f"{name} / Structured Streaming throughput: **{a / b:.2f}x** (target >= 2x)" if a and b else
+                      f"{name} / Structured Streaming throughput: n/a")
+        if name in baselines:
+            c = rate(baselines[name])
+            md.append(f"{name} / {baselines[name]} throughput: **{a / c:.2f}x**" if a and c else
+                      f"{name} / {baselines[name]} throughput: n/a")
+        for key in (name, baselines.get(name)):
+            if key and len(results[key].get("runs_job_s", ())) > 1:
+                md.append(f"{key} records/s per run: "
+                          + ", ".join(f"{args.records / s:,.0f}" for s in results[key]["runs_job_s"]))
     md.append(f"Producing the topic (confluent-kafka, lz4): {produce_s:.1f} s")
     if latency:
         md.append("")
