@@ -68,6 +68,23 @@ def counts(*texts) -> collections.Counter:
     return collections.Counter(collections.Counter(w for t in texts for w in t.split()).items())
 
 
+def test_a_file_copied_into_the_store_leaves_no_folder_on_the_local_disk(s3, tmp_path, monkeypatch):
+    """A savepoint copies its state files into the store: none of the target's path may be made as a
+    local folder under the working directory (a store's path without its scheme once was)."""
+    from runtime.storage.filesystems import copy_file
+    source = tmp_path / "part-0.parquet"
+    source.write_bytes(b"state")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    copy_file(str(source), f"s3://{BUCKET}/copied/state/checkpoint_id=2/part-0.parquet")
+    assert s3.client().get_object(Bucket=BUCKET, Key="copied/state/checkpoint_id=2/part-0.parquet")["Body"].read() \
+        == b"state"
+    assert os.listdir(work) == []
+    copy_file(str(source), str(tmp_path / "local" / "checkpoint_id=2" / "part-0.parquet"))
+    assert (tmp_path / "local" / "checkpoint_id=2" / "part-0.parquet").read_bytes() == b"state"
+
+
 @pytest.mark.slow
 def test_wordcount_with_its_input_sink_and_warehouse_in_s3(spark, s3):
     """Exactly once, listed, restored from an older checkpoint at another parallelism, and from

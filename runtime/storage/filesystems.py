@@ -192,7 +192,7 @@ def file_writer(location: str):
 def copy_file(source: str, target: str) -> None:
     src_fs, src = filesystem(source)
     dst_fs, dst = filesystem(target)
-    makedirs(dst.rsplit("/", 1)[0] if is_uri(target) else os.path.dirname(dst))
+    makedirs(os.path.dirname(target))       # the target's, not dst: a store's path has no scheme left
     pafs.copy_files(src, dst, source_filesystem=src_fs, destination_filesystem=dst_fs)
 
 
