@@ -86,8 +86,9 @@ def watch(proc, timeout, phase_path=None, measured_phases=None):
     at the timeout; returns (figures, timed out). Without a phase file every sample counts; with
     one, peak_rss and peak_rss_jvm cover measured_phases only (peak_by_phase has every phase).
     RSS and CPU every POLL_S; a tree's PSS (the kernel walks each process's page tables for it)
-    and its processes' roles only at a new RSS peak and every PSS_EVERY-th sample: read every
-    time, they took a fifth of a core from the competitors on a 2-core machine (a tenth now)."""
+    and its processes' roles only at an RSS peak 2 % above the last one read so and every
+    PSS_EVERY-th sample: read every time, they took a fifth of a core from the competitors on a
+    2-core machine (a tenth now)."""
     try:
         import psutil
     except ImportError:

@@ -535,13 +535,13 @@ def main(argv=None):
     os.makedirs(workdir, exist_ok=True)
     par = args.parallelism
     trees = [("", REPO)]
-    if args.baseline:
-        rev, path = baseline_tree(args.baseline, workdir)
-        trees.append((f"@{rev}", path))
     broker = start_broker(workdir)
     bootstrap = broker.bootstrap
     results, checks = {}, []
     try:
+        if args.baseline:           # in the try: the broker stops if git refuses the revision
+            rev, path = baseline_tree(args.baseline, workdir)
+            trees.append((f"@{rev}", path))
         print(f"Kafka benchmark: {args.records:,} records of {args.min_words}-{args.max_words} words in "
               f"{args.partitions} partitions, 5 s tumbling event-time windows, {par} cores; broker "
               f"{bootstrap}; work folder {workdir}", flush=True)

@@ -549,7 +549,8 @@ def exactly_once_check(spec, produced):
     """Sluice's exactly-once results against the producer's truth: duplicates and missing ones."""
     import numpy as np
     seen = np.load(spec["out"])
-    ids = np.sort(seen["ids"])
+    raw = seen["ids"]                   # read from the file once (each access reads it again)
+    ids = np.sort(raw)
     first = np.ones(ids.size, dtype=bool)
     first[1:] = ids[1:] != ids[:-1]
     unique = ids[first]
@@ -565,7 +566,7 @@ def exactly_once_check(spec, produced):
         last = max(w for w, _, _ in truth["windows"])
         want = {(w << 20) | k: n for w, k, n in truth["windows"] if w < last}
         expected = np.fromiter(want, np.int64, len(want))
-        got = dict(zip(seen["ids"].tolist(), seen["n"].tolist()))
+        got = dict(zip(raw.tolist(), seen["n"].tolist()))
         wrong = sum(1 for i, n in want.items() if i in got and got[i] != n)
     # Both sides sorted and unique: a binary search per expected result (setdiff1d sorts both again).
     expected = np.sort(expected)
