@@ -233,9 +233,10 @@ def test_in_process_each_running_stream_holds_a_worker_slot(site):
         print(f"\nAirflow slots held by 5 running streams (in-process): {held}; run tasks: {states}")
         # The fifth waits: its run task queued for a slot, or not yet scheduled because one of its
         # earlier steps (compile, deploy) waits for a slot itself (state None).
-        assert held["deferred"] == 0 and sum(s in (None, "scheduled", "queued") for s in states) == 1, states
+        waiting_states = (None, "scheduled", "queued")
+        assert held["deferred"] == 0 and sum(s in waiting_states for s in states) == 1, states
         # The fifth would start its driver only when one of the four ended: shown, it is not run.
-        [waiting] = [d for d, s in zip(runs, states) if s in (None, "scheduled", "queued")]
+        [waiting] = [d for d, s in zip(runs, states) if s in waiting_states]
         site.api("PATCH", f"/dags/{waiting}/dagRuns/{urllib.parse.quote(runs[waiting])}", {"state": "failed"})
         ends = {d: site.wait_for_run(d, r, timeout=900) for d, r in runs.items()}
         assert {d: e for d, e in ends.items() if d != waiting} == {d: "success" for d in dags if d != waiting}
