@@ -269,8 +269,9 @@ def main(argv=None):
     parser.add_argument("--engines", default=",".join(ENGINES), help="sluice,sluice-lr,sss")
     parser.add_argument("--quick", action="store_true", help="1 run of each engine, 20 s, 8 s warm-up")
     parser.add_argument("--parallelism", type=int, default=2)
-    parser.add_argument("--workdir")
-    parser.add_argument("--json", help="where the raw figures go (default: <workdir>/epoch_floor.json)")
+    parser.add_argument("--workdir", help="where the runs' tables, checkpoints and broker go, kept afterwards "
+                                          "(default: a temporary folder, removed unless a run failed)")
+    parser.add_argument("--json", help="where the raw figures go (default: <workdir>.json)")
     parser.add_argument("--role", help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -281,7 +282,7 @@ def main(argv=None):
     engines = _choices(args.engines, ENGINES, "--engines")
     workdir = args.workdir or tempfile.mkdtemp(prefix="sluice-bench-epoch-floor-")
     os.makedirs(workdir, exist_ok=True)
-    json_path = args.json or os.path.join(workdir, "epoch_floor.json")
+    json_path = args.json or workdir.rstrip(os.sep) + ".json"     # beside the work folder: it outlives it
     broker = start_broker(workdir)
     print(f"Epoch floor: {args.runs} run(s) of {', '.join(engines)}, {args.seconds:g} s each, {args.rate:,} records/s, "
           f"broker {broker.bootstrap}, work folder {workdir}", flush=True)
@@ -300,7 +301,9 @@ def main(argv=None):
     print(f"\n== results ({time.strftime('%Y-%m-%d')}, code at {_commit()}, {args.parallelism} cores); "
           f"raw figures in {json_path}")
     print(report(runs, args))
-    return 0 if all(r.get("epochs") for r in runs) else 1
+    ok = all(r.get("epochs") for r in runs)
+    competitor.finish_workdir(workdir, bool(args.workdir) or not ok)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -49,7 +49,6 @@ import datetime
 import glob
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -636,10 +635,8 @@ def main(argv=None):
         if len(trees) > 1:
             remove_baseline_tree(trees[1][1])
     mismatches = [c for c in checks if "MISMATCH" in c]
-    if mismatches or args.workdir or any(not m.get("ok") for m in results.values()):
-        print(f"work folder kept: {workdir}")
-    else:
-        shutil.rmtree(workdir, ignore_errors=True)
+    competitor.finish_workdir(workdir, bool(mismatches or args.workdir
+                                            or any(not m.get("ok") for m in results.values())))
     return 1 if mismatches else 0
 
 

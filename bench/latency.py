@@ -676,8 +676,9 @@ def main(argv=None):
                         help="Sluice's sluice.epoch.tasks: a Spark job per epoch (per-epoch), or tasks deployed "
                              "once per run (long-running)")
     parser.add_argument("--parallelism", type=int, default=os.cpu_count() or 2)
-    parser.add_argument("--json", help="where the raw figures go (default: <workdir>/latency.json)")
-    parser.add_argument("--workdir")
+    parser.add_argument("--json", help="where the raw figures go (default: <workdir>.json)")
+    parser.add_argument("--workdir", help="where the runs' tables, checkpoints and broker go, kept afterwards "
+                                          "(default: a temporary folder, removed unless a run failed)")
     parser.add_argument("--role", help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -693,7 +694,7 @@ def main(argv=None):
     os.makedirs(workdir, exist_ok=True)
     broker = start_broker(workdir)
     runs = []
-    json_path = args.json or os.path.join(workdir, "latency.json")
+    json_path = args.json or workdir.rstrip(os.sep) + ".json"     # beside the work folder: it outlives it
     print(f"Latency benchmark: {args.duration} s a run, warm-up {args.warm_up} s, Sluice epochs of {args.epoch_ms} ms "
           f"({args.epoch_tasks} tasks), "
           f"{args.parallelism} cores, broker {broker.bootstrap}, work folder {workdir}", flush=True)
@@ -717,6 +718,7 @@ def main(argv=None):
     bad = [r["name"] for r in runs if r.get("check") and not r["check"]["ok"]]
     if bad:
         print(f"\nexactly-once check FAILED: {bad}")
+    competitor.finish_workdir(workdir, bool(bad or args.workdir or any(r.get("error") for r in runs)))
     return 1 if bad else 0
 
 
