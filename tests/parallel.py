@@ -73,7 +73,7 @@ LONG_TESTS = {
     r"test_delta_column_mapping_sink\.py::.*": 9,
     r"test_keyed_functions\.py::test_keyed_function_state_is_checkpointed_.*": 10,
     r"test_print_format\.py::test_print_of_a_job_shows_each_stream_.*": 10,
-    r"test_dag_parse\.py::test_parsing_the_dag_files_.*": 6,
+    r"test_dag_parse\.py::test_parsing_the_dag_files_.*": 3,
 }
 
 

@@ -1,7 +1,7 @@
 """Parsing the DAG files (Airflow's DAG processor, every 30 s, within dagbag_import_timeout) runs no
 job script: a DAG is built from its job module's DEPLOYMENT and the profile the job's last compile
-stored (runtime/jobmaster/dag_profiles.py). The shipped jobs parse in well under 2 s however slow a
-job's script is to compile; a module that does not import still has its DAG, which says why, and
+stored (runtime/jobmaster/dag_profiles.py), so a parse stays short however slow a job's script is
+to compile (its time: bench/dag_parse.py); a module that does not import still has its DAG, which says why, and
 whose compile task fails with the cause in its log."""
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ BROKEN = '''
 import sluice_no_such_module
 '''
 # How Airflow's DAG processor parses a file: in a fork of a process with Airflow imported
-# (bench/dag_parse.py), best of 3 forks per file.
+# (bench/dag_parse.py).
 BENCH = os.path.join(ROOT, "bench", "dag_parse.py")
 
 
@@ -67,13 +67,14 @@ def dags_of(parsed: dict) -> dict:
     return {dag_id: dag for file in parsed.values() for dag_id, dag in file["dags"].items()}
 
 
-def test_parsing_the_dag_files_runs_no_job_script_and_takes_under_2_s(tmp_path):
+def test_parsing_the_dag_files_runs_no_job_script(tmp_path):
+    """How long a parse takes is bench/dag_parse.py's (bench/README.md); here, that the slow
+    script never runs, which is what keeps it short."""
     marker = tmp_path / "slow-compiled"
     jobs = jobs_folder(tmp_path, ("slow.py", SLOW.format(marker=str(marker))), ("broken.py", BROKEN))
-    parsed = parse(jobs, tmp_path / "warehouse", repeat=3)
+    parsed = parse(jobs, tmp_path / "warehouse")
     assert {name: file["errors"] for name, file in parsed.items() if file["errors"]} == {}
     assert not marker.exists()          # the slow script never ran
-    assert max(file["seconds"] for file in parsed.values()) <= 2.0, {n: f["seconds"] for n, f in parsed.items()}
     dags = dags_of(parsed)
     assert {"wordcount", "kafka_windows", "geo_alerts", "slow", "broken", "sluice_maintenance",
             "sluice_restart_from_checkpoint", "sluice_savepoint"} <= set(dags)
