@@ -19,6 +19,7 @@ from runtime.cli import main as sluice
 from runtime.client import run_job
 from runtime.common import Types
 from runtime.datastream.state import ListStateDescriptor, ValueStateDescriptor
+from runtime.execution.history import ExecutionHistory
 from runtime.state.backend import STATE_BACKEND
 from runtime.state_processor.bootstrap import KeyedStateBootstrapFunction, OperatorTransformation
 from runtime.state_processor.reader import SavepointReader
@@ -199,14 +200,19 @@ def test_a_changed_max_parallelism_moves_every_key_to_its_new_key_group(spark, t
     assert table_rows(tmp_path / "windows") == expected_windows(events)
 
 
+RESTART_TWICE = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": "2",
+                 "restart-strategy.fixed-delay.delay": "0 s"}
+
+
 def run_variant(tmp_path, name, last_type, savepoint, backend):
     """The job restored from ``savepoint`` with the value state ``last`` of another type, into
-    sinks and a warehouse of its own; returns its folder."""
+    sinks and a warehouse of its own, under a restart strategy that would restart it twice at
+    once; returns its folder."""
     root = tmp_path / name
     args = ["--input", str(tmp_path / "in"), "--running", str(root / "running"), "--windows", str(root / "windows"),
             "--last-type", last_type]
     run_job(JOB, args, warehouse=str(root / "warehouse"), master="local[2]", quiet=True,
-            max_records_per_split=LINES_PER_EPOCH, configuration={STATE_BACKEND: backend, "restart-strategy.type": "none"}, restore_from=savepoint)
+            max_records_per_split=LINES_PER_EPOCH, configuration={STATE_BACKEND: backend, **RESTART_TWICE}, restore_from=savepoint)
     return root
 
 
@@ -243,7 +249,12 @@ def test_a_row_state_that_gained_lost_or_widened_fields_restores_and_others_are_
         assert "every-state" in message or "EveryState" in message or "process" in message.lower(), message
         for part in ("'last'", "Row(ts: Integer, seen: Float)", field, "SavepointWriter"):
             assert part in message, message
+        assert "open() failed: StateMigrationException" in message and "on record" not in message, message
         assert not os.path.exists(tmp_path / variant / "running" / "_delta_log"), "nothing was committed"
+        # Refused at once: a restart would restore the same state into the same type.
+        [attempt] = ExecutionHistory(str(tmp_path / variant / "warehouse" / JOB_NAME)).executions()
+        assert (attempt.state, attempt.restarting, attempt.restored_from) == ("FAILED", False, 2)
+        assert "a restart would fail alike" in attempt.restart, attempt.restart
 
 
 @pytest.mark.slow

@@ -361,7 +361,8 @@ class JobRunner:
         raise JobExecutionException(f"{cause} in epoch {epoch} of job '{self.job_graph.job_name}'"
                                     + (f"\n{trace}" if trace else ""),
                                     tuple((a.job_vertex_id, a.subtask_index) for a in failed),
-                                    {p: what for a in failed for p, what in a.damaged_files.items()})
+                                    {p: what for a in failed for p, what in a.damaged_files.items()},
+                                    any(a.unrecoverable for a in failed))
 
     def _summary(self, plan, started: float, acks: list, state_files: list) -> EpochSummary:
         sources = [a for a in acks if a.job_vertex_id in self.sources.enumerators]

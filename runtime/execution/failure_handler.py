@@ -11,10 +11,12 @@ whole driver (an Airflow retry) continues the same count.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Optional
 
 from runtime.checkpoint.job_lease import JobAlreadyRunningException
 from runtime.common.restart_strategy import RestartStrategies
+from runtime.common.throwables import is_unrecoverable
 from runtime.execution.history import FAILED, ExecutionHistory, ExecutionRecord
 from runtime.graph.execution_graph import ExecutionGraph
 from runtime.scheduler.failover import FAILOVER_STRATEGY_KEY, REGION, tasks_to_restart
@@ -32,10 +34,14 @@ def handle_failure(error: BaseException, configuration, history: ExecutionHistor
                    now: float, earlier_run_ids: tuple = ()) -> RestartDecision:
     """The decision on ``execution`` failing with ``error`` at ``now``. Another run holds the job (it
     took it over, or was there first): this run stands down, as a JobMaster that lost its
-    leadership does, instead of restarting against it."""
+    leadership does, instead of restarting against it. A failure caused by a non-recoverable error
+    (``runtime.common.throwables``) fails the run without a restart, as Flink's handler does."""
     if isinstance(error, JobAlreadyRunningException):
         configuration = RestartStrategies.no_restart()
-    return failure_decision(history, execution, configuration, now, earlier_run_ids)
+    decision = failure_decision(history, execution, configuration, now, earlier_run_ids)
+    if is_unrecoverable(error):
+        return replace(decision, restart=False, backoff_ms=0, unrecoverable=True)
+    return decision
 
 
 def failure_decision(history: ExecutionHistory, execution: ExecutionRecord, restart_configuration, now: float,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from runtime.common.logs import utc_time
+from runtime.common.throwables import ThrowableType
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.graph.execution_graph import ExecutionGraph
 from runtime.metrics.epoch_timings import EpochTimings
@@ -23,10 +24,13 @@ class JobExecutionException(RuntimeError):
     ``failed_tasks`` are the (vertex id, subtask) that failed, when known. The restart strategy's
     decision on the failure is a field of the run's execution record (``restarting``)."""
 
-    def __init__(self, message: str, failed_tasks: tuple = (), damaged_files: Optional[dict] = None):
+    def __init__(self, message: str, failed_tasks: tuple = (), damaged_files: Optional[dict] = None,
+                 unrecoverable: bool = False):
         super().__init__(message)
         self.failed_tasks = tuple(failed_tasks)
         self.damaged_files = damaged_files or {}    # restored state file -> what is wrong with it
+        if unrecoverable:       # a task's failure whose cause a restart cannot cure (common.throwables)
+            self.throwable_type = ThrowableType.NON_RECOVERABLE_ERROR
 
 
 @dataclass

@@ -255,10 +255,14 @@ class RestartDecision:
     backoff_ms: int
     strategy: str
     failures: int
+    unrecoverable: bool = False     # the failure would recur after a restart: the strategy was not asked
 
     def describe(self) -> str:
         if self.restart:
             return f"restarting in {self.backoff_ms} ms after failure {self.failures} ({self.strategy})"
+        if self.unrecoverable:
+            return (f"not restarting after failure {self.failures}: a restart would fail alike (a non-recoverable "
+                    f"error); fix its cause, then start the job again")
         return f"not restarting after failure {self.failures}: the restart strategy gave up ({self.strategy})"
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from runtime.common.throwables import ThrowableType
 from runtime.common.typeinfo import (
     BasicType, BasicTypeInfo, CollectionTypeInfo, ListTypeInfo, MapTypeInfo, RowTypeInfo, TypeInformation)
 from runtime.common.types import Row
@@ -31,7 +32,10 @@ _WIDER = {
 
 
 class StateMigrationException(RuntimeError):
-    """A restored state's stored type cannot become the type it is registered with."""
+    """A restored state's stored type cannot become the type it is registered with. A restart
+    restores the same state into the same type: the run fails without one."""
+
+    throwable_type = ThrowableType.NON_RECOVERABLE_ERROR
 
 
 def _same(value):

@@ -76,6 +76,7 @@ class Acknowledgement:
     job_vertex_id: int
     subtask_index: int
     failure: Optional[str] = None
+    unrecoverable: bool = False             # the failure would recur after a restart (common.throwables)
     records_in: int = 0
     records_out: int = 0
     records_written: int = 0                # records that reached the sinks of this subtask

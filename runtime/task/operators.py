@@ -15,6 +15,7 @@ from itertools import chain
 from operator import is_not, length_hint
 from typing import Callable, Optional
 
+from runtime.common.throwables import ThrowableType, throwable_type
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.datastream import functions as fn
 from runtime.datastream.key_selector import select_keys
@@ -36,17 +37,24 @@ class UserCodeException(RuntimeError):
     source chain knows it, where the record came from (a file and line, a split and offset)."""
 
     def __init__(self, where: str, record, error: BaseException, trace: str, origin: Optional[str] = None,
-                 batch: Optional[list] = None, index: Optional[int] = None, on: str = "record"):
+                 batch: Optional[list] = None, index: Optional[int] = None, on: Optional[str] = "record"):
         self.where, self.record, self.error, self.trace, self.origin = where, record, error, trace, origin
         # The failed operator's input batch and the record's index in it: the source task tells
         # the record's origin when that batch is the one it read (runtime.task.source_reader).
         self.batch, self.index = batch, index
-        # What failed: a record, or a whole batch named by its first record (Arrow-batch functions).
+        # What failed: a record, a whole batch named by its first record (Arrow-batch functions),
+        # or None: a call on no record (open, close).
         self.on = on
         # The cause first (operator, subtask, reason), then the record and where it came from.
         at = f", {origin}" if origin else ""
-        super().__init__(f"{where} failed: {type(error).__name__}: {error} (on {on} {record!r}{at})\n"
+        on_what = f" (on {on} {record!r}{at})" if on is not None else ""
+        super().__init__(f"{where} failed: {type(error).__name__}: {error}{on_what}\n"
                          f"--- original traceback ---\n{trace}")
+
+    @property
+    def throwable_type(self) -> ThrowableType:
+        """As recoverable as the user function's error (copies made by ``at``/``within`` have no cause)."""
+        return throwable_type(self.error)
 
     def at(self, origin: str) -> "UserCodeException":
         return UserCodeException(self.where, self.record, self.error, self.trace, origin, on=self.on)
@@ -91,12 +99,22 @@ class TaskOperator:
         runtime_context = StreamingRuntimeContext(self)
         for f in self.user_functions():
             if isinstance(f, fn.Function):
-                self._call(f.open, None, runtime_context)
+                self._call_on_no_record(f.open, runtime_context)
 
     def close(self) -> None:
         for f in self.user_functions():
             if isinstance(f, fn.Function):
-                self._call(f.close, None)
+                self._call_on_no_record(f.close)
+
+    def _call_on_no_record(self, f: Callable, *args) -> None:
+        """A user function's ``open`` or ``close``: a failure names the call, not a record."""
+        try:
+            f(*args)
+        except UserCodeException:
+            raise
+        except Exception as e:
+            raise UserCodeException(f"{self.name} {self.ctx.subtask_label} {f.__name__}()", None, e,
+                                    traceback.format_exc(), on=None) from e
 
     def dispose(self) -> None:
         """The task is done: drop state and buffers now. Operators, their contexts and the task's

@@ -16,6 +16,7 @@ from typing import Iterable, Iterator
 
 from runtime.common.faults import fault_point
 from runtime.common.pickling import dumps
+from runtime.common.throwables import is_unrecoverable
 from runtime.common.watermark_strategy import MAX_WATERMARK, MIN_WATERMARK
 from runtime.graph.job_graph import JobGraph
 from runtime.state.backend import heap_compact_after, state_backend_type
@@ -104,10 +105,11 @@ class StreamTask:
             self.state.snapshot(self.chain.all_operators, ack)
             self._finish_sinks(ack)
         except UserCodeException as e:
-            ack.failure = str(e)
+            ack.failure, ack.unrecoverable = str(e), is_unrecoverable(e)
         except Exception as e:
             ack.failure = (f"{self.vertex.name} {self.ctx.subtask_label} failed: {type(e).__name__}: {e}\n"
                            f"--- original traceback ---\n{traceback.format_exc()}")
+            ack.unrecoverable = is_unrecoverable(e)
         if ack.failure is None:
             for writer in self.chain.writers:
                 yield from writer.rows()
