@@ -295,6 +295,18 @@ def test_vectorised_strings_equal_scalar(rng):
     _check_vectorised(ascii_only, [pa.array(ascii_only)])
 
 
+def test_empty_strings_hash_to_zero_wherever_they_fall_in_the_hashing_chunks(rng):
+    # The hashes are summed a string at a time over chunks of 2**18 code units: empty strings
+    # first, between others, in runs, at a chunk's end and at the data's end.
+    chunk = 1 << 18
+    values = ["", "", "a", "", "", "abc", ""]
+    values += ["x" * (chunk - 3), "", "yz", "", "", "w" * (chunk + 5), "", "é" * 1000, "q", "", ""]
+    values += ["".join(rng.choice("ab€😀") for _ in range(rng.randint(0, 6))) for _ in range(20_000)] + [""]
+    _check_vectorised(values, [pa.array(values), pa.array(["skip"] + values).slice(1)], max_parallelisms=(128,))
+    binary = [v.encode() for v in values]
+    _check_vectorised(binary, [pa.array(binary)], max_parallelisms=(128,))
+
+
 def test_vectorised_binary_equal_scalar(rng):
     values = [b"", b"\x00", b"\xff\x80\x7f"] + [rng.randbytes(rng.randint(0, 30)) for _ in range(500)]
     _check_vectorised(values, [pa.array(values), pa.array(values, type=pa.large_binary())])

