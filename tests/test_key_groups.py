@@ -305,6 +305,11 @@ def test_empty_strings_hash_to_zero_wherever_they_fall_in_the_hashing_chunks(rng
     _check_vectorised(values, [pa.array(values), pa.array(["skip"] + values).slice(1)], max_parallelisms=(128,))
     binary = [v.encode() for v in values]
     _check_vectorised(binary, [pa.array(binary)], max_parallelisms=(128,))
+    # Long strings (summed a string at a time) and short ones (a prefix sum), each with empty
+    # strings first, between and last.
+    for few in (["", "abc" * 20, "", "", "x" * 40, "", ""], ["", "a", "", "", "bc", "", ""]):
+        _check_vectorised(few, [pa.array(few)], max_parallelisms=(128,))
+        _check_vectorised([v.encode() for v in few], [pa.array([v.encode() for v in few])], max_parallelisms=(128,))
 
 
 def test_vectorised_binary_equal_scalar(rng):
