@@ -280,6 +280,23 @@ def test_failure_rate_gives_up_and_the_dag_run_fails(control_plane):
     assert "maximum of 1 failures within interval 60000 ms" in second.restart
 
 
+@pytest.mark.slow
+def test_a_failure_no_restart_can_cure_fails_the_run_at_its_first_attempt(control_plane):
+    """Under a strategy that would restart three times, an error the runtime classifies as
+    non-recoverable (as a restored state whose type cannot migrate) fails the run at once: one
+    attempt, the decision says why, and the run task fails in its one Airflow try."""
+    from airflow.utils.state import DagRunState
+    write_job(control_plane, "counts_unrecoverable", "RestartStrategies.fixed_delay_restart(3, 200)",
+              "cc.FailAt(25_000, unrecoverable=True)")
+    run, tis = dag_test("counts_unrecoverable")
+    assert run.state == DagRunState.FAILED
+    assert (tis["run"].state, tis["run"].try_number, tis["finish"].state) == ("failed", 1, "upstream_failed")
+    [only] = executions(control_plane, "counts_unrecoverable")
+    assert (only.state, only.attempt, only.restarting, only.backoff_ms) == ("FAILED", 1, False, 0)
+    assert "InjectedUnrecoverableError: injected failure" in only.failure
+    assert "a restart would fail alike" in only.restart, only.restart
+
+
 def test_a_deterministic_failure_stops_within_the_default_strategys_bound(control_plane, caplog):
     """A job that sets no restart strategy, with checkpointing: the control plane's default gives up
     after 3 restarts (1 s, 1.5 s, 2.25 s apart), and each attempt's failure and the decision on it

@@ -9,6 +9,7 @@ import os
 import signal
 
 from runtime.common import Configuration, Duration, Row, Time, Types, WatermarkStrategy
+from runtime.common.throwables import ThrowableType
 from runtime.datastream import KeyedProcessFunction, StreamExecutionEnvironment, TumblingEventTimeWindows
 from runtime.datastream.connectors.delta import DeltaSink
 from runtime.datastream.state import ValueStateDescriptor
@@ -34,13 +35,20 @@ def parse(line: str) -> Row:
     return Row(word=word, ts=int(ts), count=1)
 
 
+class InjectedUnrecoverableError(RuntimeError):
+    """A failure a restart cannot cure, as a state type that cannot migrate is."""
+
+    throwable_type = ThrowableType.NON_RECOVERABLE_ERROR
+
+
 class FailAt:
     """Fails on the first event at or after ``ts`` (an epoch in the middle of the input): every
     time, or only once when ``marker`` is given (the marker file remembers it failed). ``kill``:
-    the process running the task dies instead (SIGKILL, as a crash in native code)."""
+    the process running the task dies instead (SIGKILL, as a crash in native code);
+    ``unrecoverable``: with an error no restart can cure."""
 
-    def __init__(self, ts: int, marker=None, kill: bool = False):
-        self.ts, self.marker, self.kill = ts, marker, kill
+    def __init__(self, ts: int, marker=None, kill: bool = False, unrecoverable: bool = False):
+        self.ts, self.marker, self.kill, self.unrecoverable = ts, marker, kill, unrecoverable
 
     def __call__(self, event):
         if event.ts >= self.ts and not (self.marker and os.path.exists(self.marker)):
@@ -48,7 +56,8 @@ class FailAt:
                 open(self.marker, "w").close()
             if self.kill:
                 os.kill(os.getpid(), signal.SIGKILL)
-            raise RuntimeError(f"injected failure at event {event}")
+            raise (InjectedUnrecoverableError if self.unrecoverable else RuntimeError)(
+                f"injected failure at event {event}")
         return event
 
 
