@@ -13,6 +13,10 @@ from typing import Optional
 
 
 class ThrowableType(Enum):
+    """Whether a restart can cure a failure (Flink's ``ThrowableType``). An exception class set
+    ``throwable_type = ThrowableType.NON_RECOVERABLE_ERROR`` fails its run without a restart,
+    whatever the job's restart strategy."""
+
     NON_RECOVERABLE_ERROR = "NonRecoverableError"
     RECOVERABLE_ERROR = "RecoverableError"
 
