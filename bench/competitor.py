@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -239,7 +240,6 @@ def finish_workdir(workdir, keep: bool) -> None:
     if keep:
         print(f"work folder kept: {workdir}")
     else:
-        import shutil
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -104,11 +104,10 @@ class StreamTask:
             fault_point("mid-epoch", self.tdd.epoch)
             self.state.snapshot(self.chain.all_operators, ack)
             self._finish_sinks(ack)
-        except UserCodeException as e:
-            ack.failure, ack.unrecoverable = str(e), is_unrecoverable(e)
         except Exception as e:
-            ack.failure = (f"{self.vertex.name} {self.ctx.subtask_label} failed: {type(e).__name__}: {e}\n"
-                           f"--- original traceback ---\n{traceback.format_exc()}")
+            ack.failure = str(e) if isinstance(e, UserCodeException) else (
+                f"{self.vertex.name} {self.ctx.subtask_label} failed: {type(e).__name__}: {e}\n"
+                f"--- original traceback ---\n{traceback.format_exc()}")
             ack.unrecoverable = is_unrecoverable(e)
         if ack.failure is None:
             for writer in self.chain.writers:
