@@ -415,10 +415,11 @@ class JobRunner:
                                   recorder.history, recorder.execution, time.time(), self.earlier_attempts)
         self.decision = recorder.failed(text, names, result, self.restored_from, decision)
         # A control plane or the driver (restarts.run_attempts) acts on this decision: say it now. The
-        # failure that ends a run outside Airflow is its caller's to report (sluice run's line), after why.
+        # failure that ends a run outside Airflow is its caller's to report (sluice run's line), after why
+        # (a strategy that would have restarted and was not asked, too).
         if self.options.dag_run_id or decision.restart:
             log.error("[%s] attempt %s failed: %s", self.job_graph.job_name, self.options.attempt, error)
-        if self.options.dag_run_id or decision.restart or self.earlier_attempts:
+        if self.options.dag_run_id or decision.restart or self.earlier_attempts or decision.unrecoverable:
             (log.warning if decision.restart else log.error)("[%s] %s", self.job_graph.job_name, decision.describe())
 
 
